@@ -1,0 +1,60 @@
+"""The workbook's exception hierarchy.
+
+Every error raised on purpose by the helper package derives from :class:`WorkbookError`.
+Messages read ``"Failed to <verb> <object>: <cause>"`` and, when the fix is known, say it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WorkbookError",
+    "ParamsError",
+    "StackError",
+    "SourceError",
+    "CdcSetupError",
+    "HudiError",
+    "HudiCommitError",
+    "HudiLockError",
+    "RunnerError",
+    "AwsError",
+]
+
+
+class WorkbookError(Exception):
+    """Base class of all errors the helper package raises on purpose."""
+
+
+class ParamsError(WorkbookError):
+    """A parameters file or override is invalid (unknown key, wrong type, missing setting)."""
+
+
+class StackError(WorkbookError):
+    """A local server (PostgreSQL, MariaDB) could not be started, stopped or reached."""
+
+
+class SourceError(WorkbookError):
+    """Loading or changing data in a source database failed."""
+
+
+class CdcSetupError(WorkbookError):
+    """Enabling or checking change data capture on a source failed."""
+
+
+class HudiError(WorkbookError):
+    """A Hudi table could not be created, written or read."""
+
+
+class HudiCommitError(HudiError):
+    """A Hudi write could not be committed; the table is left as of its last completed commit."""
+
+
+class HudiLockError(HudiError):
+    """Another live writer holds the table's lock."""
+
+
+class RunnerError(WorkbookError):
+    """A notebook of the workbook failed while being executed."""
+
+
+class AwsError(WorkbookError):
+    """An AWS API call failed or AWS settings are missing."""

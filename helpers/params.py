@@ -1,0 +1,383 @@
+"""Layered, validated parameters.
+
+``params/base.yaml`` holds what every environment shares; one overlay per environment
+(``local.yaml``, ``aws.yaml``, ``ci.yaml``) is merged on top of it, then the overrides a notebook
+passes. The result is validated into one frozen, typed :class:`WorkbookParams`. An unknown key,
+a wrong type or a missing required setting raises :class:`~helpers.errors.ParamsError` naming
+the key, the file it came from and, for unknown keys, the accepted keys.
+
+Example:
+    >>> from helpers.params import load_params
+    >>> params = load_params("local", overrides={"tickit.scale": 0.01})
+    >>> params.tickit.scale
+    0.01
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from helpers.errors import ParamsError
+
+__all__ = [
+    "AwsParams",
+    "LakeParams",
+    "LocalParams",
+    "MariaDbParams",
+    "OrdersParams",
+    "PostgresParams",
+    "SourceParams",
+    "TickitParams",
+    "WorkbookParams",
+    "ENVIRONMENTS",
+    "load_params",
+    "project_root",
+]
+
+ENVIRONMENTS = ("local", "aws", "ci")
+"""Names of the overlays in ``params/``; ``local`` is the default."""
+
+_PLACEHOLDER = "REPLACE-ME"
+
+
+def project_root() -> Path:
+    """Return the repository root (the folder holding ``params/``).
+
+    ``WORKBOOK_ROOT`` wins when set (EMR Studio, installed package); otherwise the folder
+    above this package.
+    """
+    env = os.environ.get("WORKBOOK_ROOT")
+    if env:
+        return Path(env).resolve()
+    return Path(__file__).resolve().parent.parent
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class TickitParams(_Strict):
+    """TICKIT sample data: ``scale`` 1.0 gives the documented row counts."""
+
+    scale: Annotated[float, Field(gt=0, le=10)] = 1.0
+    seed: int = 20080101
+    reload: bool = False
+
+
+class OrdersParams(_Strict):
+    """Orders database fed through a transactional outbox."""
+
+    customers: Annotated[int, Field(ge=1)] = 1000
+    orders: Annotated[int, Field(ge=0)] = 5000
+    seed: int = 7
+
+
+class SourceParams(_Strict):
+    """One source system: its engine, database, schema and tables."""
+
+    engine: Literal["postgres", "mariadb", "mysql", "sqlserver"]
+    database: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    schema_name: Annotated[str | None, Field(alias="schema", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = None
+    tables: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ...]
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, populate_by_name=True)
+
+    @property
+    def namespace(self) -> str:
+        """The Debezium topic's middle part: the schema for PostgreSQL/SQL Server, else the database."""
+        return self.schema_name or self.database
+
+
+class PostgresParams(_Strict):
+    """Local PostgreSQL 15 server."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 55432
+    bin_dir: str = "/usr/lib/postgresql/15/bin"
+    max_replication_slots: Annotated[int, Field(ge=1)] = 10
+    max_wal_senders: Annotated[int, Field(ge=1)] = 10
+
+
+class MariaDbParams(_Strict):
+    """Local MariaDB 10.11 server."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 33306
+    server_id: Annotated[int, Field(ge=1)] = 1
+    binlog_expire_days: Annotated[int, Field(ge=1)] = 7
+
+
+class LocalParams(_Strict):
+    """Settings of the local stack (ignored on AWS)."""
+
+    postgres: PostgresParams = PostgresParams()
+    mariadb: MariaDbParams = MariaDbParams()
+    start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class RdsPostgresParams(_Strict):
+    instance_id: str
+    parameter_group: str
+    parameter_group_family: str = "postgres15"
+
+
+class RdsMySqlParams(_Strict):
+    instance_id: str
+    parameter_group: str
+    parameter_group_family: str = "mysql8.0"
+    binlog_retention_hours: Annotated[int, Field(ge=1, le=168)] = 24
+
+
+class RdsSqlServerParams(_Strict):
+    instance_id: str
+
+
+class RdsParams(_Strict):
+    postgres: RdsPostgresParams
+    mysql: RdsMySqlParams
+    sqlserver: RdsSqlServerParams
+
+
+class SecretsParams(_Strict):
+    """AWS Secrets Manager secret ids holding ``{"username": ..., "password": ...}`` per engine."""
+
+    postgres: str
+    mysql: str
+    sqlserver: str
+
+
+class AwsParams(_Strict):
+    """Settings of the AWS world; every field is required when ``environment`` is ``aws``."""
+
+    region: str
+    s3_bucket: str
+    rds: RdsParams
+    secrets: SecretsParams
+
+
+class LakeParams(_Strict):
+    """Where the Bronze and Silver zones live (local path or ``s3://`` URI)."""
+
+    bronze: str = "lake/bronze"
+    silver: str = "lake/silver"
+
+
+class WorkbookParams(_Strict):
+    """All parameters of one workbook run, frozen."""
+
+    environment: Literal["local", "aws"] = "local"
+    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")] = "tickit"
+    state_dir: str = ".state"
+    runs_dir: str = "runs"
+    tickit: TickitParams = TickitParams()
+    orders: OrdersParams = OrdersParams()
+    sources: dict[str, SourceParams]
+    local: LocalParams = LocalParams()
+    lake: LakeParams = LakeParams()
+    aws: AwsParams | None = None
+
+    @model_validator(mode="after")
+    def _aws_settings_present(self) -> WorkbookParams:
+        if self.environment == "aws" and self.aws is None:
+            raise ValueError("the 'aws' section is required when environment is 'aws'")
+        return self
+
+    def path(self, value: str) -> Path:
+        """Resolve a path parameter against the project root (absolute paths stay as they are)."""
+        p = Path(value)
+        return p if p.is_absolute() else project_root() / p
+
+    @property
+    def state_path(self) -> Path:
+        """Absolute state directory of the local stack."""
+        return self.path(self.state_dir)
+
+    def source(self, name: str) -> SourceParams:
+        """Return the source system ``name`` (``ecomm``, ``ems``, ``crm``, ``orders``).
+
+        Raises:
+            ParamsError: if no such source is configured.
+        """
+        try:
+            return self.sources[name]
+        except KeyError:
+            raise ParamsError(
+                f"Failed to find source {name!r}: configured sources are {sorted(self.sources)}"
+            ) from None
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ParamsError(f"Failed to read parameters: {path} does not exist") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"Failed to parse parameters file {path}: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"Failed to load parameters file {path}: the top level must be a mapping")
+    return data
+
+
+def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _has_path(data: Mapping[str, Any], loc: tuple[str | int, ...]) -> bool:
+    node: Any = data
+    for part in loc:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list | tuple) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return False
+    return True
+
+
+def _dotted_to_nested(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ParamsError(f"Failed to apply override {key!r}: {part!r} is not a section")
+        node[parts[-1]] = value
+    return nested
+
+
+def _accepted_keys(loc: tuple[str | int, ...]) -> list[str]:
+    model: type[BaseModel] | None = WorkbookParams
+    for part in loc[:-1]:
+        if model is None:
+            return []
+        field = model.model_fields.get(str(part))
+        if field is None:
+            # a dict of models (sources.<name>)
+            return _model_keys(SourceParams) if loc[0] == "sources" else []
+        ann = field.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if model is None and str(part) == "sources":
+            model = SourceParams
+    if model is None:
+        return []
+    return _model_keys(model)
+
+
+def _model_keys(model: type[BaseModel]) -> list[str]:
+    return sorted((f.alias or name) for name, f in model.model_fields.items())
+
+
+def load_params(
+    env: str = "local",
+    overrides: Mapping[str, Any] | None = None,
+    params_dir: str | Path | None = None,
+) -> WorkbookParams:
+    """Load ``base.yaml`` plus the overlay of ``env`` plus ``overrides``, validated.
+
+    Args:
+        env: overlay name, one of :data:`ENVIRONMENTS`.
+        overrides: dotted keys to values, e.g. ``{"tickit.scale": 0.01}``; applied last.
+        params_dir: folder holding the YAML files (default ``<project root>/params``;
+            ``WORKBOOK_PARAMS_DIR`` overrides it).
+
+    Returns:
+        The frozen parameters.
+
+    Raises:
+        ParamsError: for an unknown environment, an unreadable file, an unknown key, a wrong
+            type, or a missing required setting; the message names the key and the file.
+    """
+    if env not in ENVIRONMENTS:
+        raise ParamsError(f"Failed to load parameters: unknown environment {env!r}; use one of {ENVIRONMENTS}")
+    folder = Path(params_dir or os.environ.get("WORKBOOK_PARAMS_DIR") or project_root() / "params")
+    layers: list[tuple[str, dict[str, Any]]] = [
+        (str(folder / "base.yaml"), _read_yaml(folder / "base.yaml")),
+        (str(folder / f"{env}.yaml"), _read_yaml(folder / f"{env}.yaml")),
+    ]
+    if overrides:
+        layers.append(("overrides", _dotted_to_nested(overrides)))
+    merged: dict[str, Any] = {}
+    for _, layer in layers:
+        merged = _merge(merged, layer)
+    try:
+        params = WorkbookParams.model_validate(merged)
+    except ValidationError as exc:
+        raise ParamsError(_describe(exc, layers, env)) from None
+    if params.environment == "aws":
+        _check_placeholders(params, layers)
+    return params
+
+
+def _origin(loc: tuple[str | int, ...], layers: list[tuple[str, dict[str, Any]]], env: str) -> str:
+    for name, layer in reversed(layers):
+        if _has_path(layer, loc):
+            return name
+    # a missing key: blame the environment's overlay, which should have provided it
+    return layers[1][0]
+
+
+def _describe(exc: ValidationError, layers: list[tuple[str, dict[str, Any]]], env: str) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc) or "<top level>"
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            accepted = ", ".join(_accepted_keys(loc))
+            where = _origin(loc, layers, env)
+            lines.append(f"unknown key {key!r} in {where} (accepted keys here: {accepted})")
+        elif kind == "missing":
+            lines.append(f"missing required key {key!r} (expected in {layers[1][0]})")
+        elif kind == "value_error" and not loc:
+            lines.append(f"{err['msg'].removeprefix('Value error, ')} (expected in {layers[1][0]})")
+        else:
+            where = _origin(loc, layers, env)
+            value = err.get("input")
+            lines.append(f"key {key!r} in {where}: {err['msg']} (got {value!r})")
+    return "Failed to load parameters for environment {!r}: {}".format(env, "; ".join(lines))
+
+
+def _check_placeholders(params: WorkbookParams, layers: list[tuple[str, dict[str, Any]]]) -> None:
+    """AWS runs need real names; the committed overlay carries ``REPLACE-ME`` placeholders."""
+    found: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                walk(getattr(node, name), f"{prefix}.{name}" if prefix else name)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}")
+        elif isinstance(node, str) and _PLACEHOLDER in node:
+            found.append(prefix)
+
+    walk(params.aws, "aws")
+    walk(params.lake, "lake")
+    if found:
+        raise ParamsError(
+            "Failed to load parameters for environment 'aws': required AWS settings still hold the "
+            f"placeholder {_PLACEHOLDER!r}: {', '.join(found)} (set them in {layers[1][0]} "
+            "or pass them as overrides)"
+        )

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine of this kind (Debian 12, Python 3.11):
+#   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
+#   * a project-local virtual environment in .venv with the package and its dev extras.
+# Safe to run again: it installs only what is missing and re-installs Python packages only
+# when pyproject.toml changed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+need_apt=()
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need_apt+=(postgresql-15)
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+if [ "${WORKBOOK_WITH_CHROMIUM:-0}" = 1 ]; then
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    log "missing system packages: ${need_apt[*]}; run as root or install them with apt-get"
+    exit 1
+  fi
+  log "installing system packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Services are started by the workbook itself on 127.0.0.1, never by the package scripts.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+PY="${WORKBOOK_PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $($PY --version)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.workbook-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+log "ready"
