@@ -1,0 +1,242 @@
+"""Run the workbook: every notebook in ``notebooks/``, in order, with papermill.
+
+Each run writes the executed notebooks and their artefacts to ``<runs_dir>/<UTC timestamp>-<env>/``
+and stops at the first failing notebook with a readable summary: which notebook, which cell,
+the error. The same notebooks run unchanged in JupyterLab and EMR Studio; only the
+parameters (``env`` and a few overrides) differ.
+
+Command line::
+
+    workbook-run --env local                 # the whole workbook
+    workbook-run --env ci --only 01          # notebooks whose name starts with 01
+    workbook-run --set tickit.scale=0.1      # an override (YAML value)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from helpers.errors import RunnerError, WorkbookError
+from helpers.params import ENVIRONMENTS, load_params, project_root
+
+__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "main"]
+
+_NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
+
+
+@dataclass(frozen=True)
+class NotebookResult:
+    """Outcome of one executed notebook."""
+
+    name: str
+    output_path: Path
+    seconds: float
+    ok: bool
+    error: str | None = None
+
+
+@dataclass
+class RunResult:
+    """Outcome of a workbook run; ``ok`` is false when a notebook failed."""
+
+    env: str
+    run_dir: Path
+    notebooks: list[NotebookResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every notebook ran to the end."""
+        return all(nb.ok for nb in self.notebooks)
+
+    def summary(self) -> str:
+        """A short, human-readable account of the run."""
+        lines = [f"Workbook run ({self.env}) in {self.run_dir}"]
+        for nb in self.notebooks:
+            mark = "ok  " if nb.ok else "FAIL"
+            lines.append(f"  {mark} {nb.name:<40} {nb.seconds:7.1f} s")
+            if nb.error:
+                lines.extend("       " + line for line in nb.error.splitlines())
+        return "\n".join(lines)
+
+
+def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> list[Path]:
+    """List the workbook's notebooks in run order (``NN_verb_object.ipynb``).
+
+    Args:
+        folder: the notebooks folder (default ``<project root>/notebooks``).
+        only: name prefixes to keep (e.g. ``["01", "02"]``); empty keeps all.
+
+    Returns:
+        Paths sorted by their number.
+
+    Raises:
+        RunnerError: when the folder holds no notebook, or ``only`` matches none.
+    """
+    folder = folder or project_root() / "notebooks"
+    found = sorted(p for p in folder.glob("*.ipynb") if _NOTEBOOK_NAME.match(p.name))
+    if only:
+        found = [p for p in found if any(p.name.startswith(prefix) for prefix in only)]
+    if not found:
+        raise RunnerError(f"Failed to find notebooks in {folder}: none named NN_verb_object.ipynb"
+                          + (f" starting with {list(only)}" if only else ""))
+    return found
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """Turn papermill's execution error into 'cell N: Type: message'."""
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(exc, PapermillExecutionError):
+        evalue = str(exc.evalue).strip()
+        if len(evalue) > 2000:
+            evalue = evalue[:2000] + " ..."
+        return f"cell {exc.cell_index} (execution count {exc.exec_count}): {exc.ename}: {evalue}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _failed_cell_source(output: Path, exc: BaseException) -> str | None:
+    from papermill.exceptions import PapermillExecutionError
+
+    if not isinstance(exc, PapermillExecutionError) or not output.exists():
+        return None
+    try:
+        nb = json.loads(output.read_text(encoding="utf-8"))
+        source = nb["cells"][exc.cell_index]["source"]
+        text = "".join(source) if isinstance(source, list) else str(source)
+    except (ValueError, KeyError, IndexError):
+        return None
+    first = [line for line in text.splitlines() if line.strip()][:3]
+    return "\n".join(first) if first else None
+
+
+def run_workbook(
+    env: str = "local",
+    overrides: Mapping[str, Any] | None = None,
+    only: Sequence[str] = (),
+    run_dir: Path | None = None,
+    kernel_name: str = "python3",
+    progress: bool = True,
+) -> RunResult:
+    """Execute the notebooks in order with papermill; stop at the first failure.
+
+    Args:
+        env: parameters overlay (``local``, ``aws``, ``ci``).
+        overrides: dotted parameter overrides passed to every notebook.
+        only: notebook name prefixes to run (default: all).
+        run_dir: output folder (default ``<runs_dir>/<UTC timestamp>-<env>``).
+        kernel_name: Jupyter kernel (the standard Python 3 kernel).
+        progress: show a progress bar over notebooks and cells.
+
+    Returns:
+        The run's result; check ``ok``.
+
+    Raises:
+        ParamsError: when the parameters are invalid (checked before anything runs).
+        RunnerError: when there is no notebook to run.
+    """
+    import papermill as pm
+    from tqdm.auto import tqdm
+
+    params = load_params(env, overrides)  # fail fast, before any notebook starts
+    notebooks = discover_notebooks(only=only)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = run_dir or params.path(params.runs_dir) / f"{stamp}-{env}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = RunResult(env=env, run_dir=out_dir)
+    nb_params: dict[str, Any] = {
+        "env": env,
+        "overrides": dict(overrides or {}),
+        "run_dir": str(out_dir),
+    }
+    bar = tqdm(notebooks, desc="workbook", unit="notebook", disable=not progress, file=sys.stderr)
+    for nb in bar:
+        bar.set_postfix_str(nb.name)
+        output = out_dir / nb.name
+        start = time.monotonic()
+        try:
+            pm.execute_notebook(
+                str(nb),
+                str(output),
+                parameters=nb_params,
+                kernel_name=kernel_name,
+                cwd=str(nb.parent),
+                progress_bar=progress,
+                log_output=False,
+                report_mode=False,
+            )
+        except Exception as exc:  # papermill wraps kernel errors; anything else is also a failure
+            detail = _describe_failure(exc)
+            source = _failed_cell_source(output, exc)
+            if source:
+                detail += f"\nthe cell starts with:\n{source}"
+            detail += f"\nexecuted notebook: {output}"
+            result.notebooks.append(NotebookResult(nb.name, output, time.monotonic() - start, False, detail))
+            break
+        result.notebooks.append(NotebookResult(nb.name, output, time.monotonic() - start, True))
+    bar.close()
+    (out_dir / "run-summary.json").write_text(
+        json.dumps(
+            {
+                "env": env,
+                "ok": result.ok,
+                "notebooks": [
+                    {"name": n.name, "seconds": round(n.seconds, 2), "ok": n.ok, "error": n.error}
+                    for n in result.notebooks
+                ],
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    return result
+
+
+def _parse_set(values: Sequence[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise RunnerError(f"Failed to parse override {item!r}: use KEY=VALUE, e.g. tickit.scale=0.1")
+        overrides[key.strip()] = yaml.safe_load(raw)
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point of ``workbook-run``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="workbook-run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="local", choices=ENVIRONMENTS)
+    parser.add_argument("--only", action="append", default=[], metavar="NN",
+                        help="run only notebooks whose name starts with this (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="parameter override, e.g. tickit.scale=0.1 (repeatable)")
+    parser.add_argument("--run-dir", type=Path, default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        result = run_workbook(
+            env=args.env,
+            overrides=_parse_set(args.set),
+            only=args.only,
+            run_dir=args.run_dir,
+            progress=not args.no_progress,
+        )
+    except WorkbookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""Layered parameters: base + overlay + overrides, validated with errors naming key and file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.errors import ParamsError
+from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, project_root
+
+PARAMS = project_root() / "params"
+
+
+def _copy_params(tmp_path: Path) -> Path:
+    for f in PARAMS.glob("*.yaml"):
+        (tmp_path / f.name).write_text(f.read_text())
+    return tmp_path
+
+
+def test_every_committed_overlay_loads() -> None:
+    for env in ("local", "ci"):
+        params = load_params(env)
+        assert isinstance(params, WorkbookParams) and params.environment == "local"
+    assert set(ENVIRONMENTS) == {p.stem for p in PARAMS.glob("*.yaml")} - {"base"}
+
+
+def test_overlay_and_override_order() -> None:
+    assert load_params("local").tickit.scale == 1.0
+    assert load_params("ci").tickit.scale == 0.01
+    assert load_params("ci", {"tickit.scale": 0.5}).tickit.scale == 0.5
+    # overrides merge, they do not replace a whole section
+    params = load_params("ci", {"local.postgres.port": 50001})
+    assert params.local.postgres.port == 50001 and params.local.mariadb.port == 33316
+
+
+def test_params_are_frozen() -> None:
+    params = load_params("local")
+    with pytest.raises(Exception):
+        params.tickit.scale = 2.0  # type: ignore[misc]
+
+
+def test_unknown_key_in_file_names_key_file_and_accepted(tmp_path: Path) -> None:
+    folder = _copy_params(tmp_path)
+    (folder / "local.yaml").write_text("environment: local\ntickit:\n  scael: 0.5\n")
+    with pytest.raises(ParamsError) as info:
+        load_params("local", params_dir=folder)
+    msg = str(info.value)
+    assert "'tickit.scael'" in msg and str(folder / "local.yaml") in msg and "scale" in msg
+
+
+def test_unknown_key_in_base_names_base(tmp_path: Path) -> None:
+    folder = _copy_params(tmp_path)
+    (folder / "base.yaml").write_text((folder / "base.yaml").read_text() + "\nmystery: 1\n")
+    with pytest.raises(ParamsError, match=r"unknown key 'mystery' in .*base\.yaml"):
+        load_params("ci", params_dir=folder)
+
+
+def test_wrong_type_names_key_and_value() -> None:
+    with pytest.raises(ParamsError, match=r"'local.postgres.port' in overrides.*'abc'"):
+        load_params("local", {"local.postgres.port": "abc"})
+    with pytest.raises(ParamsError, match="tickit.reload"):
+        load_params("local", {"tickit.reload": "yes"})
+
+
+def test_out_of_range_value() -> None:
+    with pytest.raises(ParamsError, match="tickit.scale"):
+        load_params("local", {"tickit.scale": 0})
+
+
+def test_unknown_source_key_lists_accepted_keys() -> None:
+    with pytest.raises(ParamsError, match=r"'sources.ems.tabls'.*accepted keys here: database, engine, schema, tables"):
+        load_params("local", {"sources.ems.tabls": ["x"]})
+
+
+def test_identifier_parameters_are_checked() -> None:
+    with pytest.raises(ParamsError, match="sources.ems.database"):
+        load_params("local", {"sources.ems.database": "ems; DROP DATABASE x"})
+
+
+def test_aws_requires_real_settings() -> None:
+    with pytest.raises(ParamsError) as info:
+        load_params("aws")
+    msg = str(info.value)
+    assert "aws.s3_bucket" in msg and "aws.rds.postgres.instance_id" in msg and "aws.yaml" in msg
+
+
+def test_aws_missing_required_setting_names_key_and_file(tmp_path: Path) -> None:
+    folder = _copy_params(tmp_path)
+    text = (folder / "aws.yaml").read_text().replace("  region: us-east-1\n", "")
+    (folder / "aws.yaml").write_text(text)
+    with pytest.raises(ParamsError, match=r"missing required key 'aws.region' \(expected in .*aws\.yaml\)"):
+        load_params("aws", params_dir=folder)
+
+
+def test_aws_section_required_for_aws_environment() -> None:
+    with pytest.raises(ParamsError, match="'aws' section is required"):
+        load_params("local", {"environment": "aws"})
+
+
+def test_aws_with_overrides_loads() -> None:
+    params = load_params("aws", {
+        "aws.s3_bucket": "b", "aws.rds.postgres.instance_id": "p", "aws.rds.mysql.instance_id": "m",
+        "aws.rds.sqlserver.instance_id": "s", "lake.bronze": "s3://b/bronze", "lake.silver": "s3://b/silver",
+    })
+    assert params.environment == "aws" and params.source("crm").engine == "sqlserver"
+
+
+def test_unknown_environment_and_source() -> None:
+    with pytest.raises(ParamsError, match="unknown environment 'prod'"):
+        load_params("prod")
+    with pytest.raises(ParamsError, match="configured sources are"):
+        load_params("local").source("nope")
+
+
+def test_malformed_yaml_names_file(tmp_path: Path) -> None:
+    folder = _copy_params(tmp_path)
+    (folder / "ci.yaml").write_text("tickit: [unclosed\n")
+    with pytest.raises(ParamsError, match=r"parse parameters file .*ci\.yaml"):
+        load_params("ci", params_dir=folder)
