@@ -94,30 +94,34 @@ def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> 
 
 
 def _describe_failure(exc: BaseException) -> str:
-    """Turn papermill's execution error into 'cell N: Type: message'."""
+    """Turn papermill's execution error into 'cell In [N]: Type: message'."""
     from papermill.exceptions import PapermillExecutionError
 
     if isinstance(exc, PapermillExecutionError):
         evalue = str(exc.evalue).strip()
         if len(evalue) > 2000:
             evalue = evalue[:2000] + " ..."
-        return f"cell {exc.cell_index} (execution count {exc.exec_count}): {exc.ename}: {evalue}"
+        return f"cell In [{exc.exec_count}]: {exc.ename}: {evalue}"
     return f"{type(exc).__name__}: {exc}"
 
 
-def _failed_cell_source(output: Path, exc: BaseException) -> str | None:
-    from papermill.exceptions import PapermillExecutionError
-
-    if not isinstance(exc, PapermillExecutionError) or not output.exists():
+def _failed_cell_source(output: Path) -> str | None:
+    """First lines of the cell whose output holds the error, read from the executed notebook."""
+    if not output.exists():
         return None
     try:
         nb = json.loads(output.read_text(encoding="utf-8"))
-        source = nb["cells"][exc.cell_index]["source"]
-        text = "".join(source) if isinstance(source, list) else str(source)
-    except (ValueError, KeyError, IndexError):
+    except ValueError:
         return None
-    first = [line for line in text.splitlines() if line.strip()][:3]
-    return "\n".join(first) if first else None
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            source = cell.get("source", "")
+            text = "".join(source) if isinstance(source, list) else str(source)
+            first = [line for line in text.splitlines() if line.strip()][:3]
+            return "\n".join(first) if first else None
+    return None
 
 
 def run_workbook(
@@ -127,6 +131,7 @@ def run_workbook(
     run_dir: Path | None = None,
     kernel_name: str = "python3",
     progress: bool = True,
+    notebooks_dir: Path | None = None,
 ) -> RunResult:
     """Execute the notebooks in order with papermill; stop at the first failure.
 
@@ -137,6 +142,7 @@ def run_workbook(
         run_dir: output folder (default ``<runs_dir>/<UTC timestamp>-<env>``).
         kernel_name: Jupyter kernel (the standard Python 3 kernel).
         progress: show a progress bar over notebooks and cells.
+        notebooks_dir: where the notebooks are (default ``<project root>/notebooks``).
 
     Returns:
         The run's result; check ``ok``.
@@ -149,7 +155,7 @@ def run_workbook(
     from tqdm.auto import tqdm
 
     params = load_params(env, overrides)  # fail fast, before any notebook starts
-    notebooks = discover_notebooks(only=only)
+    notebooks = discover_notebooks(notebooks_dir, only=only)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = run_dir or params.path(params.runs_dir) / f"{stamp}-{env}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -177,7 +183,7 @@ def run_workbook(
             )
         except Exception as exc:  # papermill wraps kernel errors; anything else is also a failure
             detail = _describe_failure(exc)
-            source = _failed_cell_source(output, exc)
+            source = _failed_cell_source(output)
             if source:
                 detail += f"\nthe cell starts with:\n{source}"
             detail += f"\nexecuted notebook: {output}"

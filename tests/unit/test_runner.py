@@ -1,0 +1,65 @@
+"""The runner executes notebooks in order with papermill and stops at the first failure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.errors import ParamsError, RunnerError
+from helpers.runner import _parse_set, discover_notebooks, run_workbook
+
+
+def _notebook(path: Path, *cells: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('env: str = "local"\noverrides: dict = {}\nrun_dir: str = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, *(nbformat.v4.new_code_cell(c) for c in cells)]
+    nbformat.write(nb, str(path))
+
+
+def test_discover_orders_by_number_and_filters(tmp_path: Path) -> None:
+    for name in ("02_b.ipynb", "01_a.ipynb", "10_c.ipynb", "notes.ipynb", "3_bad.ipynb"):
+        _notebook(tmp_path / name, "pass")
+    assert [p.name for p in discover_notebooks(tmp_path)] == ["01_a.ipynb", "02_b.ipynb", "10_c.ipynb"]
+    assert [p.name for p in discover_notebooks(tmp_path, only=["02"])] == ["02_b.ipynb"]
+    with pytest.raises(RunnerError, match="none named"):
+        discover_notebooks(tmp_path, only=["99"])
+
+
+def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> None:
+    """Expected: 01 runs with the injected env, 02 fails in its third cell, 03 never runs."""
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    _notebook(nbs / "01_first.ipynb", "import json, pathlib\n"
+              "pathlib.Path(run_dir, 'seen.json').write_text(json.dumps({'env': env, 'overrides': overrides}))")
+    _notebook(nbs / "02_second.ipynb", "x = 1", "raise ValueError('source table ems.venue is empty')")
+    _notebook(nbs / "03_third.ipynb", "import pathlib\npathlib.Path(run_dir, 'third').touch()")
+    out = tmp_path / "run"
+    result = run_workbook("ci", {"tickit.scale": 0.02}, run_dir=out, notebooks_dir=nbs, progress=False)
+    assert not result.ok
+    assert [(n.name, n.ok) for n in result.notebooks] == [("01_first.ipynb", True), ("02_second.ipynb", False)]
+    assert json.loads((out / "seen.json").read_text()) == {"env": "ci", "overrides": {"tickit.scale": 0.02}}
+    assert not (out / "third").exists()
+    error = result.notebooks[1].error or ""
+    assert "cell In [4]" in error and "ValueError: source table ems.venue is empty" in error
+    assert "raise ValueError" in error and "x = 1" not in error and str(out / "02_second.ipynb") in error
+    summary = json.loads((out / "run-summary.json").read_text())
+    assert summary["ok"] is False and summary["notebooks"][1]["name"] == "02_second.ipynb"
+    assert "FAIL 02_second.ipynb" in result.summary()
+
+
+def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:
+    with pytest.raises(ParamsError, match="tickit.scael"):
+        run_workbook("ci", {"tickit.scael": 1}, run_dir=tmp_path / "r", notebooks_dir=tmp_path, progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+def test_parse_set() -> None:
+    assert _parse_set(["tickit.scale=0.1", "tickit.reload=true", "project=x"]) == {
+        "tickit.scale": 0.1, "tickit.reload": True, "project": "x"}
+    with pytest.raises(RunnerError, match="KEY=VALUE"):
+        _parse_set(["novalue"])
