@@ -34,7 +34,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -450,7 +450,7 @@ def generate_tickit(scale: float = 1.0, seed: int = 20080101) -> dict[str, pa.Ta
 # tables
 
 
-_ColumnData = pa.Array | npt.NDArray[Any] | list[Any]
+_ColumnData: TypeAlias = pa.Array | npt.NDArray[Any] | list[Any]
 
 
 def _table(name: str, columns: dict[str, _ColumnData]) -> pa.Table:
