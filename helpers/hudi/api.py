@@ -341,7 +341,9 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
             "custom key generators are not supported"
         )
     if _bool(DROP_PARTITION_COLUMNS, opts.get(DROP_PARTITION_COLUMNS), False):
-        raise _fail(f"{DROP_PARTITION_COLUMNS}=true is not supported (the official reader hudi-rs refuses it)")
+        raise _fail(
+            f"{DROP_PARTITION_COLUMNS}=true is not supported (the official reader hudi-rs refuses it)"
+        )
     if _bool(URL_ENCODE, opts.get(URL_ENCODE), False):
         raise _fail(f"{URL_ENCODE}=true is not supported by the workbook's tables")
     payload = opts.get(PAYLOAD_CLASS)
@@ -390,7 +392,10 @@ def _config_overrides(opts: Mapping[str, str], table_type: str) -> tuple[tuple[s
         if key in opts:
             out[MAPPED_OPTIONS[key]] = _int(key, opts[key])
     if not _bool("hoodie.compact.inline", opts.get("hoodie.compact.inline"), True):
-        if int(out.get("inline_compaction_delta_commits", 0)) > 0 and "hoodie.compact.inline.max.delta.commits" in opts:
+        if (
+            int(out.get("inline_compaction_delta_commits", 0)) > 0
+            and "hoodie.compact.inline.max.delta.commits" in opts
+        ):
             raise _fail("hoodie.compact.inline=false contradicts hoodie.compact.inline.max.delta.commits")
         out["inline_compaction_delta_commits"] = 0
     if not _bool("hoodie.clean.automatic", opts.get("hoodie.clean.automatic"), True):
@@ -535,7 +540,9 @@ def write_hudi(
             df.write.format("hudi").options(**official).mode("append").save(str(path))
         except Exception as exc:  # noqa: BLE001 - Py4J / analysis errors
             raise HudiError(f"Failed to write Hudi table {parsed.table_name!r} at {path}: {exc}") from exc
-        return HudiWriteResult(engine="official", path=str(path), operation=parsed.operation, options=official)
+        return HudiWriteResult(
+            engine="official", path=str(path), operation=parsed.operation, options=official
+        )
     config = to_table_config(parsed, str(path))
     skipped: tuple[str, ...] = ()
     if parsed.sync_enabled:

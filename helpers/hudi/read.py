@@ -175,7 +175,7 @@ def _instant_option(key: str, value: object) -> str:
     if isinstance(value, str) and value.strip() and set(value.strip()) == {"0"}:
         return EARLIEST_INSTANT
     try:
-        return to_instant(value)  # type: ignore[arg-type]
+        return to_instant(value)
     except WorkbookError as exc:
         raise HudiError(f"Failed to parse Hudi read option {key}={value!r}: {exc}") from exc
 
@@ -204,11 +204,14 @@ def parse_read_options(options: Mapping[str, Any] | None) -> HudiReadSpec:
     )
     if unknown:
         accepted = ", ".join((QUERY_TYPE, AS_OF_INSTANT, BEGIN_INSTANT, END_INSTANT, "hoodie.read.*"))
-        raise HudiError(f"Failed to parse Hudi read options: unknown option(s) {unknown}; accepted: {accepted}")
+        raise HudiError(
+            f"Failed to parse Hudi read options: unknown option(s) {unknown}; accepted: {accepted}"
+        )
     query_type = str(opts.get(QUERY_TYPE, "snapshot")).strip().lower()
     if query_type not in _QUERY_TYPES:
         raise HudiError(
-            f"Failed to parse Hudi read options: {QUERY_TYPE}={opts[QUERY_TYPE]!r} is not one of {_QUERY_TYPES}"
+            f"Failed to parse Hudi read options: {QUERY_TYPE}={opts[QUERY_TYPE]!r} "
+            f"is not one of {_QUERY_TYPES}"
         )
     as_of = _instant_option(AS_OF_INSTANT, opts[AS_OF_INSTANT]) if AS_OF_INSTANT in opts else None
     begin = _instant_option(BEGIN_INSTANT, opts[BEGIN_INSTANT]) if BEGIN_INSTANT in opts else None
@@ -222,10 +225,12 @@ def parse_read_options(options: Mapping[str, Any] | None) -> HudiReadSpec:
         if begin is None:
             raise HudiError(
                 f"Failed to parse Hudi read options: an incremental query needs {BEGIN_INSTANT} "
-                "(use \"000\" to read from the beginning)"
+                '(use "000" to read from the beginning)'
             )
         if end is not None and end < begin:
-            raise HudiError(f"Failed to parse Hudi read options: {END_INSTANT}={end} is before {BEGIN_INSTANT}={begin}")
+            raise HudiError(
+                f"Failed to parse Hudi read options: {END_INSTANT}={end} is before {BEGIN_INSTANT}={begin}"
+            )
     elif begin is not None or end is not None:
         raise HudiError(
             f"Failed to parse Hudi read options: {BEGIN_INSTANT}/{END_INSTANT} need "
@@ -278,7 +283,9 @@ def _project(schema: pa.Schema, columns: Sequence[str] | None, base_path: str) -
         return schema
     missing = [c for c in columns if c not in schema.names]
     if missing:
-        raise HudiError(f"Failed to read Hudi table {base_path}: unknown column(s) {missing}; table has {schema.names}")
+        raise HudiError(
+            f"Failed to read Hudi table {base_path}: unknown column(s) {missing}; table has {schema.names}"
+        )
     return pa.schema([schema.field(c) for c in columns])
 
 

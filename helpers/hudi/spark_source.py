@@ -62,7 +62,7 @@ _DEFAULT_SPLIT_MAX_BYTES = 128 * 1024 * 1024
 _OWN_OPTIONS = frozenset({SPLIT_MAX_BYTES_OPTION})
 
 
-class SlicePartition(InputPartition):  # type: ignore[misc]
+class SlicePartition(InputPartition):
     """One Spark input partition: a group of file slices read by one task.
 
     Attributes:
@@ -107,7 +107,9 @@ def _split_max_bytes(options: Mapping[str, str]) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise HudiError(f"Failed to parse option {SPLIT_MAX_BYTES_OPTION}={raw!r}: expected a positive integer")
+        raise HudiError(
+            f"Failed to parse option {SPLIT_MAX_BYTES_OPTION}={raw!r}: expected a positive integer"
+        )
     return value
 
 
@@ -123,7 +125,7 @@ def _base_path(options: Mapping[str, str]) -> str:
     return str(path)
 
 
-class HudiRsDataSource(DataSource):  # type: ignore[misc]
+class HudiRsDataSource(DataSource):
     """PySpark data source ``hudi_rs``: Hudi tables read by the official reader (hudi-rs).
 
     Options: those of :mod:`helpers.hudi.read` (Spark datasource names) plus
@@ -169,7 +171,7 @@ class HudiRsDataSource(DataSource):  # type: ignore[misc]
         return _HudiRsReader(dict(self.options), schema)
 
 
-class _HudiRsReader(DataSourceReader):  # type: ignore[misc]
+class _HudiRsReader(DataSourceReader):
     """Plans file slices on the driver; reads them in tasks."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:

@@ -24,6 +24,7 @@ from helpers.hudi.api import (
 from helpers.hudi.read import EARLIEST_INSTANT, HudiReadSpec, parse_read_options
 from helpers.spark import AVRO_FORMAT_CLASS, avro_format_name, hudi_datasource_available
 
+KEYGEN = "org.apache.hudi.keygen."
 BASE = {
     "hoodie.table.name": "sales",
     "hoodie.datasource.write.recordkey.field": "salesid",
@@ -84,7 +85,10 @@ def test_read_native_options_pass_through() -> None:
     ("options", "match"),
     [
         ({"hoodie.datasource.query.type": "streaming"}, "is not one of"),
-        ({"hoodie.datasource.query.typ": "snapshot"}, r"unknown option\(s\) \['hoodie.datasource.query.typ'\]"),
+        (
+            {"hoodie.datasource.query.typ": "snapshot"},
+            r"unknown option\(s\) \['hoodie.datasource.query.typ'\]",
+        ),
         ({"hoodie.datasource.query.type": "incremental"}, "needs hoodie.datasource.read.begin.instanttime"),
         (
             {
@@ -94,7 +98,10 @@ def test_read_native_options_pass_through() -> None:
             },
             "cannot be combined",
         ),
-        ({"hoodie.datasource.read.begin.instanttime": "20250101"}, "need hoodie.datasource.query.type=incremental"),
+        (
+            {"hoodie.datasource.read.begin.instanttime": "20250101"},
+            "need hoodie.datasource.query.type=incremental",
+        ),
         (
             {
                 "hoodie.datasource.query.type": "incremental",
@@ -169,7 +176,9 @@ def test_write_full_options_map_onto_table_config() -> None:
 def test_write_keygen_short_name_and_type_are_accepted() -> None:
     """``keygenerator.type`` and unqualified class names resolve to the same class."""
     a = parse_write_options({**BASE, "hoodie.datasource.write.keygenerator.type": "NON_PARTITION"})
-    b = parse_write_options({**BASE, "hoodie.datasource.write.keygenerator.class": "NonpartitionedKeyGenerator"})
+    b = parse_write_options(
+        {**BASE, "hoodie.datasource.write.keygenerator.class": "NonpartitionedKeyGenerator"}
+    )
     assert a.keygen_class == b.keygen_class == "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
 
 
@@ -211,14 +220,14 @@ def test_write_disabling_inline_compaction_and_cleaning() -> None:
         (
             {
                 "hoodie.datasource.write.partitionpath.field": "p",
-                "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+                "hoodie.datasource.write.keygenerator.class": KEYGEN + "NonpartitionedKeyGenerator",
             },
             "contradicts record key",
         ),
         (
             {
                 "hoodie.datasource.write.partitionpath.field": "ts",
-                "hoodie.datasource.write.keygenerator.class": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+                "hoodie.datasource.write.keygenerator.class": KEYGEN + "TimestampBasedKeyGenerator",
             },
             "timestamp-based",
         ),
@@ -357,22 +366,35 @@ def test_write_hudi_official_branch(monkeypatch: pytest.MonkeyPatch) -> None:
     options = {**BASE, "hoodie.datasource.write.operation": "delete"}
     result = write_hudi(df, options, "s3://bucket/sales")  # type: ignore[arg-type]
     expected = official_write_options(parse_write_options(options))
-    assert df.calls == [("format", "hudi"), ("options", expected), ("mode", "append"), ("save", "s3://bucket/sales")]
+    assert df.calls == [
+        ("format", "hudi"),
+        ("options", expected),
+        ("mode", "append"),
+        ("save", "s3://bucket/sales"),
+    ]
     assert result.engine == "official"
     assert result.options == expected
     assert result.operation == "delete"
 
 
-def test_write_hudi_workbook_branch(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_write_hudi_workbook_branch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Without the Hudi classes, the workbook writer gets the mapped config and the operation;
     sync options are reported as skipped (and logged), not silently dropped."""
     monkeypatch.setattr("helpers.spark.hudi_datasource_available", lambda spark: False)
     seen: list[tuple[Any, ...]] = []
     fake_writer = types.ModuleType("helpers.hudi.spark_writer")
-    fake_writer.write_dataframe = lambda df, config, operation: seen.append((df, config, operation)) or "commit"  # type: ignore[attr-defined]
+    fake_writer.write_dataframe = lambda df, config, operation: (
+        seen.append((df, config, operation)) or "commit"
+    )  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "helpers.hudi.spark_writer", fake_writer)
     df = _FakeDataFrame()
-    options = {**BASE, "hoodie.datasource.write.operation": "insert", "hoodie.datasource.hive_sync.enable": "true"}
+    options = {
+        **BASE,
+        "hoodie.datasource.write.operation": "insert",
+        "hoodie.datasource.hive_sync.enable": "true",
+    }
     result = write_hudi(df, options, "/tmp/sales")  # type: ignore[arg-type]
     assert df.calls == []
     assert len(seen) == 1

@@ -69,8 +69,21 @@ def test_naive_datetime_is_utc_even_if_local_zone_differs(monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize(
     "value",
-    ["", "abc", "2025133", "202503310306428", "20251331000000000", "20250230000000000", "2025-02-30", 12, 1.5,
-     None, True, pd.NaT, np.datetime64("NaT")],
+    [
+        "",
+        "abc",
+        "2025133",
+        "202503310306428",
+        "20251331000000000",
+        "20250230000000000",
+        "2025-02-30",
+        12,
+        1.5,
+        None,
+        True,
+        pd.NaT,
+        np.datetime64("NaT"),
+    ],
 )
 def test_invalid_values_are_named_in_the_error(value: object) -> None:
     """The error is an InstantError (a WorkbookError and a ValueError) naming the value."""
