@@ -1,0 +1,157 @@
+"""Generated passwords of the local stack, kept in a 0600 file in the state directory.
+
+The first call of :func:`load_credentials` generates one password per server with
+:mod:`secrets` and writes ``<state_dir>/credentials.json``. The file is created with mode 0600
+from the start (``os.open`` with ``O_EXCL`` and mode 0600 on a temporary name, then a hard link
+to the final name), so it is never readable by other users, not even for a moment; concurrent
+first calls agree on one file.
+
+Passwords are held in :class:`pydantic.SecretStr`: ``repr``/``str`` of :class:`Credentials`
+show ``**********``; they are never printed or logged by the helper package.
+
+Environment variables override the stored values (the file is left as it is):
+
+* ``WORKBOOK_PG_PASSWORD`` - password of the PostgreSQL role ``workbook``;
+* ``WORKBOOK_MARIADB_PASSWORD`` - password of the MariaDB user ``workbook``@``127.0.0.1``.
+
+The stack applies the effective password on every start, so changing an override takes effect
+at the next ``workbook-stack start``.
+
+Example:
+    >>> creds = load_credentials(params.state_path)      # doctest: +SKIP
+    >>> creds                                            # doctest: +SKIP
+    Credentials(postgres_password=SecretStr('**********'), mariadb_password=SecretStr('**********'))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+from helpers.errors import StackError
+
+__all__ = [
+    "CREDENTIALS_FILE",
+    "ENV_MARIADB_PASSWORD",
+    "ENV_PG_PASSWORD",
+    "Credentials",
+    "generate_password",
+    "load_credentials",
+]
+
+log = logging.getLogger(__name__)
+
+CREDENTIALS_FILE = "credentials.json"
+"""Name of the credentials file inside the state directory."""
+
+ENV_PG_PASSWORD = "WORKBOOK_PG_PASSWORD"
+"""Environment variable overriding the PostgreSQL ``workbook`` role's password."""
+
+ENV_MARIADB_PASSWORD = "WORKBOOK_MARIADB_PASSWORD"
+"""Environment variable overriding the MariaDB ``workbook`` user's password."""
+
+_PASSWORD_BYTES = 24  # 32 URL-safe characters, ~192 bits
+
+
+class Credentials(BaseModel):
+    """Passwords of the local stack's application accounts (both named ``workbook``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    postgres_password: SecretStr
+    mariadb_password: SecretStr
+
+
+def generate_password() -> str:
+    """Return a new random password (URL-safe, 32 characters, from :mod:`secrets`).
+
+    Returns:
+        The password; URL-safe characters only, so it needs no quoting in connection strings.
+    """
+    return secrets.token_urlsafe(_PASSWORD_BYTES)
+
+
+def _write_new(path: Path, creds: Credentials) -> None:
+    """Create ``path`` atomically with mode 0600; raise FileExistsError if it exists."""
+    payload = json.dumps(
+        {
+            "postgres_password": creds.postgres_password.get_secret_value(),
+            "mariadb_password": creds.mariadb_password.get_secret_value(),
+        },
+        indent=2,
+    ).encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask was
+        os.write(fd, payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # atomic, fails if another process won the race
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> Credentials:
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        raise StackError(f"Failed to read credentials: {path} is not a regular file; remove it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o600)
+        log.warning("Tightened the permissions of %s to 0600 (they were %o)", path, st.st_mode & 0o777)
+    try:
+        return Credentials.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, ValidationError):
+        # the message must not echo the file's content
+        raise StackError(
+            f"Failed to read credentials: {path} is not a valid credentials file; delete it and the "
+            "state directory's servers (or restore it from a backup)"
+        ) from None
+
+
+def load_credentials(state_dir: str | Path, *, create: bool = True) -> Credentials:
+    """Return the local stack's passwords, generating and storing them on first use.
+
+    Environment variables :data:`ENV_PG_PASSWORD` and :data:`ENV_MARIADB_PASSWORD` override the
+    stored values when set and non-empty.
+
+    Args:
+        state_dir: the stack's state directory (``params.state_path``); created if missing.
+        create: generate the file when it does not exist (``False``: raise instead).
+
+    Returns:
+        The effective credentials.
+
+    Raises:
+        StackError: if the file is missing and ``create`` is false, or it is not valid.
+    """
+    folder = Path(state_dir)
+    path = folder / CREDENTIALS_FILE
+    if not path.exists():
+        if not create:
+            raise StackError(
+                f"Failed to read credentials: {path} does not exist; start the stack first "
+                "(workbook-stack start)"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        fresh = Credentials(
+            postgres_password=SecretStr(generate_password()),
+            mariadb_password=SecretStr(generate_password()),
+        )
+        try:
+            _write_new(path, fresh)
+            log.info("Generated passwords into %s (mode 0600)", path)
+        except FileExistsError:
+            pass  # a concurrent caller created it first: use theirs
+    stored = _read(path)
+    pg = os.environ.get(ENV_PG_PASSWORD) or stored.postgres_password.get_secret_value()
+    maria = os.environ.get(ENV_MARIADB_PASSWORD) or stored.mariadb_password.get_secret_value()
+    return Credentials(postgres_password=SecretStr(pg), mariadb_password=SecretStr(maria))
