@@ -513,9 +513,7 @@ def _users(rng: np.random.Generator, n: int) -> pa.Table:
     phones[:, digit_pos] = rng.integers(0, 10, (n, 10)) + ord("0")
     phones[:, 1] = rng.integers(2, 10, n) + ord("0")  # area codes do not start with 0 or 1
     userid = np.arange(1, n + 1)
-    local_part = pc.utf8_lower(
-        pc.replace_substring(pc.binary_join_element_wise(first, last, "."), "'", "")
-    )
+    local_part = pc.utf8_lower(pc.replace_substring(pc.binary_join_element_wise(first, last, "."), "'", ""))
     email = pc.binary_join_element_wise(
         local_part,
         pa.array(userid.astype(str), pa.string()),
@@ -542,9 +540,7 @@ def _users(rng: np.random.Generator, n: int) -> pa.Table:
 
 def _venue(rng: np.random.Generator, n: int) -> pa.Table:
     city_idx = rng.integers(0, len(_CITIES), n)
-    names = pc.binary_join_element_wise(
-        _pick(rng, _VENUE_PREFIXES, n), _pick(rng, _VENUE_KINDS, n), " "
-    )
+    names = pc.binary_join_element_wise(_pick(rng, _VENUE_PREFIXES, n), _pick(rng, _VENUE_KINDS, n), " ")
     seats = rng.integers(20, 800, n) * 100
     no_seats = rng.random(n) < 0.1  # TICKIT has venues without a seat count
     return _table(

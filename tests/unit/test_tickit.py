@@ -153,14 +153,16 @@ def test_quantities_and_times(fixture: str, request: pytest.FixtureRequest) -> N
     def seconds(table: pa.Table, column: str) -> np.ndarray:
         return table.column(column).cast(pa.int64()).to_numpy() // 1_000_000
 
-    starttime, listtime, saletime = seconds(event, "starttime"), seconds(listing, "listtime"), seconds(
-        sale, "saletime"
+    starttime, listtime, saletime = (
+        seconds(event, "starttime"),
+        seconds(listing, "listtime"),
+        seconds(sale, "saletime"),
     )
     assert np.all(saletime > listtime[listidx])
     assert np.all(saletime < starttime[_col(sale, "eventid") - 1])
     assert np.all(listtime < starttime[_col(listing, "eventid") - 1])
-    begin = int(dt.datetime(2008, 1, 1, tzinfo=dt.timezone.utc).timestamp())
-    end = int(dt.datetime(2008, 12, 31, tzinfo=dt.timezone.utc).timestamp())
+    begin = int(dt.datetime(2008, 1, 1, tzinfo=dt.UTC).timestamp())
+    end = int(dt.datetime(2008, 12, 31, tzinfo=dt.UTC).timestamp())
     for values in (starttime, listtime, saletime):
         assert values.min() >= begin and values.max() < end
     for table, values in ((event, starttime), (listing, listtime), (sale, saletime)):
