@@ -205,7 +205,9 @@ def generate_orders(customers: int, orders: int, seed: int) -> dict[str, pa.Tabl
     order_id = np.arange(1, orders + 1)
     buyer = rng.integers(0, customers, orders)
     # ordered after the customer was created, microsecond precision, in order_id order
-    ordered = np.sort(created[buyer] + (rng.random(orders) * year_us / 2).astype(np.int64))
+    ordered = created[buyer] + (rng.random(orders) * year_us / 2).astype(np.int64)
+    by_time = np.argsort(ordered, kind="stable")  # order ids grow with order time
+    buyer, ordered = buyer[by_time], ordered[by_time]
     updated = ordered + (rng.random(orders) * 3 * 86_400 * 1_000_000).astype(np.int64)
     status = np.asarray(ORDER_STATUSES, dtype=object)[
         rng.choice(len(ORDER_STATUSES), size=orders, p=_STATUS_WEIGHTS)

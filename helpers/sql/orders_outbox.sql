@@ -1,5 +1,5 @@
 -- Orders with a transactional outbox (PostgreSQL 15).
--- {schema} is replaced by a quoted identifier (psycopg.sql.Identifier) before execution.
+-- The schema placeholder is replaced by a quoted identifier (psycopg.sql.Identifier) before execution.
 --
 -- The outbox holds exactly one row per existing order: payload = the order and its items as
 -- JSON. Statement-level AFTER triggers with transition tables on orders and order_items
