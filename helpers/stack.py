@@ -73,6 +73,7 @@ from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_para
 
 __all__ = [
     "APP_USER",
+    "LOOPBACK",
     "ConnInfo",
     "LocalStack",
     "ServerStatus",
@@ -91,6 +92,7 @@ APP_USER = "workbook"
 """Name of the application role (PostgreSQL) and user (MariaDB, at host 127.0.0.1)."""
 
 LOOPBACK = "127.0.0.1"
+"""The only address the servers listen on."""
 _PG_SUPERUSER = "postgres"
 _PG_IDENT_MAP = "workbook_admin"
 _SOCKET_PATH_MAX = 107  # sun_path is 108 bytes including the terminating NUL
@@ -575,6 +577,18 @@ class LocalStack:
             ),
         ]
 
+    def apply_accounts(self) -> None:
+        """(Re)apply the application role/user, passwords, grants, databases and schemas.
+
+        Runs on every start; call it after changing a password override or the sources.
+
+        Raises:
+            StackError: if a server is not running or a statement fails.
+        """
+        with self._locked():
+            self._bootstrap_postgres()
+            self._bootstrap_mariadb()
+
     # ------------------------------------------------------------------ connections
 
     def postgres_conninfo(self, database: str) -> ConnInfo:
@@ -946,6 +960,14 @@ class LocalStack:
 
     def _bootstrap_postgres(self) -> None:
         """Create or update role ``workbook`` and the PostgreSQL source databases and schemas."""
+        try:
+            self._bootstrap_postgres_statements()
+        except psycopg.Error as exc:
+            raise StackError(
+                f"Failed to set up the PostgreSQL role and databases: {str(exc).strip()}"
+            ) from None
+
+    def _bootstrap_postgres_statements(self) -> None:
         role = sql.Identifier(APP_USER)
         password = self.credentials.postgres_password.get_secret_value()
         with self.connect_postgres_admin() as conn:
@@ -1042,7 +1064,12 @@ class LocalStack:
                         return candidate
         return None
 
-    def _mariadb_version_string(self) -> str:
+    def mariadb_version_string(self) -> str:
+        """The version string MariaDB reports, ``5.5.5-<installed version>-log`` (for Debezium).
+
+        Returns:
+            E.g. ``"5.5.5-10.11.19-log"``.
+        """
         version = _binary_version(_which(_MARIADB_BIN))
         if re.fullmatch(r"\d+\.\d+\.\d+", version):
             return f"5.5.5-{version}-log"
@@ -1063,7 +1090,7 @@ class LocalStack:
                 self.params,
                 self.paths,
                 run_as=self._maria_user,
-                version_string=self._mariadb_version_string(),
+                version_string=self.mariadb_version_string(),
             )
         )
         os.chmod(cnf, 0o644)  # mariadbd ignores world-writable option files
