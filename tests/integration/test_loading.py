@@ -1,0 +1,276 @@
+"""Loading TICKIT and the orders outbox into the REAL local servers (helpers.stack.LocalStack).
+
+The servers run in a temporary state directory on free ports and are stopped afterwards.
+Scale 0.01 (4,616 TICKIT rows) keeps the module well under a minute.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from helpers import outbox
+from helpers.errors import SourceError
+from helpers.loading import (
+    bulk_load_mariadb,
+    bulk_load_postgres,
+    load_orders,
+    load_tickit,
+    read_mariadb_table,
+    read_postgres_table,
+    read_source_table,
+)
+from helpers.params import WorkbookParams, load_params
+from helpers.stack import LocalStack
+from helpers.tickit import TABLE_NAMES, expected_row_counts, generate_tickit
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def params() -> Iterator[WorkbookParams]:
+    # short path (unix socket length) whose parent the server users may traverse
+    state = Path(tempfile.mkdtemp(prefix="wbload-", dir="/tmp"))
+    state.chmod(0o711)
+    yield load_params(
+        "ci",
+        overrides={
+            "state_dir": str(state),
+            "local.postgres.port": _free_port(),
+            "local.mariadb.port": _free_port(),
+            "tickit.scale": 0.01,
+        },
+    )
+    shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def stack(params: WorkbookParams) -> Iterator[LocalStack]:
+    local = LocalStack(params)
+    local.start()
+    yield local
+    local.stop()
+
+
+@pytest.fixture(scope="module")
+def generated(params: WorkbookParams) -> dict[str, pa.Table]:
+    return generate_tickit(params.tickit.scale, params.tickit.seed)
+
+
+def _assert_same(table: str, actual: pa.Table, expected: pa.Table) -> None:
+    assert actual.schema == expected.schema, table
+    assert actual.num_rows == expected.num_rows, table
+    if not actual.equals(expected):
+        for i, (a, e) in enumerate(zip(actual.to_pylist(), expected.to_pylist(), strict=True)):
+            assert a == e, f"{table} row {i} differs"
+
+
+def _assert_source_equals_generator(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    for table in TABLE_NAMES:
+        _assert_same(table, read_source_table(stack, params, table), generated[table])
+
+
+def test_load_then_every_row_equals_the_generator(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    """After the first load every table holds exactly the generated rows (content, not counts)."""
+    report = load_tickit(stack, params)
+    assert report.rows == expected_row_counts(params.tickit.scale)
+    assert sorted(report.loaded_tables) == sorted(TABLE_NAMES)
+    _assert_source_equals_generator(stack, params, generated)
+
+
+def test_reload_idempotence(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    """Second call loads nothing; reload=True reloads everything; the content stays equal."""
+    load_tickit(stack, params)
+    again = load_tickit(stack, params)
+    assert again.loaded_tables == [] and again.rows_loaded == 0
+    assert {t.reason for t in again.tables} == {"complete"}
+    forced = load_tickit(stack, params, reload=True)
+    assert sorted(forced.loaded_tables) == sorted(TABLE_NAMES)
+    assert {t.reason for t in forced.tables} == {"reload requested"}
+    from_params = load_tickit(
+        stack, params.model_copy(update={"tickit": params.tickit.model_copy(update={"reload": True})})
+    )
+    assert sorted(from_params.loaded_tables) == sorted(TABLE_NAMES)
+    _assert_source_equals_generator(stack, params, generated)
+
+
+def test_partial_and_stale_tables_are_reloaded(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    """A table with missing rows (either engine) or another seed's rows is reloaded, others kept."""
+    load_tickit(stack, params)
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM `ecomm`.`sale` WHERE `salesid` > 1000")
+        conn.commit()
+    with stack.connect_postgres("crm") as pg:
+        pg.execute("DELETE FROM crm.users WHERE userid % 7 = 0")
+        pg.commit()
+    report = load_tickit(stack, params)
+    assert sorted(report.loaded_tables) == ["sale", "users"]
+    reasons = {t.table: t.reason for t in report.tables}
+    assert reasons["sale"].startswith("partial or stale: 1000 of 1725")
+    _assert_source_equals_generator(stack, params, generated)
+
+    other_seed = params.model_copy(
+        update={"tickit": params.tickit.model_copy(update={"seed": params.tickit.seed + 1})}
+    )
+    stale = load_tickit(stack, other_seed)
+    # same counts, other rows: detected from the first/last rows (category and date ignore the seed)
+    assert sorted(stale.loaded_tables) == sorted(["venue", "users", "event", "listing", "sale"])
+    back = load_tickit(stack, params)
+    assert sorted(back.loaded_tables) == sorted(["venue", "users", "event", "listing", "sale"])
+    _assert_source_equals_generator(stack, params, generated)
+
+
+def test_failed_load_leaves_the_previous_table(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    """A load that fails half-way (duplicate key) rolls back: the old complete rows stay visible."""
+    load_tickit(stack, params)
+    broken = dict(generated)
+    sale = generated["sale"]
+    broken["sale"] = pa.concat_tables([sale, sale.slice(0, 1)])  # duplicate primary key at the end
+    users = generated["users"]
+    broken["users"] = pa.concat_tables([users, users.slice(0, 1)])
+    with pytest.raises(SourceError, match="Failed to load"):
+        load_tickit(stack, params, reload=True, tables=broken)
+    _assert_source_equals_generator(stack, params, generated)  # MariaDB tables failed before PostgreSQL
+    only_users = {name: t for name, t in broken.items() if name != "sale"} | {"sale": sale}
+    with pytest.raises(SourceError, match="users"):
+        load_tickit(stack, params, reload=True, tables=only_users)
+    _assert_same("users", read_source_table(stack, params, "users"), users)
+
+
+def test_tricky_strings_and_nulls_round_trip(stack: LocalStack) -> None:
+    """Tabs, newlines, backslashes, quotes, non-ASCII, empty strings and NULLs survive both bulk paths."""
+    values = ["a\tb", "line1\nline2\r\n", "back\\slash \\N", "quote \" and ' ", "ünïcødé ✓", "", None, "NULL"]
+    data = pa.table(
+        {
+            "id": pa.array(range(1, len(values) + 1), pa.int32()),
+            "text": pa.array(values, pa.string()),
+            "flag": pa.array([True, None, False, True, None, False, True, None]),
+            "amount": pa.array(
+                [Decimal("1.05"), None, Decimal("-999999.99"), Decimal("0.00")] * 2, pa.decimal128(8, 2)
+            ),
+            "at": pa.array([dt.datetime(2008, 2, 29, 23, 59, 59, 999999), None] * 4, pa.timestamp("us")),
+        }
+    )
+    with stack.connect_postgres("ems") as pg:
+        pg.execute("DROP TABLE IF EXISTS ems.load_probe")
+        pg.execute(
+            "CREATE TABLE ems.load_probe (id integer PRIMARY KEY, text varchar(50), flag boolean, "
+            "amount decimal(8,2), at timestamp)"
+        )
+        bulk_load_postgres(pg, "ems", "load_probe", data)
+        _assert_same("pg probe", read_postgres_table(pg, "ems", "load_probe", data.schema), data)
+        pg.rollback()
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS `ecomm`.`load_probe`")
+        cur.execute(
+            "CREATE TABLE `ecomm`.`load_probe` (id INT PRIMARY KEY, text VARCHAR(50), flag BOOLEAN, "
+            "amount DECIMAL(8,2), at DATETIME(6)) CHARACTER SET utf8mb4"
+        )
+        for method in ("load_data", "insert"):
+            cur.execute("DELETE FROM `ecomm`.`load_probe`")
+            bulk_load_mariadb(conn, "ecomm", "load_probe", data, method=method)
+            _assert_same(
+                f"mariadb probe ({method})",
+                read_mariadb_table(conn, "ecomm", "load_probe", data.schema),
+                data,
+            )
+        cur.execute("DROP TABLE `ecomm`.`load_probe`")
+        conn.commit()
+
+
+# --------------------------------------------------------------------------------------------
+# orders and outbox
+
+
+def _assert_outbox_matches(conn: psycopg.Connection[Any]) -> dict[int, dict[str, object]]:
+    actual = outbox.read_outbox(conn)
+    expected = outbox.payloads_from_tables(conn)
+    assert actual == expected
+    return actual
+
+
+def test_orders_load_and_idempotence(stack: LocalStack, params: WorkbookParams) -> None:
+    """The generated orders load once; the outbox then holds one payload per order, equal to the tables."""
+    first = load_orders(stack, params)
+    counts = outbox.expected_order_counts(params.orders.customers, params.orders.orders, params.orders.seed)
+    assert first.rows == counts
+    assert load_orders(stack, params).loaded_tables == []
+    with stack.connect_postgres("orders") as conn:
+        payloads = _assert_outbox_matches(conn)
+    assert len(payloads) == params.orders.orders
+    assert sorted(load_orders(stack, params, reload=True).loaded_tables) == sorted(
+        [*outbox.ORDERS_TABLES, "outbox"]
+    )
+
+
+def test_outbox_follows_insert_update_and_delete(stack: LocalStack, params: WorkbookParams) -> None:
+    """Expected final state: the outbox equals the payloads computed from orders/order_items after
+    every step, and a deleted order has no outbox row."""
+    load_orders(stack, params)
+    with stack.connect_postgres("orders") as conn:
+        lines = [
+            outbox.OrderLine("Desk lamp", 2, Decimal("24.90")),
+            outbox.OrderLine("Pen", 3, Decimal("0.10")),
+        ]
+        order_id = outbox.place_order(conn, 1, lines, ordered_at=dt.datetime(2024, 6, 1, 12, tzinfo=dt.UTC))
+        assert order_id == params.orders.orders + 1  # identity continues after the loaded ids
+        payload = _assert_outbox_matches(conn)[order_id]
+        assert payload["total"] == "50.10" and payload["ordered_at"] == "2024-06-01T12:00:00.000000Z"
+        assert [i["quantity"] for i in payload["items"]] == [2, 3]
+
+        outbox.update_item_quantity(conn, order_id, 1, 5)
+        assert _assert_outbox_matches(conn)[order_id]["total"] == "124.80"
+        assert outbox.add_item(conn, order_id, outbox.OrderLine("Mug", 1, Decimal("7.25"))) == 3
+        outbox.remove_item(conn, order_id, 2)
+        items = _assert_outbox_matches(conn)[order_id]["items"]
+        assert [i["line_no"] for i in items] == [1, 3]
+
+        outbox.cancel_order(conn, order_id)
+        assert _assert_outbox_matches(conn)[order_id]["status"] == "cancelled"
+
+        outbox.delete_order(conn, order_id)
+        remaining = _assert_outbox_matches(conn)
+        assert order_id not in remaining and len(remaining) == params.orders.orders
+
+        # plain SQL (not the helpers) also keeps the outbox: delete all items of one order, then the order
+        conn.execute("DELETE FROM orders.order_items WHERE order_id = 2")
+        conn.commit()
+        assert _assert_outbox_matches(conn)[2]["items"] == []
+        conn.execute("DELETE FROM orders.orders WHERE order_id IN (2, 3)")
+        conn.commit()
+        assert {2, 3}.isdisjoint(_assert_outbox_matches(conn))
+        with pytest.raises(SourceError, match="Failed to delete order 2: no such row"):
+            outbox.delete_order(conn, 2)
+        with pytest.raises(SourceError, match="Failed to update the quantity"):
+            outbox.update_item_quantity(conn, 1, 1, 0)  # CHECK (quantity > 0)
+    # the changed tables no longer equal the generated ones: the loader restores them
+    restored = load_orders(stack, params)
+    assert restored.loaded_tables and restored.tables[0].reason.startswith("orders:")
+    with stack.connect_postgres("orders") as conn:
+        assert len(_assert_outbox_matches(conn)) == params.orders.orders
