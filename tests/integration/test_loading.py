@@ -208,7 +208,7 @@ def test_tricky_strings_and_nulls_round_trip(stack: LocalStack) -> None:
 # orders and outbox
 
 
-def _assert_outbox_matches(conn: psycopg.Connection[Any]) -> dict[int, dict[str, object]]:
+def _assert_outbox_matches(conn: psycopg.Connection[Any]) -> dict[int, dict[str, Any]]:
     actual = outbox.read_outbox(conn)
     expected = outbox.payloads_from_tables(conn)
     assert actual == expected
