@@ -65,10 +65,11 @@ from typing import Any, Literal
 import filelock
 import psycopg
 import pymysql
+import yaml
 from psycopg import sql
 
 from helpers.credentials import Credentials, load_credentials
-from helpers.errors import StackError, WorkbookError
+from helpers.errors import ParamsError, StackError, WorkbookError
 from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params
 
 __all__ = [
@@ -1217,7 +1218,7 @@ def _format_status(statuses: Sequence[ServerStatus]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``workbook-stack {start,stop,status} [--env local|ci] [--state-dir DIR]``.
+    """Command line: ``workbook-stack {start,stop,status} [--env local|ci] [--state-dir DIR] [--set K=V]``.
 
     Args:
         argv: arguments (default ``sys.argv[1:]``).
@@ -1231,10 +1232,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", choices=["start", "stop", "status"])
     parser.add_argument("--env", default="local", choices=[e for e in ENVIRONMENTS if e != "aws"])
     parser.add_argument("--state-dir", help="override params state_dir")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter, e.g. --set local.postgres.port=55999 (value parsed as YAML)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     try:
-        overrides = {"state_dir": args.state_dir} if args.state_dir else None
+        overrides: dict[str, Any] = {"state_dir": args.state_dir} if args.state_dir else {}
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
+            overrides[key.strip()] = yaml.safe_load(value)
         stack = LocalStack(load_params(args.env, overrides=overrides))
         if args.command == "start":
             statuses = stack.start()
