@@ -1,0 +1,297 @@
+"""PySpark distribution of the Hudi v6 writer: tasks write data files, the driver commits.
+
+Pipeline of :func:`write_dataframe`:
+
+1. ``mapInArrow`` adds ``_hoodie_record_key`` / ``_hoodie_partition_path`` / delete flag with the
+   same vectorised key-generator code as the local path (:mod:`helpers.hudi.format`).
+2. Deduplication per key in Spark (window, greatest ordering tuple wins).
+3. Driver: lock, roll back interrupted instants, open the transaction (requested).
+4. Upsert/insert/delete: the key index (loaded on the driver, shipped to tasks with the function)
+   tags every row in ``mapInArrow`` with :func:`helpers.hudi.writer.tag_batch` (stale changes
+   dropped, partition moves split into delete + insert). Inserts are assigned to small/new file
+   groups per partition through 64 hash slots weighted by bucket capacity (``xxhash64`` of the key).
+5. ``repartition`` by target task, then ``mapInArrow`` runs the pure per-file-group function
+   :func:`helpers.hudi.filegroup.write_file_group` and returns one stats row per file.
+6. Driver collects the stats and completes the instant (plus inline compaction / cleaning).
+
+``mapInArrow`` was chosen over the Python Data Source writer: both move Arrow batches, but the
+data source writer cannot repartition by target file group before writing, and its ``abort()``
+may miss files of still-running tasks (offline-stack facts), whereas here the driver keeps full
+control: file names are planned deterministically (a retried task rewrites the same file) and
+markers let an interrupted commit be rolled back. Bulk insert skips the index and the
+small-file step: each Spark partition writes new file groups whose ids derive from
+(instant, partition id, chunk), so a retry overwrites instead of duplicating.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from helpers.errors import HudiCommitError, HudiError
+from helpers.hudi.config import DELETE_MARKER_FIELD, HudiTableConfig, Operation
+from helpers.hudi.filegroup import OP_COL, OP_INSERT, FileGroupTask, write_file_group
+from helpers.hudi.format import (
+    PARTITION_PATH_COL,
+    RECORD_KEY_COL,
+    avro_schema_for,
+    normalize_data_table,
+    partition_paths,
+    record_keys,
+)
+from helpers.hudi.timeline import WriteStat
+from helpers.hudi.writer import (
+    HUDI_FID_COL,
+    IS_DELETE_COL,
+    CommitResult,
+    WriteTransaction,
+    _avg_record_size,
+    _index_shape,
+    _locked,
+    _OPERATION_TYPES,
+    begin_write,
+    ensure_partition_metadata,
+    finish_write,
+    load_key_index,
+    make_task,
+    plan_insert_buckets,
+    tag_batch,
+)
+
+__all__ = ["write_dataframe", "SLOTS_PER_PARTITION"]
+
+SLOTS_PER_PARTITION = 64
+TASK_COL = "_hudi_task"
+
+
+def _keys_fn(config: HudiTableConfig, operation: str) -> Any:
+    def add_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            keys = record_keys(table, config)
+            if operation == "delete" and not all(f in table.column_names for f in config.partition_fields):
+                parts = pa.chunked_array([pa.nulls(table.num_rows, pa.string())])
+            else:
+                parts = partition_paths(table, config)
+            if operation == "delete":
+                is_delete = pa.array(np.ones(table.num_rows, dtype=bool))
+            elif DELETE_MARKER_FIELD in table.column_names:
+                is_delete = pc.fill_null(table.column(DELETE_MARKER_FIELD), False).combine_chunks()
+            else:
+                is_delete = pa.array(np.zeros(table.num_rows, dtype=bool))
+            table = table.append_column(RECORD_KEY_COL, keys).append_column(PARTITION_PATH_COL, parts)
+            table = table.append_column(IS_DELETE_COL, is_delete)
+            yield from table.to_batches()
+
+    return add_keys
+
+
+def _stat_rows(stats: list[WriteStat]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"stat": [json.dumps(s.as_dict()) for s in stats]}, schema=pa.schema([("stat", pa.string())]))
+
+
+def _bulk_fn(config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dict[str, Any], per_file: int) -> Any:
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx is not None else 0
+        collected = list(batches)
+        if not collected or sum(b.num_rows for b in collected) == 0:
+            return
+        table = normalize_data_table(pa.Table.from_batches(collected))
+        table = table.append_column(OP_COL, pa.array(np.full(table.num_rows, OP_INSERT, np.int8)))
+        enc = pc.dictionary_encode(table.column(PARTITION_PATH_COL).combine_chunks())
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        stats: list[WriteStat] = []
+        chunk_no = 0
+        for code, partition in enumerate(enc.dictionary.to_pylist()):
+            rows = table.filter(pa.array(codes == code)) if len(enc.dictionary) > 1 else table
+            for start in range(0, rows.num_rows, per_file):
+                fid = f"{uuid.uuid5(uuid.NAMESPACE_URL, f'{config.base_path}/{instant}/{pid}/{chunk_no}')}-0"
+                task = FileGroupTask(
+                    kind="create", base_path=config.base_path, partition_path=partition, file_id=fid,
+                    instant=instant, write_token=f"{pid}-1-{chunk_no}", task_index=pid, table_schema=schema,
+                    avro_schema=avro, compression=config.parquet_compression, bloom_filter=config.bloom_filter,
+                )
+                stats.append(write_file_group(task, rows.slice(start, per_file)))
+                chunk_no += 1
+        yield _stat_rows(stats)
+
+    return write
+
+
+def _write_fn(tasks: list[FileGroupTask]) -> Any:
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        collected = [b for b in batches if b.num_rows]
+        if not collected:
+            return
+        table = pa.Table.from_batches(collected)
+        task_ids = table.column(TASK_COL).to_numpy()
+        stats = []
+        for t in np.unique(task_ids):
+            rows = table.filter(pa.array(task_ids == t))
+            stats.append(write_file_group(tasks[int(t)], normalize_data_table(rows.drop_columns([TASK_COL]))))
+        yield _stat_rows(stats)
+
+    return write
+
+
+def _tag_fn(index: pa.Table, config: HudiTableConfig) -> Any:
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            tagged = tag_batch(normalize_data_table(pa.Table.from_batches([batch])), index, config)
+            yield from tagged.to_batches()
+
+    return tag
+
+
+def _collect_stats(df: Any) -> list[WriteStat]:
+    stats = []
+    for row in df.collect():
+        data = json.loads(row["stat"])
+        stats.append(WriteStat(**data))
+    return stats
+
+
+def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "upsert") -> CommitResult:
+    """Write a Spark DataFrame to a Hudi v6 table (tasks write files, the driver commits).
+
+    Args:
+        df: ``pyspark.sql.DataFrame`` with the record key, partition and ordering columns; an
+            ``_hoodie_is_deleted`` boolean column marks deletes inside an upsert; for
+            ``delete`` the key columns suffice.
+        config: table configuration (``base_path`` must be visible to driver and executors).
+        operation: ``bulk_insert``, ``insert``, ``upsert`` or ``delete``.
+
+    Returns:
+        The commit result.
+
+    Raises:
+        HudiError: on invalid input or an incompatible table.
+        HudiLockError: when another writer holds the table.
+        HudiCommitError: when a task or the commit failed (the instant is rolled back by the
+            next write).
+
+    Example:
+        >>> write_dataframe(spark.range(10).withColumn("ts", F.lit(1)), cfg, "upsert")  # doctest: +SKIP
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.window import Window
+
+    if operation not in _OPERATION_TYPES:
+        raise HudiError(f"Failed to write Hudi table {config.table_name}: unknown operation {operation!r}")
+    missing = [f for f in config.ordering_fields if f not in df.columns]
+    if missing and operation != "delete":
+        raise HudiError(f"Failed to prepare Hudi write batch: input lacks ordering field(s) {missing}")
+    spark = df.sparkSession
+    keyed_schema = T.StructType(
+        [f for f in df.schema.fields if f.name != DELETE_MARKER_FIELD]
+        + [T.StructField(RECORD_KEY_COL, T.StringType()), T.StructField(PARTITION_PATH_COL, T.StringType()),
+           T.StructField(IS_DELETE_COL, T.BooleanType())]
+    )
+    keyed = df.mapInArrow(_keys_fn(config, operation), T.StructType(
+        df.schema.fields + keyed_schema.fields[len([f for f in df.schema.fields if f.name != DELETE_MARKER_FIELD]):]
+    ))
+    if DELETE_MARKER_FIELD in df.columns:
+        keyed = keyed.drop(DELETE_MARKER_FIELD)
+    order_cols = [F.col(f).desc_nulls_last() for f in config.ordering_fields if f in df.columns]
+    window = Window.partitionBy(RECORD_KEY_COL).orderBy(*order_cols, F.col("_hudi_seq").desc())
+    deduped = (
+        keyed.withColumn("_hudi_seq", F.monotonically_increasing_id())
+        .withColumn("_hudi_rn", F.row_number().over(window))
+        .filter(F.col("_hudi_rn") == 1)
+        .drop("_hudi_rn", "_hudi_seq")
+    )
+    incoming = normalize_data_table(to_arrow_schema(deduped.schema).empty_table()).schema
+
+    with _locked(config):
+        rolled, groups, schema = begin_write(config, incoming)
+        txn = WriteTransaction(config, "deltacommit" if config.is_mor else "commit")
+        avro = avro_schema_for(schema, config.table_name, with_meta=True)
+        try:
+            if operation == "bulk_insert":
+                per_file = max(1, config.target_file_size_bytes // _avg_record_size(config.base_path))
+                txn.mark_inflight([])
+                partitions_df = deduped.select(PARTITION_PATH_COL).distinct().collect()
+                ensure_partition_metadata(config.base_path, [r[0] for r in partitions_df], txn.instant)
+                out = deduped.drop(IS_DELETE_COL).mapInArrow(
+                    _bulk_fn(config, txn.instant, schema, avro, per_file), "stat string"
+                )
+                stats = _collect_stats(out)
+            else:
+                index = load_key_index(config, groups) if groups else _index_shape(None, config)
+                tagged_arrow_schema = tag_batch(
+                    normalize_data_table(to_arrow_schema(deduped.schema).empty_table()), index, config
+                ).schema
+                tagged = deduped.mapInArrow(_tag_fn(index, config), from_arrow_schema(tagged_arrow_schema))
+                tagged = tagged.persist()
+                try:
+                    fid_rows = tagged.groupBy(HUDI_FID_COL, PARTITION_PATH_COL).count().collect()
+                    by_id = {g.file_id: g for g in groups}
+                    tasks: list[FileGroupTask] = []
+                    task_by_fid: dict[str, int] = {}
+                    insert_counts: dict[str, int] = {}
+                    for r in fid_rows:
+                        fid = r[HUDI_FID_COL]
+                        if fid is None:
+                            insert_counts[r[PARTITION_PATH_COL]] = insert_counts.get(r[PARTITION_PATH_COL], 0) + r["count"]
+                        elif fid not in task_by_fid:
+                            g = by_id[fid]
+                            task_by_fid[fid] = len(tasks)
+                            tasks.append(make_task(config, g, g.partition_path, fid, txn.instant, len(tasks), schema, avro))
+                    buckets = plan_insert_buckets(insert_counts, groups, config, _avg_record_size(config.base_path))
+                    slot_rows: list[tuple[str, int, int]] = []
+                    for partition in insert_counts:
+                        mine = [b for b in buckets if b.partition_path == partition]
+                        total = sum(b.capacity for b in mine)
+                        weights = np.array([b.capacity for b in mine], dtype=float) / max(1, total)
+                        slots_for = np.maximum(1, np.round(weights * SLOTS_PER_PARTITION)).astype(int)
+                        slot = 0
+                        for b, count in zip(mine, slots_for, strict=True):
+                            if b.file_id not in task_by_fid:
+                                g = by_id.get(b.file_id) if b.existing else None
+                                task_by_fid[b.file_id] = len(tasks)
+                                tasks.append(make_task(config, g, partition, b.file_id, txn.instant, len(tasks), schema, avro))
+                            for _ in range(int(count)):
+                                if slot < SLOTS_PER_PARTITION:
+                                    slot_rows.append((partition, slot, task_by_fid[b.file_id]))
+                                    slot += 1
+                        while slot < SLOTS_PER_PARTITION:  # rounding: give leftovers to the last bucket
+                            slot_rows.append((partition, slot, task_by_fid[mine[-1].file_id]))
+                            slot += 1
+                    partitions = sorted({t.partition_path for t in tasks})
+                    txn.mark_inflight(partitions)
+                    ensure_partition_metadata(config.base_path, partitions, txn.instant)
+                    if not tasks:
+                        stats = []
+                    else:
+                        fid_df = spark.createDataFrame([(f, t) for f, t in task_by_fid.items()], f"{HUDI_FID_COL} string, _t1 int")
+                        slot_df = spark.createDataFrame(slot_rows or [("", 0, 0)], f"{PARTITION_PATH_COL} string, _slot int, _t2 int")
+                        routed = (
+                            tagged.withColumn("_slot", F.pmod(F.xxhash64(RECORD_KEY_COL), F.lit(SLOTS_PER_PARTITION)).cast("int"))
+                            .join(F.broadcast(fid_df), HUDI_FID_COL, "left")
+                            .join(F.broadcast(slot_df), [PARTITION_PATH_COL, "_slot"], "left")
+                            .withColumn(TASK_COL, F.when(F.col(HUDI_FID_COL).isNotNull(), F.col("_t1")).otherwise(F.col("_t2")))
+                            .drop("_slot", "_t1", "_t2")
+                        )
+                        routed = routed.repartition(min(len(tasks), max(1, spark.sparkContext.defaultParallelism * 4)), TASK_COL)
+                        out = routed.mapInArrow(_write_fn(tasks), "stat string")
+                        stats = _collect_stats(out)
+                finally:
+                    tagged.unpersist()
+        except HudiError:
+            raise
+        except Exception as exc:
+            raise HudiCommitError(f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}") from exc
+        return finish_write(config, txn, stats, schema, operation, rolled)
