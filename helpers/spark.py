@@ -53,6 +53,7 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.sql.execution.pythonUDF.arrow.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",

@@ -452,13 +452,14 @@ def _resolved_reader_options(table: HudiTable, spec: HudiReadSpec) -> dict[str, 
 
 
 def plan_file_slices(
-    base_path: str, spec: HudiReadSpec
+    base_path: str, spec: HudiReadSpec, filters: Sequence[ReadFilter] | None = None
 ) -> tuple[pa.Schema, list[FileSliceRef], dict[str, str]]:
     """Plan a read: the result schema, the file slices to read, and the reader options.
 
     Args:
         base_path: Table base path.
         spec: The validated read request.
+        filters: Filters used to prune partitions and files (not rows) while planning.
 
     Returns:
         ``(schema, slices, reader_options)``; pass the last two to :func:`read_file_slices`
@@ -470,7 +471,7 @@ def plan_file_slices(
     table = open_table(base_path)
     schema = table_arrow_schema(table)
     try:
-        slices = table.get_file_slices(spec.to_read_options())
+        slices = table.get_file_slices(spec.to_read_options(filters=filters))
     except Exception as exc:  # noqa: BLE001
         raise HudiError(f"Failed to plan the read of Hudi table {base_path}: {exc}") from exc
     refs = [
