@@ -16,3 +16,27 @@ __all__ = [
     "compact",
     "clean",
 ]
+
+# --- Read side and the engine-choosing front-ends (helpers.hudi.read / api / spark_source) ----
+from helpers.hudi.api import HudiWriteResult, parse_write_options, write_hudi  # noqa: E402
+from helpers.hudi.read import (  # noqa: E402
+    parse_read_options,
+    read_hudi,
+    read_hudi_pandas,
+    read_incremental,
+    read_snapshot,
+)
+from helpers.hudi.spark_source import HudiRsDataSource, read_hudi_df  # noqa: E402
+
+__all__ += [
+    "HudiRsDataSource",
+    "HudiWriteResult",
+    "parse_read_options",
+    "parse_write_options",
+    "read_hudi",
+    "read_hudi_df",
+    "read_hudi_pandas",
+    "read_incremental",
+    "read_snapshot",
+    "write_hudi",
+]
