@@ -60,13 +60,15 @@ import dataclasses
 import fnmatch
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from helpers.errors import HudiError
-from helpers.hudi.config import COPY_ON_WRITE, MERGE_ON_READ, HudiTableConfig
+from helpers.hudi.config import COPY_ON_WRITE, MERGE_ON_READ, HudiTableConfig, Operation
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
+
+    from helpers.hudi.writer import CommitResult
 
 __all__ = [
     "DELETE_MODE_OPTION",
@@ -245,7 +247,7 @@ class HudiWriteOptions:
     ordering_fields: tuple[str, ...]
     partition_fields: tuple[str, ...]
     table_type: str
-    operation: str
+    operation: Operation
     hive_style_partitioning: bool
     keygen_class: str
     delete_mode: str
@@ -367,7 +369,7 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
         ordering_fields=ordering,
         partition_fields=partitions,
         table_type=table_type,
-        operation=operation,
+        operation=cast(Operation, operation),
         hive_style_partitioning=hive_style,
         keygen_class=derived,
         delete_mode=delete_mode,
@@ -507,7 +509,7 @@ class HudiWriteResult:
     path: str
     operation: str
     options: Mapping[str, str]
-    commit: Any = None
+    commit: CommitResult | None = None
     sync_skipped: tuple[str, ...] = ()
 
 
