@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -350,6 +351,19 @@ def _preflight_postgres(
     return reports
 
 
+def _reload_postgres_config(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
+    """Reload the configuration so ``pg_settings.pending_restart`` shows the corrected values."""
+    conn.execute("SELECT pg_reload_conf()")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT bool_and(pending_restart) FROM pg_settings WHERE name = ANY(%s)", (list(names),)
+        ).fetchone()
+        if row and row[0]:
+            return
+        time.sleep(0.05)
+
+
 def _enable_postgres(
     stack: LocalStack,
     params: WorkbookParams,
@@ -377,6 +391,8 @@ def _enable_postgres(
             # it, so resetting the ALTER SYSTEM entry restores it at the next restart
             log.info("Resetting %s (ALTER SYSTEM RESET); it takes effect after a restart", name)
             conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(name)))
+        if wrong:
+            _reload_postgres_config(conn, wrong)
         conn.execute(sql.SQL("ALTER ROLE {} WITH LOGIN REPLICATION").format(sql.Identifier(APP_USER)))
     if wrong and restart:
         log.info("Restarting PostgreSQL to apply %s", ", ".join(wrong))

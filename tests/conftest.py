@@ -22,3 +22,63 @@ def spark():  # type: ignore[no-untyped-def]
     session = build_spark_session(app_name="workbook-tests", conf={"spark.driver.memory": "4g"})
     yield session
     session.stop()
+
+
+# --- Local stack (helpers.stack) ------------------------------------------------------------
+# `local_stack`: one running PostgreSQL + MariaDB for the whole session, in a throw-away state
+# dir under /tmp (the server users must traverse it) with free ports; use it in integration
+# tests of loaders etc. Tests that kill or stop servers build their own with `stack_factory`.
+import contextlib  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
+    from helpers.params import load_params
+    from helpers.stack import LocalStack
+
+    state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    state.chmod(0o711)
+    params = load_params(
+        "ci",
+        overrides={
+            "state_dir": str(state / "st"),
+            "local.postgres.port": _free_port(),
+            "local.mariadb.port": _free_port(),
+            **(overrides or {}),
+        },
+    )
+    stack = LocalStack(params)
+    try:
+        stack.start()
+        yield stack
+    finally:
+        try:
+            stack.stop()
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def stack_factory() -> Callable[..., Any]:
+    """``with stack_factory("prefix-", {"dotted.key": value}) as stack:`` -> a started LocalStack
+    (``stack.params`` holds its parameters); stopped and deleted on exit."""
+    return _temporary_stack
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[Any]:
+    """A started :class:`helpers.stack.LocalStack` shared by the session's integration tests."""
+    with _temporary_stack("wb-session-") as stack:
+        yield stack

@@ -1,0 +1,262 @@
+"""Integration tests of the local stack against real PostgreSQL 15 and MariaDB 10.11 servers.
+
+One stack per module in a temporary state dir with free ports; tests run in file order
+(the last one stops the servers).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.errors import StackError
+from helpers.params import WorkbookParams
+from helpers.stack import LocalStack, ServerStatus
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def running(stack_factory: Callable[..., Any]) -> Iterator[tuple[LocalStack, WorkbookParams]]:
+    with stack_factory("wb-stack-") as stack:
+        yield stack, stack.params
+
+
+def _pids(stack: LocalStack) -> dict[str, int | None]:
+    return {s.server: s.pid for s in stack.status()}
+
+
+def _listeners(port: int) -> list[str]:
+    """Local addresses listening on ``port`` (IPv4 and IPv6) according to ``ss``."""
+    out = subprocess.run(["ss", "-H", "-l", "-t", "-n"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        local = line.split()[3]
+        address, _, p = local.rpartition(":")
+        if p == str(port):
+            found.append(address)
+    return found
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                os.waitpid(pid, os.WNOHANG)  # our own child (MariaDB): reap it
+        except (OSError, ChildProcessError):
+            pass
+        time.sleep(0.05)
+
+
+def test_start_is_idempotent(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """A second start changes nothing: both servers keep their pids."""
+    stack, _ = running
+    before = _pids(stack)
+    assert all(before.values())
+    stack.start()
+    assert _pids(stack) == before
+
+
+def test_status_reports_each_server(running: tuple[LocalStack, WorkbookParams]) -> None:
+    stack, params = running
+    pg, maria = stack.status()
+    assert isinstance(pg, ServerStatus)
+    assert (pg.server, pg.state, pg.port) == ("postgres", "running", params.local.postgres.port)
+    assert (maria.server, maria.state, maria.port) == ("mariadb", "running", params.local.mariadb.port)
+    assert pg.version.startswith("15.") and maria.version.startswith("10.11.")
+    assert pg.data_dir == str(params.state_path / "postgres" / "data")
+    assert maria.data_dir == str(params.state_path / "mariadb" / "data")
+
+
+def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookParams]) -> None:
+    _, params = running
+    assert _listeners(params.local.postgres.port) == ["127.0.0.1"]
+    assert _listeners(params.local.mariadb.port) == ["127.0.0.1"]
+
+
+def test_application_accounts(running: tuple[LocalStack, WorkbookParams], tmp_path: Path) -> None:
+    """workbook owns the PostgreSQL source databases and schemas and may replicate; the MariaDB
+    user can bulk-load with LOAD DATA LOCAL INFILE into ecomm."""
+    stack, params = running
+    for name in ("ems", "crm", "orders"):
+        source = params.source(name)
+        with stack.connect_postgres(source.database) as conn:
+            row = conn.execute(
+                "SELECT current_user, current_schema(), r.rolreplication, "
+                "pg_get_userbyid(d.datdba), pg_get_userbyid(n.nspowner) "
+                "FROM pg_roles r, pg_database d, pg_namespace n "
+                "WHERE r.rolname = current_user AND d.datname = current_database() AND n.nspname = %s",
+                (source.schema_name,),
+            ).fetchone()
+        assert row == ("workbook", source.schema_name, True, "workbook", "workbook")
+    data = tmp_path / "rows.tsv"
+    data.write_text("1\talpha\n2\tbeta\n")
+    conn = stack.connect_mariadb("ecomm")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TABLE t_load (id INT PRIMARY KEY, name VARCHAR(10)) ENGINE=InnoDB")
+            cur.execute("LOAD DATA LOCAL INFILE %s INTO TABLE t_load", (str(data),))
+            cur.execute("SELECT COUNT(*), CURRENT_USER() FROM t_load")
+            assert cur.fetchone() == (2, "workbook@127.0.0.1")
+            cur.execute("DROP TABLE t_load")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_wrong_password_is_refused(running: tuple[LocalStack, WorkbookParams]) -> None:
+    import psycopg
+    import pymysql
+
+    stack, _ = running
+    info = stack.postgres_conninfo("ems")
+    info["password"] = "wrong"
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(**info)
+    minfo = stack.mariadb_conninfo("ecomm")
+    minfo["password"] = "wrong"
+    with pytest.raises(pymysql.err.OperationalError, match="Access denied"):
+        pymysql.connect(**minfo)
+
+
+def test_passwords_never_leak(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """Credentials file is 0600; no password appears in the server logs, config or CLI output."""
+    stack, params = running
+    paths = stack.paths
+    assert oct(paths.credentials.stat().st_mode & 0o777) == "0o600"
+    secrets = [
+        stack.credentials.postgres_password.get_secret_value(),
+        stack.credentials.mariadb_password.get_secret_value(),
+    ]
+    cli = subprocess.run(
+        [sys.executable, "-m", "helpers.stack", "start", "--env", "ci", "--state-dir", str(params.state_path),
+         "--set", f"local.postgres.port={params.local.postgres.port}",
+         "--set", f"local.mariadb.port={params.local.mariadb.port}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert "running" in cli.stdout
+    texts = [cli.stdout, cli.stderr]
+    for path in (paths.pg_log, paths.maria_log, paths.maria_cnf, paths.pg_data / "workbook.conf"):
+        texts.append(path.read_text(errors="replace"))
+    for text in texts:
+        for secret in secrets:
+            assert secret not in text
+
+
+def test_kill9_postgres_is_recovered(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """After kill -9 of the postmaster, start brings it back with the committed data."""
+    stack, _ = running
+    with stack.connect_postgres("ems") as conn:
+        conn.execute("CREATE TABLE ems.t_crash (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO ems.t_crash VALUES (1), (2), (3)")
+    pid = _pids(stack)["postgres"]
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid)
+    assert stack.status()[0].state == "stopped"
+    stack.start()
+    new_pid = _pids(stack)["postgres"]
+    assert new_pid and new_pid != pid
+    with stack.connect_postgres("ems") as conn:
+        assert conn.execute("SELECT count(*) FROM ems.t_crash").fetchone() == (3,)
+        conn.execute("DROP TABLE ems.t_crash")
+
+
+def test_kill9_mariadb_is_recovered(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """After kill -9 of mariadbd, start runs InnoDB crash recovery and keeps committed rows."""
+    stack, _ = running
+    conn = stack.connect_mariadb("ecomm", autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE t_crash (id INT PRIMARY KEY) ENGINE=InnoDB")
+        cur.execute("INSERT INTO t_crash VALUES (1), (2)")
+    conn.close()
+    pid = _pids(stack)["mariadb"]
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    _wait_gone(pid)
+    assert stack.status()[1].state == "stopped"
+    assert stack.paths.maria_pid.exists()  # the killed server's pid file is left behind
+    stack.start()
+    new_pid = _pids(stack)["mariadb"]
+    assert new_pid and new_pid != pid
+    conn = stack.connect_mariadb("ecomm", autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM t_crash")
+        assert cur.fetchone() == (2,)
+        cur.execute("DROP TABLE t_crash")
+    conn.close()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """A pid file naming a process that is gone (or not our server) does not block the start."""
+    stack, _ = running
+    stack.stop()
+    stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
+    stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
+    assert [s.state for s in stack.status()] == ["stopped", "stopped"]
+    stack.start()
+    pids = _pids(stack)
+    assert pids["postgres"] and pids["mariadb"] and pids["mariadb"] != os.getpid()
+
+
+def test_port_in_use_fails_clearly(running: tuple[LocalStack, WorkbookParams]) -> None:
+    stack, params = running
+    stack.stop_mariadb()
+    blocker = socket.socket()
+    blocker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    blocker.bind(("127.0.0.1", params.local.mariadb.port))
+    blocker.listen()
+    try:
+        with pytest.raises(
+            StackError, match=rf"Failed to start MariaDB: port {params.local.mariadb.port} .* in use"
+        ):
+            stack.start_mariadb()
+    finally:
+        blocker.close()
+    stack.start_mariadb()
+    assert stack.status()[1].running
+
+
+def test_start_failure_shows_log_tail(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """A server that dies during start-up yields a StackError naming server, port and log lines."""
+    stack, params = running
+    stack.stop_postgres()
+    auto = stack.paths.pg_data / "postgresql.auto.conf"
+    original = auto.read_text()
+    auto.write_text(original + "shared_buffers = 'not-a-size'\n")
+    try:
+        with pytest.raises(StackError) as info:
+            stack.start_postgres()
+        message = str(info.value)
+        assert f"Failed to start PostgreSQL on port {params.local.postgres.port}" in message
+        assert "shared_buffers" in message  # from the log's last lines
+    finally:
+        auto.write_text(original)
+    stack.start_postgres()
+    assert stack.status()[0].running
+
+
+def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
+    stack, params = running
+    statuses = stack.stop()
+    assert [s.state for s in statuses] == ["stopped", "stopped"]
+    assert _listeners(params.local.postgres.port) == []
+    assert _listeners(params.local.mariadb.port) == []
+    assert [s.state for s in stack.stop()] == ["stopped", "stopped"]  # stopping twice is fine
