@@ -56,6 +56,7 @@ from helpers.hudi.writer import (
     _locked,
     _OPERATION_TYPES,
     begin_write,
+    dedup_batch,
     ensure_partition_metadata,
     finish_write,
     load_key_index,
@@ -102,10 +103,11 @@ def _bulk_fn(config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dic
 
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        collected = list(batches)
-        if not collected or sum(b.num_rows for b in collected) == 0:
+        collected = [b for b in _keys_fn(config, "bulk_insert")(batches) if b.num_rows]
+        if not collected:
             return
-        table = normalize_data_table(pa.Table.from_batches(collected))
+        table = dedup_batch(normalize_data_table(pa.Table.from_batches(collected)), config)
+        table = table.drop_columns([IS_DELETE_COL])
         table = table.append_column(OP_COL, pa.array(np.full(table.num_rows, OP_INSERT, np.int8)))
         enc = pc.dictionary_encode(table.column(PARTITION_PATH_COL).combine_chunks())
         codes = enc.indices.to_numpy(zero_copy_only=False)
@@ -113,6 +115,7 @@ def _bulk_fn(config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dic
         chunk_no = 0
         for code, partition in enumerate(enc.dictionary.to_pylist()):
             rows = table.filter(pa.array(codes == code)) if len(enc.dictionary) > 1 else table
+            ensure_partition_metadata(config.base_path, [partition], instant)
             for start in range(0, rows.num_rows, per_file):
                 fid = f"{uuid.uuid5(uuid.NAMESPACE_URL, f'{config.base_path}/{instant}/{pid}/{chunk_no}')}-0"
                 task = FileGroupTask(
@@ -223,9 +226,9 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
             if operation == "bulk_insert":
                 per_file = max(1, config.target_file_size_bytes // _avg_record_size(config.base_path))
                 txn.mark_inflight([])
-                partitions_df = deduped.select(PARTITION_PATH_COL).distinct().collect()
-                ensure_partition_metadata(config.base_path, [r[0] for r in partitions_df], txn.instant)
-                out = deduped.drop(IS_DELETE_COL).mapInArrow(
+                # Like Hudi's bulk_insert (combine.before.insert=false): no cross-task shuffle;
+                # duplicates inside one Spark partition are still collapsed by ordering.
+                out = df.mapInArrow(
                     _bulk_fn(config, txn.instant, schema, avro, per_file), "stat string"
                 )
                 stats = _collect_stats(out)

@@ -795,7 +795,7 @@ def ensure_partition_metadata(base_path: str, partitions: Sequence[str], instant
         directory = os.path.join(base_path, partition) if partition else base_path
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, ".hoodie_partition_metadata")
-        if not os.path.exists(path):
+        if not os.path.exists(path):  # several tasks may race here: same content, atomic rename
             depth = len([p for p in partition.split("/") if p]) if partition else 0
             fsync_write(path, partition_metadata_text(instant, depth).encode())
 
