@@ -108,8 +108,35 @@ def encode_block(block_type: int, header: dict[int, str], content: bytes, footer
     return MAGIC + struct.pack(">q", block_length) + body + struct.pack(">q", total)
 
 
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _to_avro_value(value: Any, t: pa.DataType) -> Any:
+    """Arrow ``to_pylist`` gives maps as lists of pairs; Avro (fastavro) wants dicts."""
+    if value is None:
+        return None
+    if pa.types.is_map(t):
+        return {k: _to_avro_value(v, t.item_type) for k, v in value}
+    if pa.types.is_struct(t):
+        return {f.name: _to_avro_value(value.get(f.name), f.type) for f in t}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_to_avro_value(v, t.value_type) for v in value]
+    return value
+
+
 def _arrow_rows_for_avro(table: pa.Table) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = table.to_pylist()
+    map_fields = [f for f in table.schema if _has_map(f.type)]
+    for row in rows:
+        for fld in map_fields:
+            row[fld.name] = _to_avro_value(row[fld.name], fld.type)
     return rows
 
 
