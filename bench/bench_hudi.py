@@ -149,6 +149,16 @@ def hudi_options(table_type: str, operation: str) -> dict[str, str]:
     }
 
 
+def failure(exc: BaseException) -> str:
+    """One-line description of a failed workload for the note column."""
+    import traceback
+
+    text = str(exc).strip().splitlines()
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"FAILED {type(exc).__name__}{where}: {text[0][:100] if text else ''}"
+
+
 def writer_available() -> str | None:
     """None if the workbook Hudi writer can be used, else the reason it cannot."""
     try:
@@ -210,29 +220,36 @@ def bench_upserts(spark: Any, work: Path, rows: int, repeat: int, out: list[Row]
                 )
             )
             continue
-        seed = work / f"hudi_{label}_seed"
-        write_hudi(base_df, hudi_options(table_type, "bulk_insert"), str(seed))
-        times = []
-        for i in range(repeat):
-            target = work / f"hudi_{label}_{i}"
-            shutil.copytree(seed, target)
-            times.append(
-                timed(
-                    lambda t=target, tt=table_type: write_hudi(change_df, hudi_options(tt, "upsert"), str(t))
+        try:
+            seed = work / f"hudi_{label}_seed"
+            write_hudi(base_df, hudi_options(table_type, "bulk_insert"), str(seed))
+            times = []
+            for i in range(repeat):
+                target = work / f"hudi_{label}_{i}"
+                shutil.copytree(seed, target)
+                times.append(
+                    timed(
+                        lambda t=target, tt=table_type: write_hudi(
+                            change_df, hudi_options(tt, "upsert"), str(t)
+                        )
+                    )
                 )
-            )
-        tables[label] = work / f"hudi_{label}_0"
-        from helpers.hudi.read import read_snapshot
+            from helpers.hudi.read import read_snapshot
 
-        after = read_snapshot(str(tables[label]), columns=["salesid", "pricepaid"])
-        assert after.num_rows == base.num_rows, f"Hudi {label} upsert changed the row count"
+            after = read_snapshot(str(work / f"hudi_{label}_0"), columns=["salesid", "pricepaid"])
+            assert after.num_rows == base.num_rows, f"Hudi {label} upsert changed the row count"
+            tables[label] = work / f"hudi_{label}_0"
+            rate, note = median_rate(n, times), ""
+        except Exception as exc:  # noqa: BLE001 - a failed workload is reported, the rest still runs
+            rate, note = None, failure(exc)
         out.append(
             Row(
                 f"(a) upsert 10% of {rows:,} ({n:,} rows)",
                 f"Hudi {label} (write_hudi)",
-                median_rate(n, times),
+                rate,
                 "delta-rs merge",
                 delta_rate,
+                note,
             )
         )
     base_df.unpersist(), change_df.unpersist()
@@ -251,36 +268,35 @@ def bench_bulk_insert(spark: Any, work: Path, rows: int, repeat: int, out: list[
         for i in range(repeat)
     ]
     parquet_rate = median_rate(rows, parquet_times)
-    reason = writer_available()
-    if reason:
-        out.append(
-            Row(
-                f"(b) bulk insert {rows:,} rows",
-                "Hudi CoW",
-                None,
-                "Spark df.write.parquet",
-                parquet_rate,
-                reason,
-            )
-        )
-    else:
-        times = [
-            timed(
-                lambda i=i: write_hudi(
-                    df, hudi_options("COPY_ON_WRITE", "bulk_insert"), str(work / f"bulk_{i}")
+    rate: float | None = None
+    note = writer_available() or ""
+    if not note:
+        try:
+            times = [
+                timed(
+                    lambda i=i: write_hudi(
+                        df, hudi_options("COPY_ON_WRITE", "bulk_insert"), str(work / f"bulk_{i}")
+                    )
                 )
-            )
-            for i in range(repeat)
-        ]
-        out.append(
-            Row(
-                f"(b) bulk insert {rows:,} rows",
-                "Hudi CoW (write_hudi)",
-                median_rate(rows, times),
-                "Spark df.write.parquet",
-                parquet_rate,
-            )
+                for i in range(repeat)
+            ]
+            from helpers.hudi.read import read_snapshot
+
+            written = read_snapshot(str(work / "bulk_0"), columns=["salesid"]).num_rows
+            assert written == rows, f"bulk insert wrote {written} rows, expected {rows}"
+            rate = median_rate(rows, times)
+        except Exception as exc:  # noqa: BLE001 - reported in the table
+            note = failure(exc)
+    out.append(
+        Row(
+            f"(b) bulk insert {rows:,} rows",
+            "Hudi CoW (write_hudi)",
+            rate,
+            "Spark df.write.parquet",
+            parquet_rate,
+            note,
         )
+    )
     df.unpersist()
 
 
