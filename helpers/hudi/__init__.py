@@ -5,6 +5,8 @@ Writer-side public API (the read side appends its own exports below).
 """
 
 from helpers.hudi.config import COPY_ON_WRITE, MERGE_ON_READ, HudiTableConfig
+from helpers.hudi.inspect import table_file_groups, table_size, table_timeline
+from helpers.hudi.spark_writer import write_dataframe
 from helpers.hudi.writer import CommitResult, clean, compact, write_arrow
 
 __all__ = [
@@ -13,8 +15,12 @@ __all__ = [
     "HudiTableConfig",
     "CommitResult",
     "write_arrow",
+    "write_dataframe",
     "compact",
     "clean",
+    "table_timeline",
+    "table_file_groups",
+    "table_size",
 ]
 
 # --- Read side and the engine-choosing front-ends (helpers.hudi.read / api / spark_source) ----

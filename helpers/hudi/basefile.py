@@ -34,7 +34,14 @@ import pyarrow.parquet as pq
 
 from helpers.hudi.format import META_COLUMNS, RECORD_KEY_COL
 
-__all__ = ["BloomFilterSpec", "DEFAULT_BLOOM", "murmur_hash_chain", "bloom_filter_bytes", "write_base_file", "read_base_file"]
+__all__ = [
+    "BloomFilterSpec",
+    "DEFAULT_BLOOM",
+    "murmur_hash_chain",
+    "bloom_filter_bytes",
+    "write_base_file",
+    "read_base_file",
+]
 
 BLOOM_ENTRIES = 60_000
 BLOOM_FPP = 1e-9
@@ -44,7 +51,9 @@ BLOOM_MAX_ENTRIES = 100_000
 class BloomFilterSpec:
     """Bit vector size and hash count for ``entries`` at false-positive rate ``fpp`` (Hudi sizing)."""
 
-    def __init__(self, entries: int = BLOOM_ENTRIES, fpp: float = BLOOM_FPP, max_entries: int = BLOOM_MAX_ENTRIES):
+    def __init__(
+        self, entries: int = BLOOM_ENTRIES, fpp: float = BLOOM_FPP, max_entries: int = BLOOM_MAX_ENTRIES
+    ):
         self.entries = entries
         self.max_entries = max_entries
         self.vector_size = int(math.ceil(entries * (-math.log(fpp) / (math.log(2) ** 2))))
@@ -55,7 +64,9 @@ DEFAULT_BLOOM = BloomFilterSpec()
 _M = np.uint32(0x5BD1E995)
 
 
-def _murmur2(blocks: npt.NDArray[np.uint32], tail: npt.NDArray[np.uint32], length: int, seeds: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+def _murmur2(
+    blocks: npt.NDArray[np.uint32], tail: npt.NDArray[np.uint32], length: int, seeds: npt.NDArray[np.uint32]
+) -> npt.NDArray[np.uint32]:
     """Hadoop MurmurHash (MurmurHash2, 32 bit) of equal-length keys, vectorised over rows."""
     with np.errstate(over="ignore"):
         h = seeds ^ np.uint32(length)
@@ -76,7 +87,9 @@ def _murmur2(blocks: npt.NDArray[np.uint32], tail: npt.NDArray[np.uint32], lengt
     return h
 
 
-def murmur_hash_chain(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = DEFAULT_BLOOM) -> npt.NDArray[np.int64]:
+def murmur_hash_chain(
+    keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = DEFAULT_BLOOM
+) -> npt.NDArray[np.int64]:
     """Bit positions of every key: array of shape (len(keys), num_hashes).
 
     Args:
@@ -97,7 +110,11 @@ def murmur_hash_chain(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = 
         rows = np.nonzero(lengths == length)[0]
         length = int(length)
         starts = offsets[rows]
-        mat = data[starts[:, None] + np.arange(length)[None, :]] if length else np.zeros((len(rows), 0), np.uint8)
+        mat = (
+            data[starts[:, None] + np.arange(length)[None, :]]
+            if length
+            else np.zeros((len(rows), 0), np.uint8)
+        )
         n4 = length // 4
         blocks = mat[:, : n4 * 4].copy().view("<u4").reshape(len(rows), n4).astype(np.uint32)
         # Java sign-extends the tail bytes (byte -> int) before shifting.

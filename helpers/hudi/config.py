@@ -113,7 +113,9 @@ class HudiTableConfig:
             if not isinstance(name, str) or not name:
                 problems.append(f"invalid field name {name!r}")
         if problems:
-            raise HudiError(f"Failed to validate Hudi table config {self.table_name!r}: " + "; ".join(problems))
+            raise HudiError(
+                f"Failed to validate Hudi table config {self.table_name!r}: " + "; ".join(problems)
+            )
 
     @property
     def is_mor(self) -> bool:

@@ -33,7 +33,16 @@ from helpers.hudi.format import (
 from helpers.hudi.logfile import avro_data_block, delete_block
 from helpers.hudi.timeline import WriteStat
 
-__all__ = ["OP_COL", "OP_INSERT", "OP_UPDATE", "OP_DELETE", "FileGroupTask", "write_file_group", "conform", "marker_path"]
+__all__ = [
+    "OP_COL",
+    "OP_INSERT",
+    "OP_UPDATE",
+    "OP_DELETE",
+    "FileGroupTask",
+    "write_file_group",
+    "conform",
+    "marker_path",
+]
 
 OP_COL = "_hudi_op"
 OP_INSERT = 0
@@ -149,19 +158,30 @@ def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
     started = time.monotonic()
     directory = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     os.makedirs(directory, exist_ok=True)
-    ops = rows.column(OP_COL).combine_chunks().to_numpy(zero_copy_only=False) if rows.num_rows else np.zeros(0, np.int8)
+    ops = (
+        rows.column(OP_COL).combine_chunks().to_numpy(zero_copy_only=False)
+        if rows.num_rows
+        else np.zeros(0, np.int8)
+    )
     n_insert = int((ops == OP_INSERT).sum())
     n_update = int((ops == OP_UPDATE).sum())
     n_delete = int((ops == OP_DELETE).sum())
     upserts = rows.filter(pa.array(ops != OP_DELETE)) if n_delete else rows
     path = os.path.join(directory, task.file_name)
-    stat = WriteStat(fileId=task.file_id, path=task.rel_path, partitionPath=task.partition_path, prevCommit=task.prev_commit)
+    stat = WriteStat(
+        fileId=task.file_id,
+        path=task.rel_path,
+        partitionPath=task.partition_path,
+        prevCommit=task.prev_commit,
+    )
 
     if task.kind == "append":
         _touch_marker(task, "APPEND")
         blocks: list[bytes] = []
         if upserts.num_rows:
-            blocks.append(avro_data_block(task.instant, task.avro_schema, _with_meta(task, upserts, task.file_id)))
+            blocks.append(
+                avro_data_block(task.instant, task.avro_schema, _with_meta(task, upserts, task.file_id))
+            )
         if n_delete:
             deletes = rows.filter(pa.array(ops == OP_DELETE))
             blocks.append(
@@ -214,7 +234,9 @@ def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
         _touch_marker(task, "CREATE")
         out = new_rows
         io_stat_time = "create"
-    size = write_base_file(path, out, task.avro_schema, compression=task.compression, bloom_filter=task.bloom_filter)
+    size = write_base_file(
+        path, out, task.avro_schema, compression=task.compression, bloom_filter=task.bloom_filter
+    )
     stat.numWrites = out.num_rows
     stat.numInserts, stat.numUpdateWrites, stat.numDeletes = n_insert, n_update, n_delete
     stat.totalWriteBytes = stat.fileSizeInBytes = size

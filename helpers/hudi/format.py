@@ -153,7 +153,7 @@ def format_properties(props: dict[str, str], now: dt.datetime | None = None) -> 
     Returns:
         The file text (ISO-8859-1 safe: everything non-ASCII is ``\\u`` escaped).
     """
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     lines = [
         "#Properties saved on " + now.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
         "#" + _java_date(now),
@@ -230,7 +230,9 @@ def table_properties(config: HudiTableConfig, create_schema_json: str) -> dict[s
     if config.precombine_field:
         props["hoodie.table.precombine.field"] = config.precombine_field
     if config.is_mor:
-        props["hoodie.compaction.payload.class"] = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+        props["hoodie.compaction.payload.class"] = (
+            "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+        )
         props["hoodie.compaction.record.merger.strategy"] = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
     props.update(dict(config.extra_properties))
     props["hoodie.table.checksum"] = str(table_checksum(config.database_name, config.table_name))
@@ -248,7 +250,7 @@ def partition_metadata_text(commit_time: str, depth: int, now: dt.datetime | Non
     Returns:
         The file text.
     """
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     return f"#partition metadata\n#{_java_date(now)}\ncommitTime={commit_time}\npartitionDepth={depth}\n"
 
 
@@ -287,7 +289,7 @@ def new_instant_time(after: str | None = None) -> str:
     Returns:
         17-digit instant string.
     """
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     instant = now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
     if after is not None:
         floor = after.ljust(17, "0")[:17]
@@ -537,7 +539,9 @@ def avro_schema_for(
     fields: list[dict[str, Any]] = []
     if with_meta:
         fields += [{"name": m, "type": ["null", "string"], "doc": "", "default": None} for m in META_COLUMNS]
-    fields += [_avro_field(f, f"{namespace}.{name}", null_first, with_default=null_first) for f in data_schema]
+    fields += [
+        _avro_field(f, f"{namespace}.{name}", null_first, with_default=null_first) for f in data_schema
+    ]
     return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
 
 
@@ -598,7 +602,9 @@ def record_keys(table: pa.Table, config: HudiTableConfig) -> pa.ChunkedArray:
         name = config.record_key_fields[0]
         keys = _as_key_strings(table.column(name), name)
         if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
-            raise HudiError(f"Failed to build record keys: record key field {name!r} is null or empty in some rows")
+            raise HudiError(
+                f"Failed to build record keys: record key field {name!r} is null or empty in some rows"
+            )
         return pa.chunked_array([keys]) if isinstance(keys, pa.Array) else keys
     parts: list[Any] = []
     for name in config.record_key_fields:

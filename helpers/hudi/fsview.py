@@ -139,8 +139,13 @@ def load_file_groups(base_path: str, as_of: str | None = None) -> list[FileGroup
             assert isinstance(size, int)
             slices.append(
                 FileSlice(
-                    partition, fid, base_instant, base_name, size,
-                    tuple(n for _, n, _ in logs), tuple(s for _, _, s in logs),
+                    partition,
+                    fid,
+                    base_instant,
+                    base_name,
+                    size,
+                    tuple(n for _, n, _ in logs),
+                    tuple(s for _, _, s in logs),
                 )
             )
         result.append(FileGroup(partition, fid, tuple(slices)))

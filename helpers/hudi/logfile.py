@@ -82,7 +82,9 @@ def _encode_map(entries: dict[int, str]) -> bytes:
     return b"".join(out)
 
 
-def encode_block(block_type: int, header: dict[int, str], content: bytes, footer: dict[int, str] | None = None) -> bytes:
+def encode_block(
+    block_type: int, header: dict[int, str], content: bytes, footer: dict[int, str] | None = None
+) -> bytes:
     """Frame one log block.
 
     Args:
@@ -295,7 +297,9 @@ def decode_avro_records(block: LogBlock) -> list[dict[str, Any]]:
     for _ in range(count):
         (length,) = struct.unpack_from(">i", block.content, pos)
         pos += 4
-        records.append(fastavro.schemaless_reader(io.BytesIO(block.content[pos : pos + length]), schema, None))
+        record = fastavro.schemaless_reader(io.BytesIO(block.content[pos : pos + length]), schema, None)
+        assert isinstance(record, dict)
+        records.append(record)
         pos += length
     return records
 

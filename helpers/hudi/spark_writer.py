@@ -47,6 +47,7 @@ from helpers.hudi.format import (
 )
 from helpers.hudi.timeline import WriteStat
 from helpers.hudi.writer import (
+    _OPERATION_TYPES,
     HUDI_FID_COL,
     IS_DELETE_COL,
     CommitResult,
@@ -54,7 +55,6 @@ from helpers.hudi.writer import (
     _avg_record_size,
     _index_shape,
     _locked,
-    _OPERATION_TYPES,
     begin_write,
     dedup_batch,
     ensure_partition_metadata,
@@ -94,10 +94,14 @@ def _keys_fn(config: HudiTableConfig, operation: str) -> Any:
 
 
 def _stat_rows(stats: list[WriteStat]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({"stat": [json.dumps(s.as_dict()) for s in stats]}, schema=pa.schema([("stat", pa.string())]))
+    return pa.RecordBatch.from_pydict(
+        {"stat": [json.dumps(s.as_dict()) for s in stats]}, schema=pa.schema([("stat", pa.string())])
+    )
 
 
-def _bulk_fn(config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dict[str, Any], per_file: int) -> Any:
+def _bulk_fn(
+    config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dict[str, Any], per_file: int
+) -> Any:
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
@@ -119,9 +123,17 @@ def _bulk_fn(config: HudiTableConfig, instant: str, schema: pa.Schema, avro: dic
             for start in range(0, rows.num_rows, per_file):
                 fid = f"{uuid.uuid5(uuid.NAMESPACE_URL, f'{config.base_path}/{instant}/{pid}/{chunk_no}')}-0"
                 task = FileGroupTask(
-                    kind="create", base_path=config.base_path, partition_path=partition, file_id=fid,
-                    instant=instant, write_token=f"{pid}-1-{chunk_no}", task_index=pid, table_schema=schema,
-                    avro_schema=avro, compression=config.parquet_compression, bloom_filter=config.bloom_filter,
+                    kind="create",
+                    base_path=config.base_path,
+                    partition_path=partition,
+                    file_id=fid,
+                    instant=instant,
+                    write_token=f"{pid}-1-{chunk_no}",
+                    task_index=pid,
+                    table_schema=schema,
+                    avro_schema=avro,
+                    compression=config.parquet_compression,
+                    bloom_filter=config.bloom_filter,
                 )
                 stats.append(write_file_group(task, rows.slice(start, per_file)))
                 chunk_no += 1
@@ -200,12 +212,19 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
     spark = df.sparkSession
     keyed_schema = T.StructType(
         [f for f in df.schema.fields if f.name != DELETE_MARKER_FIELD]
-        + [T.StructField(RECORD_KEY_COL, T.StringType()), T.StructField(PARTITION_PATH_COL, T.StringType()),
-           T.StructField(IS_DELETE_COL, T.BooleanType())]
+        + [
+            T.StructField(RECORD_KEY_COL, T.StringType()),
+            T.StructField(PARTITION_PATH_COL, T.StringType()),
+            T.StructField(IS_DELETE_COL, T.BooleanType()),
+        ]
     )
-    keyed = df.mapInArrow(_keys_fn(config, operation), T.StructType(
-        df.schema.fields + keyed_schema.fields[len([f for f in df.schema.fields if f.name != DELETE_MARKER_FIELD]):]
-    ))
+    keyed = df.mapInArrow(
+        _keys_fn(config, operation),
+        T.StructType(
+            df.schema.fields
+            + keyed_schema.fields[len([f for f in df.schema.fields if f.name != DELETE_MARKER_FIELD]) :]
+        ),
+    )
     if DELETE_MARKER_FIELD in df.columns:
         keyed = keyed.drop(DELETE_MARKER_FIELD)
     order_cols = [F.col(f).desc_nulls_last() for f in config.ordering_fields if f in df.columns]
@@ -228,9 +247,7 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
                 txn.mark_inflight([])
                 # Like Hudi's bulk_insert (combine.before.insert=false): no cross-task shuffle;
                 # duplicates inside one Spark partition are still collapsed by ordering.
-                out = df.mapInArrow(
-                    _bulk_fn(config, txn.instant, schema, avro, per_file), "stat string"
-                )
+                out = df.mapInArrow(_bulk_fn(config, txn.instant, schema, avro, per_file), "stat string")
                 stats = _collect_stats(out)
             else:
                 index = load_key_index(config, groups) if groups else _index_shape(None, config)
@@ -248,12 +265,20 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
                     for r in fid_rows:
                         fid = r[HUDI_FID_COL]
                         if fid is None:
-                            insert_counts[r[PARTITION_PATH_COL]] = insert_counts.get(r[PARTITION_PATH_COL], 0) + r["count"]
+                            insert_counts[r[PARTITION_PATH_COL]] = (
+                                insert_counts.get(r[PARTITION_PATH_COL], 0) + r["count"]
+                            )
                         elif fid not in task_by_fid:
                             g = by_id[fid]
                             task_by_fid[fid] = len(tasks)
-                            tasks.append(make_task(config, g, g.partition_path, fid, txn.instant, len(tasks), schema, avro))
-                    buckets = plan_insert_buckets(insert_counts, groups, config, _avg_record_size(config.base_path))
+                            tasks.append(
+                                make_task(
+                                    config, g, g.partition_path, fid, txn.instant, len(tasks), schema, avro
+                                )
+                            )
+                    buckets = plan_insert_buckets(
+                        insert_counts, groups, config, _avg_record_size(config.base_path)
+                    )
                     slot_rows: list[tuple[str, int, int]] = []
                     for partition in insert_counts:
                         mine = [b for b in buckets if b.partition_path == partition]
@@ -263,9 +288,20 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
                         slot = 0
                         for b, count in zip(mine, slots_for, strict=True):
                             if b.file_id not in task_by_fid:
-                                g = by_id.get(b.file_id) if b.existing else None
+                                small = by_id.get(b.file_id) if b.existing else None
                                 task_by_fid[b.file_id] = len(tasks)
-                                tasks.append(make_task(config, g, partition, b.file_id, txn.instant, len(tasks), schema, avro))
+                                tasks.append(
+                                    make_task(
+                                        config,
+                                        small,
+                                        partition,
+                                        b.file_id,
+                                        txn.instant,
+                                        len(tasks),
+                                        schema,
+                                        avro,
+                                    )
+                                )
                             for _ in range(int(count)):
                                 if slot < SLOTS_PER_PARTITION:
                                     slot_rows.append((partition, slot, task_by_fid[b.file_id]))
@@ -279,16 +315,28 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
                     if not tasks:
                         stats = []
                     else:
-                        fid_df = spark.createDataFrame([(f, t) for f, t in task_by_fid.items()], f"{HUDI_FID_COL} string, _t1 int")
-                        slot_df = spark.createDataFrame(slot_rows or [("", 0, 0)], f"{PARTITION_PATH_COL} string, _slot int, _t2 int")
+                        fid_df = spark.createDataFrame(
+                            [(f, t) for f, t in task_by_fid.items()], f"{HUDI_FID_COL} string, _t1 int"
+                        )
+                        slot_df = spark.createDataFrame(
+                            slot_rows or [("", 0, 0)], f"{PARTITION_PATH_COL} string, _slot int, _t2 int"
+                        )
                         routed = (
-                            tagged.withColumn("_slot", F.pmod(F.xxhash64(RECORD_KEY_COL), F.lit(SLOTS_PER_PARTITION)).cast("int"))
+                            tagged.withColumn(
+                                "_slot",
+                                F.pmod(F.xxhash64(RECORD_KEY_COL), F.lit(SLOTS_PER_PARTITION)).cast("int"),
+                            )
                             .join(F.broadcast(fid_df), HUDI_FID_COL, "left")
                             .join(F.broadcast(slot_df), [PARTITION_PATH_COL, "_slot"], "left")
-                            .withColumn(TASK_COL, F.when(F.col(HUDI_FID_COL).isNotNull(), F.col("_t1")).otherwise(F.col("_t2")))
+                            .withColumn(
+                                TASK_COL,
+                                F.when(F.col(HUDI_FID_COL).isNotNull(), F.col("_t1")).otherwise(F.col("_t2")),
+                            )
                             .drop("_slot", "_t1", "_t2")
                         )
-                        routed = routed.repartition(min(len(tasks), max(1, spark.sparkContext.defaultParallelism * 4)), TASK_COL)
+                        routed = routed.repartition(
+                            min(len(tasks), max(1, spark.sparkContext.defaultParallelism * 4)), TASK_COL
+                        )
                         out = routed.mapInArrow(_write_fn(tasks), "stat string")
                         stats = _collect_stats(out)
                 finally:
@@ -296,5 +344,7 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
         except HudiError:
             raise
         except Exception as exc:
-            raise HudiCommitError(f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}") from exc
+            raise HudiCommitError(
+                f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}"
+            ) from exc
         return finish_write(config, txn, stats, schema, operation, rolled)

@@ -46,7 +46,17 @@ __all__ = [
 
 #: Actions whose completed instants readers load (hudi-rs) and that carry JSON commit metadata.
 DATA_ACTIONS = ("commit", "deltacommit", "replacecommit")
-_KNOWN_ACTIONS = ("commit", "deltacommit", "replacecommit", "clean", "rollback", "compaction", "savepoint", "restore", "indexing")
+_KNOWN_ACTIONS = (
+    "commit",
+    "deltacommit",
+    "replacecommit",
+    "clean",
+    "rollback",
+    "compaction",
+    "savepoint",
+    "restore",
+    "indexing",
+)
 _INSTANT_RE = re.compile(r"^(\d{14,17})\.([a-z]+)(?:\.(requested|inflight))?$")
 
 
@@ -385,10 +395,17 @@ ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
                             {"name": "partitionPath", "type": _STR},
                             {"name": "fileId", "type": ["null", _STR], "default": None},
                             {"name": "latestBaseInstant", "type": ["null", _STR], "default": None},
-                            {"name": "filesToBeDeleted", "type": {"type": "array", "items": _STR}, "default": []},
+                            {
+                                "name": "filesToBeDeleted",
+                                "type": {"type": "array", "items": _STR},
+                                "default": [],
+                            },
                             {
                                 "name": "logBlocksToBeDeleted",
-                                "type": ["null", {"type": "map", "values": "long", "avro.java.string": "String"}],
+                                "type": [
+                                    "null",
+                                    {"type": "map", "values": "long", "avro.java.string": "String"},
+                                ],
                                 "default": None,
                             },
                         ],
@@ -491,7 +508,11 @@ CLEANER_PLAN_SCHEMA: dict[str, Any] = {
             ],
             "default": None,
         },
-        {"name": "partitionsToBeDeleted", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+        {
+            "name": "partitionsToBeDeleted",
+            "type": ["null", {"type": "array", "items": "string"}],
+            "default": None,
+        },
     ],
 }
 _CLEAN_PARTITION = {
@@ -543,11 +564,19 @@ COMPACTION_PLAN_SCHEMA: dict[str, Any] = {
                         "name": "HoodieCompactionOperation",
                         "fields": [
                             {"name": "baseInstantTime", "type": ["null", "string"]},
-                            {"name": "deltaFilePaths", "type": ["null", {"type": "array", "items": "string"}], "default": None},
+                            {
+                                "name": "deltaFilePaths",
+                                "type": ["null", {"type": "array", "items": "string"}],
+                                "default": None,
+                            },
                             {"name": "dataFilePath", "type": ["null", "string"], "default": None},
                             {"name": "fileId", "type": ["null", "string"]},
                             {"name": "partitionPath", "type": ["null", "string"], "default": None},
-                            {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
+                            {
+                                "name": "metrics",
+                                "type": ["null", {"type": "map", "values": "double"}],
+                                "default": None,
+                            },
                             {"name": "externalDataFilePath", "type": ["null", "string"], "default": None},
                         ],
                     },

@@ -189,7 +189,11 @@ class TableLock:
                     ) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode(), 0)
+        os.pwrite(
+            fd,
+            json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode(),
+            0,
+        )
         self._fd = fd
 
     def release(self) -> None:
@@ -224,8 +228,18 @@ class WriteTransaction:
         """
         profile = {
             "partitionToWriteStats": {
-                p: [{"fileId": "", "path": None, "prevCommit": "null", "numWrites": 0, "numDeletes": 0,
-                     "numUpdateWrites": 0, "numInserts": 0, "partitionPath": None}]
+                p: [
+                    {
+                        "fileId": "",
+                        "path": None,
+                        "prevCommit": "null",
+                        "numWrites": 0,
+                        "numDeletes": 0,
+                        "numUpdateWrites": 0,
+                        "numInserts": 0,
+                        "partitionPath": None,
+                    }
+                ]
                 for p in partitions
             },
             "compacted": False,
@@ -233,7 +247,10 @@ class WriteTransaction:
             "operationType": None,
         }
         write_instant_file(
-            self.config.base_path, self.instant, self.action, "INFLIGHT",
+            self.config.base_path,
+            self.instant,
+            self.action,
+            "INFLIGHT",
             json.dumps(profile, indent=2, separators=(",", " : ")).encode(),
         )
 
@@ -244,7 +261,9 @@ class WriteTransaction:
             content: commit metadata.
         """
         write_instant_file(self.config.base_path, self.instant, self.action, "COMPLETED", content)
-        shutil.rmtree(os.path.join(hoodie_dir(self.config.base_path), ".temp", self.instant), ignore_errors=True)
+        shutil.rmtree(
+            os.path.join(hoodie_dir(self.config.base_path), ".temp", self.instant), ignore_errors=True
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +305,9 @@ def create_table(config: HudiTableConfig, data_schema: pa.Schema) -> None:
     base = hoodie_dir(config.base_path)
     for sub in (".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema", ".temp", "archived"):
         os.makedirs(os.path.join(base, sub), exist_ok=True)
-    create_schema = json.dumps(avro_schema_for(data_schema, config.table_name, null_first=False), separators=(",", ":"))
+    create_schema = json.dumps(
+        avro_schema_for(data_schema, config.table_name, null_first=False), separators=(",", ":")
+    )
     props = table_properties(config, create_schema)
     fsync_write(os.path.join(base, "hoodie.properties"), format_properties(props).encode("latin-1"))
 
@@ -387,9 +408,11 @@ def prepare_batch(table: pa.Table, config: HudiTableConfig, operation: Operation
     if missing and operation != "delete":
         raise HudiError(f"Failed to prepare Hudi write batch: input lacks ordering field(s) {missing}")
     keys = record_keys(table, config)
-    parts = partition_paths(table, config) if operation != "delete" or all(
-        f in table.column_names for f in config.partition_fields
-    ) else pa.chunked_array([pa.nulls(table.num_rows, pa.string())])
+    parts = (
+        partition_paths(table, config)
+        if operation != "delete" or all(f in table.column_names for f in config.partition_fields)
+        else pa.chunked_array([pa.nulls(table.num_rows, pa.string())])
+    )
     if operation == "delete":
         is_delete = pa.array(np.ones(table.num_rows, dtype=bool))
     elif DELETE_MARKER_FIELD in table.column_names:
@@ -455,7 +478,9 @@ def load_key_index(config: HudiTableConfig, groups: Sequence[FileGroup]) -> pa.T
             names = set(pq.read_schema(path).names)
             cols = wanted + [f for f in config.ordering_fields if f in names]
             part = read_base_file(path, cols)
-            part = part.append_column(HUDI_FID_COL, pa.array(np.full(part.num_rows, group.file_id, dtype=object), pa.string()))
+            part = part.append_column(
+                HUDI_FID_COL, pa.array(np.full(part.num_rows, group.file_id, dtype=object), pa.string())
+            )
             pieces.append(_index_shape(part, config))
     elif any(g.latest.base_file or g.latest.log_files for g in groups):
         import hudi
@@ -474,8 +499,11 @@ def load_key_index(config: HudiTableConfig, groups: Sequence[FileGroup]) -> pa.T
 
 def _index_shape(part: pa.Table | None, config: HudiTableConfig) -> pa.Table:
     if part is None:
-        cols = {RECORD_KEY_COL: pa.array([], pa.string()), IDX_PARTITION_COL: pa.array([], pa.string()),
-                HUDI_FID_COL: pa.array([], pa.string())}
+        cols = {
+            RECORD_KEY_COL: pa.array([], pa.string()),
+            IDX_PARTITION_COL: pa.array([], pa.string()),
+            HUDI_FID_COL: pa.array([], pa.string()),
+        }
         return pa.table(cols)
     out = {
         RECORD_KEY_COL: part.column(RECORD_KEY_COL),
@@ -518,7 +546,9 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
         Rows with ``_hudi_op`` and ``_hudi_fid`` (null for inserts).
     """
     n = batch.num_rows
-    keys_tbl = pa.table({RECORD_KEY_COL: batch.column(RECORD_KEY_COL), HUDI_ROW_COL: pa.array(np.arange(n, dtype=np.int64))})
+    keys_tbl = pa.table(
+        {RECORD_KEY_COL: batch.column(RECORD_KEY_COL), HUDI_ROW_COL: pa.array(np.arange(n, dtype=np.int64))}
+    )
     if index.num_rows:
         joined = keys_tbl.join(index, keys=RECORD_KEY_COL, join_type="left outer", use_threads=True)
         joined = joined.sort_by(HUDI_ROW_COL)
@@ -559,7 +589,11 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
 
     out = batch.set_column(batch.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL, new_part)
     if soft:
-        out = out.append_column(SOFT_DELETE_FIELD, is_delete) if SOFT_DELETE_FIELD not in out.column_names else out
+        out = (
+            out.append_column(SOFT_DELETE_FIELD, is_delete)
+            if SOFT_DELETE_FIELD not in out.column_names
+            else out
+        )
     out = out.append_column(OP_COL, pa.array(op)).append_column(HUDI_FID_COL, fid)
     # moved keys: delete from the old file group (hard) - or the old row disappears either way
     move_rows = ex & mv & ~st
@@ -567,9 +601,17 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
     if move_rows.any():
         mask = pa.array(move_rows)
         extra = out.filter(mask)
-        extra = extra.set_column(extra.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL, stored_part.filter(mask))
-        extra = extra.set_column(extra.schema.get_field_index(OP_COL), OP_COL, pa.array(np.full(extra.num_rows, OP_DELETE, np.int8)))
-        extra = extra.set_column(extra.schema.get_field_index(HUDI_FID_COL), HUDI_FID_COL, stored_fid.filter(mask))
+        extra = extra.set_column(
+            extra.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL, stored_part.filter(mask)
+        )
+        extra = extra.set_column(
+            extra.schema.get_field_index(OP_COL),
+            OP_COL,
+            pa.array(np.full(extra.num_rows, OP_DELETE, np.int8)),
+        )
+        extra = extra.set_column(
+            extra.schema.get_field_index(HUDI_FID_COL), HUDI_FID_COL, stored_fid.filter(mask)
+        )
     if not soft:
         keep &= ~(de & mv)  # a delete of a moved key deletes it where it is stored (row above)
         delete_moved = de & mv & ex & ~st
@@ -577,7 +619,8 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
             # handled by the delete branch: op=DELETE with stored fid, stored partition
             keep |= delete_moved
             out = out.set_column(
-                out.schema.get_field_index(PARTITION_PATH_COL), PARTITION_PATH_COL,
+                out.schema.get_field_index(PARTITION_PATH_COL),
+                PARTITION_PATH_COL,
                 pc.if_else(pa.array(delete_moved), stored_part, out.column(PARTITION_PATH_COL)),
             )
             if extra is not None:
@@ -620,7 +663,10 @@ class InsertBucket:
 
 
 def plan_insert_buckets(
-    insert_counts: dict[str, int], groups: Sequence[FileGroup], config: HudiTableConfig, record_size: int,
+    insert_counts: dict[str, int],
+    groups: Sequence[FileGroup],
+    config: HudiTableConfig,
+    record_size: int,
     allow_small_files: bool = True,
 ) -> list[InsertBucket]:
     """Where inserts go: small file groups first, then new groups bounded by the target size.
@@ -659,8 +705,14 @@ def plan_insert_buckets(
 
 
 def make_task(
-    config: HudiTableConfig, group: FileGroup | None, partition: str, file_id: str, instant: str, index: int,
-    schema: pa.Schema, avro_schema: dict[str, Any],
+    config: HudiTableConfig,
+    group: FileGroup | None,
+    partition: str,
+    file_id: str,
+    instant: str,
+    index: int,
+    schema: pa.Schema,
+    avro_schema: dict[str, Any],
 ) -> FileGroupTask:
     """Plan the task of one file group.
 
@@ -679,8 +731,15 @@ def make_task(
     """
     token = f"{index}-1-0"
     common: dict[str, Any] = dict(
-        base_path=config.base_path, partition_path=partition, file_id=file_id, instant=instant, write_token=token,
-        task_index=index, table_schema=schema, avro_schema=avro_schema, compression=config.parquet_compression,
+        base_path=config.base_path,
+        partition_path=partition,
+        file_id=file_id,
+        instant=instant,
+        write_token=token,
+        task_index=index,
+        table_schema=schema,
+        avro_schema=avro_schema,
+        compression=config.parquet_compression,
         bloom_filter=config.bloom_filter,
     )
     if group is None:
@@ -688,14 +747,25 @@ def make_task(
     sl = group.latest
     prev_base = sl.rel(sl.base_file) if sl.base_file else None
     if config.is_mor:
-        return FileGroupTask(kind="append", prev_base_file=prev_base, prev_commit=sl.base_instant,
-                             base_instant=sl.base_instant, log_version=sl.next_log_version, **common)
+        return FileGroupTask(
+            kind="append",
+            prev_base_file=prev_base,
+            prev_commit=sl.base_instant,
+            base_instant=sl.base_instant,
+            log_version=sl.next_log_version,
+            **common,
+        )
     return FileGroupTask(kind="merge", prev_base_file=prev_base, prev_commit=sl.base_instant, **common)
 
 
 def plan_tasks(
-    tagged: pa.Table, config: HudiTableConfig, groups: Sequence[FileGroup], instant: str, schema: pa.Schema,
-    *, allow_small_files: bool = True,
+    tagged: pa.Table,
+    config: HudiTableConfig,
+    groups: Sequence[FileGroup],
+    instant: str,
+    schema: pa.Schema,
+    *,
+    allow_small_files: bool = True,
 ) -> tuple[list[FileGroupTask], np.ndarray]:
     """Assign every tagged row to a file-group task.
 
@@ -724,7 +794,9 @@ def plan_tasks(
         for code, fid in enumerate(enc.dictionary.to_pylist()):
             group = by_id[fid]
             task_by_fid[fid] = len(tasks)
-            tasks.append(make_task(config, group, group.partition_path, fid, instant, len(tasks), schema, avro_schema))
+            tasks.append(
+                make_task(config, group, group.partition_path, fid, instant, len(tasks), schema, avro_schema)
+            )
         mapping = np.array([task_by_fid[f] for f in enc.dictionary.to_pylist()], dtype=np.int64)
         task_of_row[valid_pos] = mapping[codes]
     insert_pos = np.nonzero(task_of_row < 0)[0]
@@ -738,15 +810,28 @@ def plan_tasks(
         buckets = plan_insert_buckets(counts, groups, config, record_size, allow_small_files)
         order = np.argsort(codes, kind="stable")
         sorted_pos = insert_pos[order]
-        starts = {names[i]: int(s) for i, s in enumerate(np.searchsorted(codes[order], np.arange(len(names))))}
+        starts = {
+            names[i]: int(s) for i, s in enumerate(np.searchsorted(codes[order], np.arange(len(names))))
+        }
         for bucket in buckets:
             if bucket.file_id in task_by_fid:
                 t = task_by_fid[bucket.file_id]
             else:
-                group = by_id.get(bucket.file_id) if bucket.existing else None
+                existing_group = by_id.get(bucket.file_id) if bucket.existing else None
                 t = len(tasks)
                 task_by_fid[bucket.file_id] = t
-                tasks.append(make_task(config, group, bucket.partition_path, bucket.file_id, instant, t, schema, avro_schema))
+                tasks.append(
+                    make_task(
+                        config,
+                        existing_group,
+                        bucket.partition_path,
+                        bucket.file_id,
+                        instant,
+                        t,
+                        schema,
+                        avro_schema,
+                    )
+                )
             s = starts[bucket.partition_path]
             task_of_row[sorted_pos[s : s + bucket.capacity]] = t
             starts[bucket.partition_path] = s + bucket.capacity
@@ -865,20 +950,44 @@ def rollback_pending(config: HudiTableConfig) -> list[str]:
             path = os.path.join(base_path, rel)
             if os.path.exists(path):
                 to_delete.append(rel)  # a log file this writer created for the instant
-        requests = [{"partitionPath": os.path.dirname(r), "fileId": "", "latestBaseInstant": "",
-                     "filesToBeDeleted": [os.path.join(base_path, r)], "logBlocksToBeDeleted": {}} for r in to_delete]
-        plan = {"instantToRollback": {"commitTime": pending.timestamp, "action": pending.action},
-                "RollbackRequests": requests, "version": 1}
-        write_instant_file(base_path, rollback_instant, "rollback", "REQUESTED", avro_container_bytes(ROLLBACK_PLAN_SCHEMA, plan))
+        requests = [
+            {
+                "partitionPath": os.path.dirname(r),
+                "fileId": "",
+                "latestBaseInstant": "",
+                "filesToBeDeleted": [os.path.join(base_path, r)],
+                "logBlocksToBeDeleted": {},
+            }
+            for r in to_delete
+        ]
+        plan = {
+            "instantToRollback": {"commitTime": pending.timestamp, "action": pending.action},
+            "RollbackRequests": requests,
+            "version": 1,
+        }
+        write_instant_file(
+            base_path,
+            rollback_instant,
+            "rollback",
+            "REQUESTED",
+            avro_container_bytes(ROLLBACK_PLAN_SCHEMA, plan),
+        )
         write_instant_file(base_path, rollback_instant, "rollback", "INFLIGHT")
         partition_meta: dict[str, dict[str, Any]] = {}
         deleted = 0
         for rel in sorted(set(to_delete)):
             path = os.path.join(base_path, rel)
             partition = os.path.dirname(rel)
-            entry = partition_meta.setdefault(partition, {"partitionPath": partition, "successDeleteFiles": [],
-                                                          "failedDeleteFiles": [], "rollbackLogFiles": command_blocks or None,
-                                                          "logFilesFromFailedCommit": None})
+            entry = partition_meta.setdefault(
+                partition,
+                {
+                    "partitionPath": partition,
+                    "successDeleteFiles": [],
+                    "failedDeleteFiles": [],
+                    "rollbackLogFiles": command_blocks or None,
+                    "logFilesFromFailedCommit": None,
+                },
+            )
             for candidate in (path, path + ".writing"):
                 if os.path.exists(candidate):
                     os.remove(candidate)
@@ -893,14 +1002,22 @@ def rollback_pending(config: HudiTableConfig) -> list[str]:
             "version": 1,
             "instantsRollback": [{"commitTime": pending.timestamp, "action": pending.action}],
         }
-        write_instant_file(base_path, rollback_instant, "rollback", "COMPLETED", avro_container_bytes(ROLLBACK_METADATA_SCHEMA, metadata))
+        write_instant_file(
+            base_path,
+            rollback_instant,
+            "rollback",
+            "COMPLETED",
+            avro_container_bytes(ROLLBACK_METADATA_SCHEMA, metadata),
+        )
         delete_instant_files(base_path, pending.timestamp, pending.action)
         shutil.rmtree(os.path.join(hoodie_dir(base_path), ".temp", pending.timestamp), ignore_errors=True)
         rolled.append(pending.timestamp)
     return rolled
 
 
-def _rollback_command_for(path: str, rollback_instant: str, target: str, version: int) -> int:  # pragma: no cover
+def _rollback_command_for(
+    path: str, rollback_instant: str, target: str, version: int
+) -> int:  # pragma: no cover
     """Append a rollback command block as a new log version (kept for Java-appended logs)."""
     parsed = parse_log_file_name(os.path.basename(path))
     assert parsed is not None
@@ -939,7 +1056,9 @@ def compact(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
         HudiCommitError: when the compaction could not be completed.
     """
     if not config.is_mor:
-        raise HudiError(f"Failed to compact Hudi table {config.table_name}: only MERGE_ON_READ tables have log files")
+        raise HudiError(
+            f"Failed to compact Hudi table {config.table_name}: only MERGE_ON_READ tables have log files"
+        )
     lock = contextlib.nullcontext() if _locked else TableLock(config.base_path, config.lock_timeout_seconds)
     with lock:
         if not _locked:
@@ -955,12 +1074,17 @@ def compact(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
                 "dataFilePath": g.latest.base_file,
                 "fileId": g.file_id,
                 "partitionPath": g.partition_path,
-                "metrics": {"TOTAL_LOG_FILES": float(len(g.latest.log_files)), "TOTAL_LOG_FILES_SIZE": float(sum(g.latest.log_sizes))},
+                "metrics": {
+                    "TOTAL_LOG_FILES": float(len(g.latest.log_files)),
+                    "TOTAL_LOG_FILES_SIZE": float(sum(g.latest.log_sizes)),
+                },
                 "externalDataFilePath": None,
             }
             for g in groups
         ]
-        plan = avro_container_bytes(COMPACTION_PLAN_SCHEMA, {"operations": operations, "extraMetadata": None, "version": 2})
+        plan = avro_container_bytes(
+            COMPACTION_PLAN_SCHEMA, {"operations": operations, "extraMetadata": None, "version": 2}
+        )
         write_instant_file(config.base_path, instant, "compaction", "REQUESTED", plan)
         write_instant_file(config.base_path, instant, "compaction", "INFLIGHT", plan)
         try:
@@ -982,7 +1106,9 @@ def compact(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
                     data = conform(merged_tbl, schema)
                     meta = [merged_tbl.column(c).cast(pa.string()) for c in META_COLUMNS[:4]]
                     meta.append(pa.array(np.full(merged_tbl.num_rows, name, dtype=object), pa.string()))
-                    out = pa.Table.from_arrays(meta + list(data.columns), names=list(META_COLUMNS) + schema.names)
+                    out = pa.Table.from_arrays(
+                        meta + list(data.columns), names=list(META_COLUMNS) + schema.names
+                    )
                 else:
                     out = pa.Table.from_arrays(
                         [pa.array([], pa.string())] * 5 + [pa.array([], f.type) for f in schema],
@@ -991,20 +1117,39 @@ def compact(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
                 marker = os.path.join(hoodie_dir(config.base_path), ".temp", instant, rel + ".marker.CREATE")
                 os.makedirs(os.path.dirname(marker), exist_ok=True)
                 open(marker, "wb").close()
-                size = write_base_file(os.path.join(config.base_path, rel), out, avro_schema,
-                                       compression=config.parquet_compression, bloom_filter=config.bloom_filter)
-                stats.append(WriteStat(
-                    fileId=g.file_id, path=rel, partitionPath=g.partition_path, prevCommit=sl.base_instant,
-                    numWrites=out.num_rows, numUpdateWrites=0, totalWriteBytes=size, fileSizeInBytes=size,
-                    totalLogFilesCompacted=len(sl.log_files), totalLogSizeCompacted=sum(sl.log_sizes),
-                    totalLogRecords=0, createTimeMs=int((time.monotonic() - started) * 1000),
-                ))
+                size = write_base_file(
+                    os.path.join(config.base_path, rel),
+                    out,
+                    avro_schema,
+                    compression=config.parquet_compression,
+                    bloom_filter=config.bloom_filter,
+                )
+                stats.append(
+                    WriteStat(
+                        fileId=g.file_id,
+                        path=rel,
+                        partitionPath=g.partition_path,
+                        prevCommit=sl.base_instant,
+                        numWrites=out.num_rows,
+                        numUpdateWrites=0,
+                        totalWriteBytes=size,
+                        fileSizeInBytes=size,
+                        totalLogFilesCompacted=len(sl.log_files),
+                        totalLogSizeCompacted=sum(sl.log_sizes),
+                        totalLogRecords=0,
+                        createTimeMs=int((time.monotonic() - started) * 1000),
+                    )
+                )
             schema_json = json.dumps(avro_schema_for(schema, config.table_name), separators=(",", ":"))
-            content = commit_metadata_json(stats, schema_json=schema_json, operation_type="COMPACT", compacted=True)
+            content = commit_metadata_json(
+                stats, schema_json=schema_json, operation_type="COMPACT", compacted=True
+            )
             write_instant_file(config.base_path, instant, "commit", "COMPLETED", content)
             shutil.rmtree(os.path.join(hoodie_dir(config.base_path), ".temp", instant), ignore_errors=True)
         except Exception as exc:
-            raise HudiCommitError(f"Failed to compact Hudi table {config.table_name} at {instant}: {exc}") from exc
+            raise HudiCommitError(
+                f"Failed to compact Hudi table {config.table_name} at {instant}: {exc}"
+            ) from exc
         return instant
 
 
@@ -1041,20 +1186,27 @@ def clean(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
         started = time.monotonic()
         instant = new_instant_time(latest_instant_time(config.base_path))
         earliest_info = {"timestamp": earliest.timestamp, "action": earliest.action, "state": "COMPLETED"}
-        plan = {
+        plan: dict[str, Any] = {
             "earliestInstantToRetain": earliest_info,
             "lastCompletedCommitTimestamp": commits[-1].timestamp,
             "policy": "KEEP_LATEST_COMMITS",
             "filesToBeDeletedPerPartition": None,
             "version": 2,
             "filePathsToBeDeletedPerPartition": {
-                p: [{"filePath": os.path.join(config.base_path, f), "isBootstrapBaseFile": False} for f in files]
+                p: [
+                    {"filePath": os.path.join(config.base_path, f), "isBootstrapBaseFile": False}
+                    for f in files
+                ]
                 for p, files in doomed.items()
             },
             "partitionsToBeDeleted": [],
         }
-        write_instant_file(config.base_path, instant, "clean", "REQUESTED", avro_container_bytes(CLEANER_PLAN_SCHEMA, plan))
-        write_instant_file(config.base_path, instant, "clean", "INFLIGHT", avro_container_bytes(CLEANER_PLAN_SCHEMA, plan))
+        write_instant_file(
+            config.base_path, instant, "clean", "REQUESTED", avro_container_bytes(CLEANER_PLAN_SCHEMA, plan)
+        )
+        write_instant_file(
+            config.base_path, instant, "clean", "INFLIGHT", avro_container_bytes(CLEANER_PLAN_SCHEMA, plan)
+        )
         partition_meta = {}
         total = 0
         for partition, files in doomed.items():
@@ -1067,17 +1219,31 @@ def clean(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
                 except OSError:
                     failed.append(os.path.basename(rel))
             partition_meta[partition] = {
-                "partitionPath": partition, "policy": "KEEP_LATEST_COMMITS",
+                "partitionPath": partition,
+                "policy": "KEEP_LATEST_COMMITS",
                 "deletePathPatterns": [os.path.basename(f) for f in files],
-                "successDeleteFiles": ok, "failedDeleteFiles": failed, "isPartitionDeleted": None,
+                "successDeleteFiles": ok,
+                "failedDeleteFiles": failed,
+                "isPartitionDeleted": None,
             }
         metadata = {
-            "policy": "KEEP_LATEST_COMMITS", "startCleanTime": instant,
-            "timeTakenInMillis": int((time.monotonic() - started) * 1000), "totalFilesDeleted": total,
-            "earliestCommitToRetain": earliest.timestamp, "lastCompletedCommitTimestamp": commits[-1].timestamp,
-            "partitionMetadata": partition_meta, "version": 2, "bootstrapPartitionMetadata": None,
+            "policy": "KEEP_LATEST_COMMITS",
+            "startCleanTime": instant,
+            "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+            "totalFilesDeleted": total,
+            "earliestCommitToRetain": earliest.timestamp,
+            "lastCompletedCommitTimestamp": commits[-1].timestamp,
+            "partitionMetadata": partition_meta,
+            "version": 2,
+            "bootstrapPartitionMetadata": None,
         }
-        write_instant_file(config.base_path, instant, "clean", "COMPLETED", avro_container_bytes(CLEAN_METADATA_SCHEMA, metadata))
+        write_instant_file(
+            config.base_path,
+            instant,
+            "clean",
+            "COMPLETED",
+            avro_container_bytes(CLEAN_METADATA_SCHEMA, metadata),
+        )
         return instant
 
 
@@ -1086,7 +1252,9 @@ def clean(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def begin_write(config: HudiTableConfig, incoming_schema: pa.Schema) -> tuple[list[str], list[FileGroup], pa.Schema]:
+def begin_write(
+    config: HudiTableConfig, incoming_schema: pa.Schema
+) -> tuple[list[str], list[FileGroup], pa.Schema]:
     """Under the lock: create the table if needed, roll back pending instants, load the view.
 
     Args:
@@ -1096,8 +1264,15 @@ def begin_write(config: HudiTableConfig, incoming_schema: pa.Schema) -> tuple[li
     Returns:
         (rolled back instants, visible file groups, data schema to write).
     """
-    data_cols = pa.schema([f for f in incoming_schema if not f.name.startswith("_hudi_") and f.name not in META_COLUMNS
-                           and f.name != DELETE_MARKER_FIELD])
+    data_cols = pa.schema(
+        [
+            f
+            for f in incoming_schema
+            if not f.name.startswith("_hudi_")
+            and f.name not in META_COLUMNS
+            and f.name != DELETE_MARKER_FIELD
+        ]
+    )
     existing_props = read_table_properties(config.base_path)
     groups_before = load_file_groups(config.base_path) if existing_props else []
     existing_schema = table_data_schema(config.base_path, groups_before) if existing_props else None
@@ -1109,7 +1284,11 @@ def begin_write(config: HudiTableConfig, incoming_schema: pa.Schema) -> tuple[li
 
 
 def finish_write(
-    config: HudiTableConfig, txn: WriteTransaction, stats: Sequence[WriteStat], schema: pa.Schema, operation: Operation,
+    config: HudiTableConfig,
+    txn: WriteTransaction,
+    stats: Sequence[WriteStat],
+    schema: pa.Schema,
+    operation: Operation,
     rolled: Sequence[str],
 ) -> CommitResult:
     """Complete the commit and run inline table services.
@@ -1134,10 +1313,17 @@ def finish_write(
             compaction_instant = compact(config, _locked=True)
     clean_instant = clean(config, _locked=True)
     return CommitResult(
-        instant=txn.instant, action=txn.action, operation=operation,
-        num_inserts=sum(s.numInserts for s in stats), num_updates=sum(s.numUpdateWrites for s in stats),
-        num_deletes=sum(s.numDeletes for s in stats), num_files=len(stats), stats=tuple(stats),
-        rolled_back=tuple(rolled), compaction_instant=compaction_instant, clean_instant=clean_instant,
+        instant=txn.instant,
+        action=txn.action,
+        operation=operation,
+        num_inserts=sum(s.numInserts for s in stats),
+        num_updates=sum(s.numUpdateWrites for s in stats),
+        num_deletes=sum(s.numDeletes for s in stats),
+        num_files=len(stats),
+        stats=tuple(stats),
+        rolled_back=tuple(rolled),
+        compaction_instant=compaction_instant,
+        clean_instant=clean_instant,
     )
 
 
@@ -1181,8 +1367,9 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
             else:
                 index = load_key_index(config, groups)
             tagged = tag_batch(batch, index, config)
-            tasks, task_of_row = plan_tasks(tagged, config, groups, txn.instant, schema,
-                                            allow_small_files=operation != "bulk_insert")
+            tasks, task_of_row = plan_tasks(
+                tagged, config, groups, txn.instant, schema, allow_small_files=operation != "bulk_insert"
+            )
             partitions = sorted({t.partition_path for t in tasks})
             txn.mark_inflight(partitions)
             ensure_partition_metadata(config.base_path, partitions, txn.instant)
@@ -1190,5 +1377,7 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
         except HudiError:
             raise
         except Exception as exc:
-            raise HudiCommitError(f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}") from exc
+            raise HudiCommitError(
+                f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}"
+            ) from exc
         return finish_write(config, txn, stats, schema, operation, rolled)

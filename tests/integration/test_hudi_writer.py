@@ -73,8 +73,13 @@ def model_rows(model: dict[int, dict[str, Any]], cols: list[str] = DATA_COLS) ->
 
 def make_config(tmp_path: Path, table_type: str, **kw: Any) -> HudiTableConfig:
     defaults: dict[str, Any] = dict(
-        table_name="t", base_path=str(tmp_path / "t"), table_type=table_type, record_key_fields=("id",),
-        partition_fields=("city",), ordering_fields=("f", "pos"), inline_compaction_delta_commits=0,
+        table_name="t",
+        base_path=str(tmp_path / "t"),
+        table_type=table_type,
+        record_key_fields=("id",),
+        partition_fields=("city",),
+        ordering_fields=("f", "pos"),
+        inline_compaction_delta_commits=0,
         cleaner_commits_retained=0,
     )
     defaults.update(kw)
@@ -83,15 +88,23 @@ def make_config(tmp_path: Path, table_type: str, **kw: Any) -> HudiTableConfig:
 
 def batch(rows: list[tuple[Any, ...]], deleted: list[bool] | None = None) -> pa.Table:
     cols = list(zip(*rows, strict=True))
-    table = pa.table({"id": pa.array(cols[0], pa.int64()), "city": pa.array(cols[1], pa.string()),
-                      "v": pa.array(cols[2], pa.string()), "f": pa.array(cols[3], pa.string()),
-                      "pos": pa.array(cols[4], pa.int64())})
+    table = pa.table(
+        {
+            "id": pa.array(cols[0], pa.int64()),
+            "city": pa.array(cols[1], pa.string()),
+            "v": pa.array(cols[2], pa.string()),
+            "f": pa.array(cols[3], pa.string()),
+            "pos": pa.array(cols[4], pa.int64()),
+        }
+    )
     if deleted is not None:
         table = table.append_column("_hoodie_is_deleted", pa.array(deleted))
     return table
 
 
-def apply(model: dict[int, dict[str, Any]], rows: list[tuple[Any, ...]], deleted: list[bool] | None = None) -> set[int]:
+def apply(
+    model: dict[int, dict[str, Any]], rows: list[tuple[Any, ...]], deleted: list[bool] | None = None
+) -> set[int]:
     """Reference semantics: greatest (f, pos) per key wins, stale never overwrites, deletes remove."""
     deleted = deleted or [False] * len(rows)
     best: dict[int, tuple[tuple[Any, ...], bool, int]] = {}
@@ -121,14 +134,38 @@ def test_history_snapshot_as_of_incremental_and_read_optimized(tmp_path: Path, t
     cfg = make_config(tmp_path, table_type)
     model: dict[int, dict[str, Any]] = {}
     steps: list[tuple[list[tuple[Any, ...]], list[bool] | None]] = [
-        ([(1, "a", "v1", "f1", 1), (2, "a", "v1", "f1", 2), (3, "a", "v1", "f1", 3), (4, "b", "v1", "f1", 4),
-          (6, "b", "v1", "f1", 6)], None),
+        (
+            [
+                (1, "a", "v1", "f1", 1),
+                (2, "a", "v1", "f1", 2),
+                (3, "a", "v1", "f1", 3),
+                (4, "b", "v1", "f1", 4),
+                (6, "b", "v1", "f1", 6),
+            ],
+            None,
+        ),
         # several changes of key 1 in one batch, greatest (file, pos) wins; redelivered stale row for 2
-        ([(1, "a", "v2", "f1", 10), (1, "a", "v3", "f2", 1), (1, "a", "v-old", "f1", 11), (2, "a", "stale", "f0", 99),
-          (3, "b", "moved", "f2", 5), (5, "c", "new", "f2", 6)], None),
+        (
+            [
+                (1, "a", "v2", "f1", 10),
+                (1, "a", "v3", "f2", 1),
+                (1, "a", "v-old", "f1", 11),
+                (2, "a", "stale", "f0", 99),
+                (3, "b", "moved", "f2", 5),
+                (5, "c", "new", "f2", 6),
+            ],
+            None,
+        ),
         # delete 4; delete then re-insert 6 in the same batch; delete of an unknown key
-        ([(4, "b", None, "f3", 1), (6, "b", None, "f3", 2), (6, "b", "again", "f3", 3), (99, "a", None, "f3", 1)],
-         [True, True, False, True]),
+        (
+            [
+                (4, "b", None, "f3", 1),
+                (6, "b", None, "f3", 2),
+                (6, "b", "again", "f3", 3),
+                (99, "a", None, "f3", 1),
+            ],
+            [True, True, False, True],
+        ),
     ]
     expected: dict[str, list[dict[str, Any]]] = {}
     changed_at: dict[str, set[int]] = {}
@@ -142,7 +179,9 @@ def test_history_snapshot_as_of_incremental_and_read_optimized(tmp_path: Path, t
     for instant in instants:
         assert project(read(cfg.base_path, as_of_timestamp=instant), DATA_COLS) == expected[instant], instant
     for start, end in zip(instants, instants[1:], strict=False):
-        rows = read(cfg.base_path, query_type=hudi.HudiQueryType.Incremental, start_timestamp=start, end_timestamp=end)
+        rows = read(
+            cfg.base_path, query_type=hudi.HudiQueryType.Incremental, start_timestamp=start, end_timestamp=end
+        )
         live = {k for k in changed_at[end] if any(r["id"] == k for r in expected[end])}
         assert sorted(r["id"] for r in rows) == sorted(live)
         assert all(r["_hoodie_commit_time"] == end for r in rows)
@@ -150,11 +189,15 @@ def test_history_snapshot_as_of_incremental_and_read_optimized(tmp_path: Path, t
     final = {r["id"]: r["_hoodie_commit_time"] for r in read(cfg.base_path)}
     assert final[2] == instants[0]
     if table_type == "MERGE_ON_READ":
-        ro = project(read(cfg.base_path, hudi_options={"hoodie.read.use.read_optimized.mode": "true"}), DATA_COLS)
+        ro = project(
+            read(cfg.base_path, hudi_options={"hoodie.read.use.read_optimized.mode": "true"}), DATA_COLS
+        )
         assert ro != expected[instants[-1]]  # logs not compacted yet
         compaction = compact(cfg)
         assert compaction is not None
-        ro = project(read(cfg.base_path, hudi_options={"hoodie.read.use.read_optimized.mode": "true"}), DATA_COLS)
+        ro = project(
+            read(cfg.base_path, hudi_options={"hoodie.read.use.read_optimized.mode": "true"}), DATA_COLS
+        )
         assert ro == expected[instants[-1]]
         assert project(read(cfg.base_path), DATA_COLS) == expected[instants[-1]]
         for instant in instants:
@@ -190,7 +233,9 @@ def test_missing_partition_fields_is_the_silent_zero_rows_mode(tmp_path: Path) -
     text = props_path.read_text("latin-1")
     assert parse_properties(text)["hoodie.table.partition.fields"] == "city"
     assert [r["v"] for r in read(cfg.base_path)] == ["x", "y"]
-    props_path.write_text("\n".join(line for line in text.splitlines() if "partition.fields" not in line), "latin-1")
+    props_path.write_text(
+        "\n".join(line for line in text.splitlines() if "partition.fields" not in line), "latin-1"
+    )
     assert read(cfg.base_path) == []
 
 
@@ -211,19 +256,65 @@ def test_block_without_instant_time_is_silently_ignored_so_we_always_write_it(tm
 def _unzip(name: str, tmp_path: Path) -> str:
     with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
         zf.extractall(tmp_path / name)
-    (props,) = [p for p in glob.glob(str(tmp_path / name / "*" / ".hoodie" / "hoodie.properties")) if "__MACOSX" not in p]
+    (props,) = [
+        p
+        for p in glob.glob(str(tmp_path / name / "*" / ".hoodie" / "hoodie.properties"))
+        if "__MACOSX" not in p
+    ]
     return str(Path(props).parent.parent)
 
 
 FIXTURE_CASES = [
     ("sample_table__cow__v6_nonpartitioned", "COPY_ON_WRITE", ("id",), (), False, ("longField",)),
-    ("sample_table__cow__v6_complexkeygen_hivestyle", "COPY_ON_WRITE", ("id", "name"), ("byteField", "shortField"), True, ("longField",)),
-    ("sample_table__cow__v6_simplekeygen_nonhivestyle", "COPY_ON_WRITE", ("id",), ("byteField",), False, ("longField",)),
-    ("quickstart_trips_table__mor__avro__v6_trips_8i1u", "MERGE_ON_READ", ("uuid",), ("city",), True, ("ts",)),
-    ("quickstart_trips_table__mor__avro__v6_trips_8i3d", "MERGE_ON_READ", ("uuid",), ("city",), True, ("ts",)),
+    (
+        "sample_table__cow__v6_complexkeygen_hivestyle",
+        "COPY_ON_WRITE",
+        ("id", "name"),
+        ("byteField", "shortField"),
+        True,
+        ("longField",),
+    ),
+    (
+        "sample_table__cow__v6_simplekeygen_nonhivestyle",
+        "COPY_ON_WRITE",
+        ("id",),
+        ("byteField",),
+        False,
+        ("longField",),
+    ),
+    (
+        "quickstart_trips_table__mor__avro__v6_trips_8i1u",
+        "MERGE_ON_READ",
+        ("uuid",),
+        ("city",),
+        True,
+        ("ts",),
+    ),
+    (
+        "quickstart_trips_table__mor__avro__v6_trips_8i3d",
+        "MERGE_ON_READ",
+        ("uuid",),
+        ("city",),
+        True,
+        ("ts",),
+    ),
     ("sample_table__mor__parquet__v6_nonpartitioned", "MERGE_ON_READ", ("id",), (), False, ("longField",)),
-    ("sample_table__mor__parquet__v6_simplekeygen_nonhivestyle", "MERGE_ON_READ", ("id",), ("byteField",), False, ("longField",)),
-    ("sample_table__mor__parquet__v6_nonpartitioned_rollback", "MERGE_ON_READ", ("id",), (), False, ("longField",)),
+    (
+        "sample_table__mor__parquet__v6_simplekeygen_nonhivestyle",
+        "MERGE_ON_READ",
+        ("id",),
+        ("byteField",),
+        False,
+        ("longField",),
+    ),
+    (
+        "sample_table__mor__parquet__v6_nonpartitioned_rollback",
+        "MERGE_ON_READ",
+        ("id",),
+        (),
+        False,
+        ("longField",),
+    ),
 ]
 
 
@@ -235,9 +326,17 @@ def test_writer_adds_commits_to_java_fixture_tables(tmp_path: Path, case: tuple[
     name, table_type, keys, parts, hive, ordering = case
     base = _unzip(name, tmp_path)
     props = parse_properties((Path(base) / ".hoodie" / "hoodie.properties").read_text("latin-1"))
-    cfg = HudiTableConfig(table_name=props["hoodie.table.name"], base_path=base, table_type=table_type,
-                          record_key_fields=keys, partition_fields=parts, hive_style_partitioning=hive,
-                          ordering_fields=ordering, inline_compaction_delta_commits=0, cleaner_commits_retained=0)
+    cfg = HudiTableConfig(
+        table_name=props["hoodie.table.name"],
+        base_path=base,
+        table_type=table_type,
+        record_key_fields=keys,
+        partition_fields=parts,
+        hive_style_partitioning=hive,
+        ordering_fields=ordering,
+        inline_compaction_delta_commits=0,
+        cleaner_commits_retained=0,
+    )
     before_tbl = read_table(base)
     before = before_tbl.to_pylist()
     data_cols = [c for c in before_tbl.column_names if not c.startswith("_hoodie_")]
@@ -247,13 +346,17 @@ def test_writer_adds_commits_to_java_fixture_tables(tmp_path: Path, case: tuple[
 
     def with_values(row: pa.Table, **values: Any) -> pa.Table:
         for col, value in values.items():
-            row = row.set_column(row.column_names.index(col), col, pa.array([value], row.schema.field(col).type))
+            row = row.set_column(
+                row.column_names.index(col), col, pa.array([value], row.schema.field(col).type)
+            )
         return row
 
     new_value = "changed" if value_col != "isActive" else (not first[value_col])
     changed_tbl = with_values(data.slice(0, 1), **{value_col: new_value, ordering[0]: first[ordering[0]] + 1})
     new_key_col = "uuid" if keys == ("uuid",) else "id"
-    inserted_tbl = with_values(changed_tbl, **{new_key_col: "00000000-new-key" if keys == ("uuid",) else 1000})
+    inserted_tbl = with_values(
+        changed_tbl, **{new_key_col: "00000000-new-key" if keys == ("uuid",) else 1000}
+    )
     changed, inserted = changed_tbl.to_pylist()[0], inserted_tbl.to_pylist()[0]
     upsert = pa.concat_tables([changed_tbl, inserted_tbl])
     result = write_arrow(upsert, cfg, "upsert")
@@ -264,7 +367,11 @@ def test_writer_adds_commits_to_java_fixture_tables(tmp_path: Path, case: tuple[
     key_of = lambda r: r["_hoodie_record_key"]  # noqa: E731
     expected = {key_of(r): {c: r[c] for c in data_cols} for r in before}
     expected[key_of(first)] = changed
-    new_key = "00000000-new-key" if keys == ("uuid",) else ("1000" if keys == ("id",) else f"id:1000,name:{inserted['name']}")
+    new_key = (
+        "00000000-new-key"
+        if keys == ("uuid",)
+        else ("1000" if keys == ("id",) else f"id:1000,name:{inserted['name']}")
+    )
     expected[new_key] = inserted
     del expected[key_of(second)]
     assert {key_of(r): {c: r[c] for c in data_cols} for r in after} == expected
@@ -303,8 +410,10 @@ def test_kill_9_mid_commit_then_next_write_rolls_back(tmp_path: Path, table_type
     write_arrow(batch([(1, "a", "v1", "f1", 1), (2, "b", "v1", "f1", 1)]), cfg, "upsert")
     before = project(read(cfg.base_path), DATA_COLS)
     ready = tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, cfg.base_path, str(ready), table_type],
-                            cwd=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, cfg.base_path, str(ready), table_type],
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
     deadline = time.time() + 60
     while not ready.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -316,9 +425,16 @@ def test_kill_9_mid_commit_then_next_write_rolls_back(tmp_path: Path, table_type
     assert len(result.rolled_back) == 1
     assert [i.action for i in completed_instants(cfg.base_path, ["rollback"])] == ["rollback"]
     rows = project(read(cfg.base_path), DATA_COLS)
-    assert rows == [{"id": 1, "city": "a", "v": "v1", "f": "f1", "pos": 1}, {"id": 2, "city": "b", "v": "v2", "f": "f2", "pos": 1},
-                    {"id": 3, "city": "a", "v": "v2", "f": "f2", "pos": 1}]
-    leftovers = [p for p in glob.glob(os.path.join(cfg.base_path, "**", "*"), recursive=True) if result.rolled_back[0] in p]
+    assert rows == [
+        {"id": 1, "city": "a", "v": "v1", "f": "f1", "pos": 1},
+        {"id": 2, "city": "b", "v": "v2", "f": "f2", "pos": 1},
+        {"id": 3, "city": "a", "v": "v2", "f": "f2", "pos": 1},
+    ]
+    leftovers = [
+        p
+        for p in glob.glob(os.path.join(cfg.base_path, "**", "*"), recursive=True)
+        if result.rolled_back[0] in p
+    ]
     assert leftovers == []
 
 
@@ -342,18 +458,23 @@ def test_cleaner_keeps_time_travel_within_retention(tmp_path: Path) -> None:
 ops = st.lists(
     st.tuples(
         st.sampled_from(["upsert", "delete"]),
-        st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["a", "b"]), st.integers(0, 5), st.booleans()),
-                 min_size=1, max_size=8),
+        st.lists(
+            st.tuples(st.integers(0, 12), st.sampled_from(["a", "b"]), st.integers(0, 5), st.booleans()),
+            min_size=1,
+            max_size=8,
+        ),
     ),
-    min_size=1, max_size=5,
+    min_size=1,
+    max_size=5,
 )
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=ops)
-def test_property_random_upserts_and_deletes_match_dict_model(tmp_path_factory: pytest.TempPathFactory, table_type: str,
-                                                              sequence: list[Any]) -> None:
+def test_property_random_upserts_and_deletes_match_dict_model(
+    tmp_path_factory: pytest.TempPathFactory, table_type: str, sequence: list[Any]
+) -> None:
     """Any sequence of upserts/deletes (with stale redeliveries and partition moves) ends equal to the model."""
     base = tmp_path_factory.mktemp("prop")
     cfg = make_config(base, table_type, inline_compaction_delta_commits=3, cleaner_commits_retained=3)
@@ -377,10 +498,45 @@ def test_spark_write_dataframe_upsert_and_bulk_insert(spark: Any, tmp_path: Path
         schema = "id long, city string, v string, f string, pos long"
         write_dataframe(spark.createDataFrame(first, schema), cfg, "bulk_insert")
         apply(model, first)
-        second = [(1, "a", "x", "f2", 0), (1, "a", "y", "f2", 5), (2, "a", "stale", "f0", 9), (3, "a", "moved", "f2", 0),
-                  (60, "b", "new", "f2", 1), (4, "a", None, "f3", 0)]
+        second = [
+            (1, "a", "x", "f2", 0),
+            (1, "a", "y", "f2", 5),
+            (2, "a", "stale", "f0", 9),
+            (3, "a", "moved", "f2", 0),
+            (60, "b", "new", "f2", 1),
+            (4, "a", None, "f3", 0),
+        ]
         deleted = [False] * 5 + [True]
-        df = spark.createDataFrame([(*r, d) for r, d in zip(second, deleted, strict=True)], schema + ", _hoodie_is_deleted boolean")
+        df = spark.createDataFrame(
+            [(*r, d) for r, d in zip(second, deleted, strict=True)], schema + ", _hoodie_is_deleted boolean"
+        )
         write_dataframe(df, cfg, "upsert")
         apply(model, second, deleted)
         assert project(read(cfg.base_path), DATA_COLS) == model_rows(model)
+
+
+def test_inspection_helpers_report_counts_slices_and_size(tmp_path: Path) -> None:
+    """Timeline rows carry the per-commit insert/update/delete counts the writes produced."""
+    from helpers.hudi import table_file_groups, table_size, table_timeline
+
+    cfg = make_config(tmp_path, "MERGE_ON_READ")
+    write_arrow(
+        batch([(1, "a", "x", "f1", 1), (2, "a", "y", "f1", 1), (3, "b", "z", "f1", 1)]), cfg, "upsert"
+    )
+    write_arrow(
+        batch(
+            [(1, "a", "x2", "f1", 2), (4, "b", "n", "f1", 2), (3, "b", None, "f1", 3)], [False, False, True]
+        ),
+        cfg,
+        "upsert",
+    )
+    compact(cfg)
+    tl = table_timeline(cfg.base_path)
+    commits = tl[tl["action"] == "deltacommit"]
+    assert commits[["inserts", "updates", "deletes"]].values.tolist() == [[3, 0, 0], [1, 1, 1]]
+    assert tl.iloc[-1]["action"] == "commit" and tl.iloc[-1]["operation"] == "COMPACT"
+    groups = table_file_groups(cfg.base_path)
+    assert set(groups["partition"]) == {"city=a", "city=b"}
+    assert groups[groups["is_latest"]]["log_files"].sum() == 0
+    size = table_size(cfg.base_path).iloc[0]
+    assert size["data_bytes"] > size["latest_slice_bytes"] > 0

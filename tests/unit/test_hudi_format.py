@@ -50,8 +50,11 @@ def fixtures_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _tables(root: Path) -> list[Path]:
-    return [Path(p).parent.parent for p in glob.glob(str(root / "*" / "*" / ".hoodie" / "hoodie.properties"))
-            if "__MACOSX" not in p]
+    return [
+        Path(p).parent.parent
+        for p in glob.glob(str(root / "*" / "*" / ".hoodie" / "hoodie.properties"))
+        if "__MACOSX" not in p
+    ]
 
 
 def test_checksum_and_properties_roundtrip_on_every_fixture(fixtures_dir: Path) -> None:
@@ -94,7 +97,11 @@ def test_bloom_filters_match_every_fixture_base_file_bit_for_bit(fixtures_dir: P
 def test_log_blocks_reencode_to_the_fixture_bytes(fixtures_dir: Path) -> None:
     """Re-framing every fixture log block (same header order) reproduces the file bytes exactly;
     our delete block content is byte-identical to Spark's."""
-    logs = [p for p in glob.glob(str(fixtures_dir / "*" / "*" / "**" / ".*.log.*"), recursive=True) if "__MACOSX" not in p]
+    logs = [
+        p
+        for p in glob.glob(str(fixtures_dir / "*" / "*" / "**" / ".*.log.*"), recursive=True)
+        if "__MACOSX" not in p
+    ]
     assert logs
     for path in logs:
         blocks = list(read_log_blocks(path))
@@ -103,8 +110,12 @@ def test_log_blocks_reencode_to_the_fixture_bytes(fixtures_dir: Path) -> None:
         for block in blocks:
             if block.block_type == BlockType.DELETE:
                 keys = decode_delete_keys(block)
-                mine = delete_block(block.header[HeaderKey.INSTANT_TIME], json.loads(block.header[HeaderKey.SCHEMA]),
-                                    [k for k, _ in keys], [p for _, p in keys])
+                mine = delete_block(
+                    block.header[HeaderKey.INSTANT_TIME],
+                    json.loads(block.header[HeaderKey.SCHEMA]),
+                    [k for k, _ in keys],
+                    [p for _, p in keys],
+                )
                 assert list(read_log_blocks_bytes(mine))[0].content == block.content
             if block.block_type == BlockType.AVRO_DATA:
                 assert decode_avro_records(block)[0]["_hoodie_record_key"]
@@ -123,9 +134,13 @@ def read_log_blocks_bytes(data: bytes):  # type: ignore[no-untyped-def]
 
 def test_rollback_command_block_matches_fixture_size(fixtures_dir: Path) -> None:
     """The fixture's rollback block is 105 bytes; ours for the same instants is too."""
-    (path,) = [p for p in glob.glob(str(fixtures_dir / "*rollback*" / "*" / ".*.log.2_*")) if "__MACOSX" not in p]
+    (path,) = [
+        p for p in glob.glob(str(fixtures_dir / "*rollback*" / "*" / ".*.log.2_*")) if "__MACOSX" not in p
+    ]
     (block,) = read_log_blocks(path)
-    mine = rollback_command_block(block.header[HeaderKey.INSTANT_TIME], block.header[HeaderKey.TARGET_INSTANT_TIME])
+    mine = rollback_command_block(
+        block.header[HeaderKey.INSTANT_TIME], block.header[HeaderKey.TARGET_INSTANT_TIME]
+    )
     assert len(mine) == 105 == os.path.getsize(path)
     assert parse_log_file_name(os.path.basename(path)) is not None
 
@@ -139,18 +154,27 @@ def test_key_generator_formats_match_fixture_meta_columns(fixtures_dir: Path) ->
         "quickstart_trips_table__mor__avro__v6_trips_8i1u": (("uuid",), ("city",), True),
     }
     for name, (keys, parts, hive) in cases.items():
-        cfg = HudiTableConfig(table_name="t", base_path="/x", record_key_fields=keys, partition_fields=parts,
-                              hive_style_partitioning=hive)
+        cfg = HudiTableConfig(
+            table_name="t",
+            base_path="/x",
+            record_key_fields=keys,
+            partition_fields=parts,
+            hive_style_partitioning=hive,
+        )
         for path in glob.glob(str(fixtures_dir / name / "*" / "**" / "*.parquet"), recursive=True):
             if "__MACOSX" in path:
                 continue
             table = pq.ParquetFile(path).read()
             assert record_keys(table, cfg).to_pylist() == table.column("_hoodie_record_key").to_pylist()
-            assert partition_paths(table, cfg).to_pylist() == table.column("_hoodie_partition_path").to_pylist()
+            assert (
+                partition_paths(table, cfg).to_pylist() == table.column("_hoodie_partition_path").to_pylist()
+            )
 
 
 def test_composite_key_null_and_empty_parts() -> None:
-    cfg = HudiTableConfig(table_name="t", base_path="/x", record_key_fields=("a", "b"), partition_fields=("p",))
+    cfg = HudiTableConfig(
+        table_name="t", base_path="/x", record_key_fields=("a", "b"), partition_fields=("p",)
+    )
     table = pa.table({"a": [1, 2], "b": [None, ""], "p": ["x", None]})
     assert record_keys(table, cfg).to_pylist() == ["a:1,b:__null__", "a:2,b:__empty__"]
     assert partition_paths(table, cfg).to_pylist() == ["p=x", "p=__HIVE_DEFAULT_PARTITION__"]
