@@ -293,7 +293,10 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Reorder and cast a reader batch to ``schema`` (batches differ in nullability/order)."""
     if batch.schema.equals(schema):
         return batch
-    return batch.select(schema.names).cast(schema)
+    picked = batch.select(schema.names)
+    if all(a.type.equals(b.type) for a, b in zip(picked.schema, schema, strict=True)):
+        return pa.RecordBatch.from_arrays(picked.columns, schema=schema)  # zero-copy relabel
+    return picked.cast(schema)
 
 
 def _wrap_read_error(base_path: str, exc: Exception) -> HudiError:
