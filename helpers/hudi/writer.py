@@ -856,7 +856,8 @@ def split_by_task(tagged: pa.Table, task_of_row: np.ndarray, num_tasks: int) -> 
 
 
 def run_tasks_locally(tasks: Sequence[FileGroupTask], rows: Sequence[pa.Table]) -> list[WriteStat]:
-    """Execute file-group tasks in this process.
+    """Execute file-group tasks in this process (a small thread pool: Parquet, numpy and Arrow
+    compute release the GIL).
 
     Args:
         tasks: planned tasks.
@@ -865,7 +866,12 @@ def run_tasks_locally(tasks: Sequence[FileGroupTask], rows: Sequence[pa.Table]) 
     Returns:
         Write stats in task order.
     """
-    return [write_file_group(t, r) for t, r in zip(tasks, rows, strict=True)]
+    if len(tasks) <= 1:
+        return [write_file_group(t, r) for t, r in zip(tasks, rows, strict=True)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 2)) as pool:
+        return list(pool.map(write_file_group, tasks, rows))
 
 
 def ensure_partition_metadata(base_path: str, partitions: Sequence[str], instant: str) -> None:
