@@ -235,7 +235,7 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
         .filter(F.col("_hudi_rn") == 1)
         .drop("_hudi_rn", "_hudi_seq")
     )
-    incoming = normalize_data_table(to_arrow_schema(deduped.schema).empty_table()).schema
+    incoming = normalize_data_table(to_arrow_schema(deduped.schema, timezone="UTC").empty_table()).schema
 
     with _locked(config):
         rolled, groups, schema = begin_write(config, incoming)
@@ -252,7 +252,9 @@ def write_dataframe(df: Any, config: HudiTableConfig, operation: Operation = "up
             else:
                 index = load_key_index(config, groups) if groups else _index_shape(None, config)
                 tagged_arrow_schema = tag_batch(
-                    normalize_data_table(to_arrow_schema(deduped.schema).empty_table()), index, config
+                    normalize_data_table(to_arrow_schema(deduped.schema, timezone="UTC").empty_table()),
+                    index,
+                    config,
                 ).schema
                 tagged = deduped.mapInArrow(_tag_fn(index, config), from_arrow_schema(tagged_arrow_schema))
                 tagged = tagged.persist()
