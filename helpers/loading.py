@@ -20,6 +20,15 @@ staging table plus ``RENAME`` (MariaDB) because a row-level delete is what CDC t
 events: a downstream Silver copy stays equal to the source after a reload (Debezium skips
 PostgreSQL truncates by default, and a MariaDB rename swaps the data without any row event).
 
+Load markers: each (re)load also records, in the same transaction, a row in ``workbook_loads``
+(PostgreSQL: schema ``public`` of the source database, outside the captured schema; MariaDB: the
+source database, outside the captured table list) naming the table and the generator settings
+(scale and seed). A table with a marker for the current settings that still holds rows is kept
+as it is even when its rows have changed since: scripted changes made for change data capture
+are data, not damage, and re-running the workbook must not undo them. Without a marker (or with
+another scale or seed) the count and first/last-row checks above decide. ``reload=True`` always
+reloads.
+
 Types follow TICKIT: ``smallint``/``integer`` keys, ``decimal(8,2)`` money, ``varchar``/``char``
 strings, ``date``, ``boolean`` (``BOOLEAN`` = ``TINYINT(1)`` on MariaDB) and ``timestamp``
 (``DATETIME(6)`` on MariaDB, microseconds like PostgreSQL). Every table has a primary key;
@@ -538,17 +547,89 @@ def _pg_schema(source: SourceParams) -> str:
     return source.schema_name or "public"
 
 
-def _verdict(count: int, expected: int, edges_match: bool, reload: bool) -> str | None:
-    """Why the table must be (re)loaded, or None when it is complete."""
+_MARKER_TABLE = "workbook_loads"
+
+
+def _generator_signature(kind: str, **settings: object) -> str:
+    """What produced a table's rows, e.g. ``tickit scale=0.01 seed=20080101``."""
+    return " ".join([kind, *(f"{k}={v}" for k, v in sorted(settings.items()))])
+
+
+def _pg_marker_ddl() -> sql.Composed:
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {} (table_name text PRIMARY KEY, generator text NOT NULL, "
+        "rows bigint NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())"
+    ).format(sql.Identifier("public", _MARKER_TABLE))
+
+
+def _pg_marker(cur: Any, key: str) -> str | None:
+    row = cur.execute(
+        sql.SQL("SELECT generator FROM {} WHERE table_name = %s").format(
+            sql.Identifier("public", _MARKER_TABLE)
+        ),
+        (key,),
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
+def _pg_set_marker(cur: Any, key: str, generator: str, rows: int) -> None:
+    cur.execute(
+        sql.SQL(
+            "INSERT INTO {} (table_name, generator, rows, loaded_at) VALUES (%s, %s, %s, now()) "
+            "ON CONFLICT (table_name) DO UPDATE SET generator = EXCLUDED.generator, "
+            "rows = EXCLUDED.rows, loaded_at = EXCLUDED.loaded_at"
+        ).format(sql.Identifier("public", _MARKER_TABLE)),
+        (key, generator, rows),
+    )
+
+
+def _mariadb_marker_ddl(database: str) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {quote_mariadb(database)}.{quote_mariadb(_MARKER_TABLE)} "
+        "(table_name VARCHAR(128) PRIMARY KEY, generator VARCHAR(255) NOT NULL, "
+        "`rows` BIGINT NOT NULL, loaded_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))"
+    )
+
+
+def _mariadb_marker(cur: Any, database: str, key: str) -> str | None:
+    cur.execute(
+        f"SELECT generator FROM {quote_mariadb(database)}.{quote_mariadb(_MARKER_TABLE)} "  # noqa: S608
+        "WHERE table_name = %s",
+        (key,),
+    )
+    row = cur.fetchone()
+    return str(row[0]) if row else None
+
+
+def _mariadb_set_marker(cur: Any, database: str, key: str, generator: str, rows: int) -> None:
+    cur.execute(
+        f"REPLACE INTO {quote_mariadb(database)}.{quote_mariadb(_MARKER_TABLE)} "  # noqa: S608
+        "(table_name, generator, `rows`, loaded_at) VALUES (%s, %s, %s, CURRENT_TIMESTAMP(6))",
+        (key, generator, rows),
+    )
+
+
+def _verdict(
+    count: int, expected: int, edges_match: bool, reload: bool, marker_matches: bool = False
+) -> str | None:
+    """Why the table must be (re)loaded, or None when it is complete (or loaded and since changed)."""
     if reload:
         return "reload requested"
     if count == 0:
         return "empty"
+    if marker_matches:
+        return None
     if count != expected:
         return f"partial or stale: {count} of {expected} rows"
     if not edges_match:
         return "stale: rows differ from the generator (other seed or changed rows)"
     return None
+
+
+def _kept_reason(count: int, expected: int) -> str:
+    if count == expected:
+        return "complete"
+    return f"kept: loaded earlier, {count} rows now ({expected} generated; changed since)"
 
 
 def _edges(data: pa.Table) -> pa.Table:
@@ -563,6 +644,7 @@ def _load_postgres_tables(
     source: SourceParams,
     data: Mapping[str, pa.Table],
     reload: bool,
+    generator: str,
 ) -> list[TableLoad]:
     schema = _pg_schema(source)
     results: list[TableLoad] = []
@@ -572,6 +654,7 @@ def _load_postgres_tables(
                 cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
                 for table in source.tables:
                     cur.execute(postgres_table_ddl(schema, TABLES[table]))
+                cur.execute(_pg_marker_ddl())
         except PgError as exc:
             raise SourceError(f"Failed to create the tables of {source.database}.{schema}: {exc}") from exc
         for table in source.tables:
@@ -584,23 +667,28 @@ def _load_postgres_tables(
                     count_row = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(target)).fetchone()
                     count = int(count_row[0]) if count_row else 0
                     expected = data[table]
+                    marker_key = f"{schema}.{table}"
+                    marker_matches = _pg_marker(cur, marker_key) == generator
                     edges_match = count == expected.num_rows and read_postgres_table(
                         conn, schema, table, expected.schema, where_edge=True
                     ).equals(_edges(expected))
-                    reason = _verdict(count, expected.num_rows, edges_match, reload)
+                    reason = _verdict(count, expected.num_rows, edges_match, reload, marker_matches)
                     if reason is not None:
                         if count:
                             cur.execute(sql.SQL("DELETE FROM {}").format(target))
                         bulk_load_postgres(conn, schema, table, expected)
+                        count = expected.num_rows
+                    if reason is not None or not marker_matches:
+                        _pg_set_marker(cur, marker_key, generator, expected.num_rows)
             except PgError as exc:
                 raise SourceError(f"Failed to load {source.database}.{schema}.{table}: {exc}") from exc
             results.append(
                 TableLoad(
                     source_name,
                     table,
-                    data[table].num_rows,
+                    count,
                     reason is not None,
-                    reason or "complete",
+                    reason or _kept_reason(count, data[table].num_rows),
                     time.perf_counter() - started,
                 )
             )
@@ -613,6 +701,7 @@ def _load_mariadb_tables(
     source: SourceParams,
     data: Mapping[str, pa.Table],
     reload: bool,
+    generator: str,
 ) -> list[TableLoad]:
     results: list[TableLoad] = []
     database = source.database
@@ -621,6 +710,7 @@ def _load_mariadb_tables(
             with conn.cursor() as cur:
                 for table in source.tables:
                     cur.execute(mariadb_table_ddl(database, TABLES[table]))
+                cur.execute(_mariadb_marker_ddl(database))
             conn.commit()
         except pymysql.MySQLError as exc:
             raise SourceError(f"Failed to create the tables of {database}: {exc}") from exc
@@ -635,14 +725,18 @@ def _load_mariadb_tables(
                     cur.execute(f"SELECT count(*) FROM (SELECT 1 FROM {target} FOR UPDATE) AS t")  # noqa: S608
                     count_row = cur.fetchone()
                     count = int(count_row[0]) if count_row else 0
+                    marker_matches = _mariadb_marker(cur, database, table) == generator
                     edges_match = count == expected.num_rows and read_mariadb_table(
                         conn, database, table, expected.schema, where_edge=True
                     ).equals(_edges(expected))
-                    reason = _verdict(count, expected.num_rows, edges_match, reload)
+                    reason = _verdict(count, expected.num_rows, edges_match, reload, marker_matches)
                     if reason is not None:
                         if count:
                             cur.execute(f"DELETE FROM {target}")  # noqa: S608
                         bulk_load_mariadb(conn, database, table, expected)
+                        count = expected.num_rows
+                    if reason is not None or not marker_matches:
+                        _mariadb_set_marker(cur, database, table, generator, expected.num_rows)
                 conn.commit()
             except BaseException as exc:
                 conn.rollback()
@@ -653,9 +747,9 @@ def _load_mariadb_tables(
                 TableLoad(
                     source_name,
                     table,
-                    expected.num_rows,
+                    count,
                     reason is not None,
-                    reason or "complete",
+                    reason or _kept_reason(count, expected.num_rows),
                     time.perf_counter() - started,
                 )
             )
@@ -699,11 +793,14 @@ def load_tickit(
                 f"Failed to generate TICKIT table {name}: {table.num_rows} rows, {expected[name]} expected"
             )
     report = LoadReport()
+    generator = _generator_signature("tickit", scale=params.tickit.scale, seed=params.tickit.seed)
+    if tables is not None:
+        generator += " (caller-supplied tables)"
     for name, source in tickit_sources(params).items():
         if _is_postgres(source):
-            report.tables += _load_postgres_tables(stack, name, source, data, force)
+            report.tables += _load_postgres_tables(stack, name, source, data, force, generator)
         else:
-            report.tables += _load_mariadb_tables(stack, name, source, data, force)
+            report.tables += _load_mariadb_tables(stack, name, source, data, force, generator)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -738,10 +835,16 @@ def load_orders(
     schema = _pg_schema(source)
     data = outbox.generate_orders(params.orders.customers, params.orders.orders, params.orders.seed)
     report = LoadReport()
+    generator = _generator_signature(
+        "orders", customers=params.orders.customers, orders=params.orders.orders, seed=params.orders.seed
+    )
+    marker_key = f"{schema}.*"
     with stack.connect_postgres(source.database) as conn:
         outbox.create_orders_schema(conn, schema)
         try:
             with conn.transaction(), conn.cursor() as cur:
+                cur.execute(_pg_marker_ddl())
+                marker_matches = _pg_marker(cur, marker_key) == generator
                 names = [*outbox.ORDERS_TABLES, "outbox"]
                 cur.execute(
                     sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(
@@ -760,7 +863,7 @@ def load_orders(
                     edges_match = counts[name] == expected.num_rows and read_postgres_table(
                         conn, schema, name, expected.schema, where_edge=True, order_by=_ORDER_KEYS[name]
                     ).equals(_edges(expected))
-                    reason = _verdict(counts[name], expected.num_rows, edges_match, force)
+                    reason = _verdict(counts[name], expected.num_rows, edges_match, force, marker_matches)
                     if reason is not None:
                         reason = f"{name}: {reason}" if not force else reason
                         break
@@ -780,15 +883,25 @@ def load_orders(
                             ).format(k=sql.Identifier(key), t=sql.Identifier(schema, name)),
                             (qualified, key),
                         )
+                    counts = {n: data[n].num_rows for n in outbox.ORDERS_TABLES}
+                    counts["outbox"] = data["orders"].num_rows
+                if reason is not None or not marker_matches:
+                    _pg_set_marker(cur, marker_key, generator, data["orders"].num_rows)
         except PgError as exc:
             raise SourceError(f"Failed to load the orders into {source.database}.{schema}: {exc}") from exc
     seconds = time.perf_counter() - started
-    for name in outbox.ORDERS_TABLES:
+    generated = {n: data[n].num_rows for n in outbox.ORDERS_TABLES}
+    generated["outbox"] = data["orders"].num_rows
+    for name in [*outbox.ORDERS_TABLES, "outbox"]:
         report.tables.append(
-            TableLoad("orders", name, data[name].num_rows, reason is not None, reason or "complete", seconds)
+            TableLoad(
+                "orders",
+                name,
+                counts[name],
+                reason is not None,
+                reason or _kept_reason(counts[name], generated[name]),
+                seconds if name != "outbox" else 0.0,
+            )
         )
-    report.tables.append(
-        TableLoad("orders", "outbox", data["orders"].num_rows, reason is not None, reason or "complete", 0.0)
-    )
     report.seconds = seconds
     return report

@@ -116,10 +116,48 @@ def test_reload_idempotence(
     _assert_source_equals_generator(stack, params, generated)
 
 
+def _forget_load_markers(stack: LocalStack) -> None:
+    """Make the tables look as if something other than the workbook had loaded them."""
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM `ecomm`.`workbook_loads`")
+        conn.commit()
+    for database in ("ems", "crm"):
+        with stack.connect_postgres(database) as pg:
+            pg.execute("DELETE FROM public.workbook_loads")
+            pg.commit()
+
+
+def test_changes_after_a_load_are_kept(
+    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
+) -> None:
+    """Rows changed after the workbook loaded a table are data: a re-run keeps them as they are."""
+    load_tickit(stack, params, reload=True)
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("UPDATE `ecomm`.`sale` SET `qtysold` = 99 WHERE `salesid` = 7")
+        cur.execute("DELETE FROM `ecomm`.`sale` WHERE `salesid` > 1000")
+        conn.commit()
+    with stack.connect_postgres("crm") as pg:
+        pg.execute("DELETE FROM crm.users WHERE userid % 7 = 0")
+        pg.commit()
+    report = load_tickit(stack, params)
+    assert report.loaded_tables == []
+    reasons = {t.table: t.reason for t in report.tables}
+    assert reasons["sale"].startswith("kept: loaded earlier, 1000 rows now")
+    assert reasons["users"].startswith("kept: loaded earlier")
+    assert report.rows["sale"] == 1000
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("SELECT `qtysold` FROM `ecomm`.`sale` WHERE `salesid` = 7")
+        assert cur.fetchone()[0] == 99
+    forced = load_tickit(stack, params, reload=True)
+    assert sorted(forced.loaded_tables) == sorted(TABLE_NAMES)
+    _assert_source_equals_generator(stack, params, generated)
+
+
 def test_partial_and_stale_tables_are_reloaded(
     stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
 ) -> None:
-    """A table with missing rows (either engine) or another seed's rows is reloaded, others kept."""
+    """Without a load marker, a table with missing rows (either engine) or another seed's rows is
+    reloaded and the others are kept."""
     load_tickit(stack, params)
     with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
         cur.execute("DELETE FROM `ecomm`.`sale` WHERE `salesid` > 1000")
@@ -127,6 +165,7 @@ def test_partial_and_stale_tables_are_reloaded(
     with stack.connect_postgres("crm") as pg:
         pg.execute("DELETE FROM crm.users WHERE userid % 7 = 0")
         pg.commit()
+    _forget_load_markers(stack)
     report = load_tickit(stack, params)
     assert sorted(report.loaded_tables) == ["sale", "users"]
     reasons = {t.table: t.reason for t in report.tables}
@@ -269,7 +308,14 @@ def test_outbox_follows_insert_update_and_delete(stack: LocalStack, params: Work
             outbox.delete_order(conn, 2)
         with pytest.raises(SourceError, match="Failed to update the quantity"):
             outbox.update_item_quantity(conn, 1, 1, 0)  # CHECK (quantity > 0)
-    # the changed tables no longer equal the generated ones: the loader restores them
+    # the changes are data: a re-run keeps them; a reload, or a missing load marker, restores
+    kept = load_orders(stack, params)
+    assert kept.loaded_tables == []
+    assert {t.table: t.rows for t in kept.tables}["orders"] == params.orders.orders - 2
+    assert {t.table: t.reason for t in kept.tables}["outbox"].startswith("kept: loaded earlier")
+    with stack.connect_postgres("orders") as conn:
+        conn.execute("DELETE FROM public.workbook_loads")
+        conn.commit()
     restored = load_orders(stack, params)
     assert restored.loaded_tables and restored.tables[0].reason.startswith("orders:")
     with stack.connect_postgres("orders") as conn:
