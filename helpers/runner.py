@@ -16,23 +16,64 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from jupyter_client.manager import AsyncKernelManager
 
 from helpers.errors import RunnerError, WorkbookError
-from helpers.params import ENVIRONMENTS, load_params, project_root
+from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, project_root
 
-__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "main"]
+__all__ = ["NotebookResult", "RunResult", "artefact_dir", "discover_notebooks", "run_workbook", "main"]
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
+
+
+class IpcKernelManager(AsyncKernelManager):  # type: ignore[misc]
+    """Kernel manager whose kernel talks over unix sockets (0700 temporary folder), not TCP.
+
+    The default TCP transport opens five unauthenticated-by-network ports; IPC keeps the kernel
+    reachable only by this user on this machine.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._ipc_dir = tempfile.mkdtemp(prefix="workbook-kernel-")
+        kwargs.setdefault("transport", "ipc")
+        kwargs.setdefault("ip", os.path.join(self._ipc_dir, "kernel"))
+        super().__init__(**kwargs)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+def artefact_dir(params: WorkbookParams, run_dir: str | Path = "") -> Path:
+    """Folder where a notebook writes its artefacts (CSV tables, HTML figures).
+
+    Args:
+        params: workbook parameters (``runs_dir``).
+        run_dir: the run folder the runner passes to every notebook; empty (a notebook opened
+            by hand) means ``<runs_dir>/interactive-<environment>``.
+
+    Returns:
+        The folder, created if needed.
+    """
+    folder = (
+        Path(run_dir) if str(run_dir) else params.path(params.runs_dir) / f"interactive-{params.environment}"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @dataclass(frozen=True)
@@ -88,8 +129,10 @@ def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> 
     if only:
         found = [p for p in found if any(p.name.startswith(prefix) for prefix in only)]
     if not found:
-        raise RunnerError(f"Failed to find notebooks in {folder}: none named NN_verb_object.ipynb"
-                          + (f" starting with {list(only)}" if only else ""))
+        raise RunnerError(
+            f"Failed to find notebooks in {folder}: none named NN_verb_object.ipynb"
+            + (f" starting with {list(only)}" if only else "")
+        )
     return found
 
 
@@ -156,7 +199,7 @@ def run_workbook(
 
     params = load_params(env, overrides)  # fail fast, before any notebook starts
     notebooks = discover_notebooks(notebooks_dir, only=only)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = run_dir or params.path(params.runs_dir) / f"{stamp}-{env}"
     out_dir.mkdir(parents=True, exist_ok=True)
     result = RunResult(env=env, run_dir=out_dir)
@@ -180,6 +223,7 @@ def run_workbook(
                 progress_bar=progress,
                 log_output=False,
                 report_mode=False,
+                kernel_manager_class="helpers.runner.IpcKernelManager",
             )
         except Exception as exc:  # papermill wraps kernel errors; anything else is also a failure
             detail = _describe_failure(exc)
@@ -222,10 +266,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point of ``workbook-run``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="workbook-run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="local", choices=ENVIRONMENTS)
-    parser.add_argument("--only", action="append", default=[], metavar="NN",
-                        help="run only notebooks whose name starts with this (repeatable)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="parameter override, e.g. tickit.scale=0.1 (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NN",
+        help="run only notebooks whose name starts with this (repeatable)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="parameter override, e.g. tickit.scale=0.1 (repeatable)",
+    )
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
