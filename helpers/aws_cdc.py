@@ -93,7 +93,9 @@ def _call(what: str, fn: Any, **kwargs: Any) -> Any:
         return fn(**kwargs)
     except ClientError as exc:
         err = exc.response.get("Error", {})
-        raise AwsError(f"Failed to {what}: {err.get('Code', 'ClientError')}: {err.get('Message', exc)}") from exc
+        raise AwsError(
+            f"Failed to {what}: {err.get('Code', 'ClientError')}: {err.get('Message', exc)}"
+        ) from exc
     except BotoCoreError as exc:
         raise AwsError(f"Failed to {what}: {exc}") from exc
 
@@ -183,9 +185,13 @@ def check_parameter_group(rds: Any, name: str, expected: Mapping[str, str]) -> l
     for key, want in expected.items():
         got = actual.get(key)
         ok = got is not None and got.upper() == want.upper()
-        fix = None if ok else (
-            f"set {key}={want} in parameter group {name!r} (ensure_parameter_group)"
-            + (" and reboot the instance" if key in _STATIC else "")
+        fix = (
+            None
+            if ok
+            else (
+                f"set {key}={want} in parameter group {name!r} (ensure_parameter_group)"
+                + (" and reboot the instance" if key in _STATIC else "")
+            )
         )
         checks.append(ParameterCheck(name, key, want, got, ok, fix))
     return checks
@@ -365,4 +371,3 @@ def _check_identifier(name: str) -> None:
 
 def _bracket(name: str) -> str:
     return "[" + name.replace("]", "]]") + "]"
-

@@ -310,7 +310,9 @@ def load_params(
             type, or a missing required setting; the message names the key and the file.
     """
     if env not in ENVIRONMENTS:
-        raise ParamsError(f"Failed to load parameters: unknown environment {env!r}; use one of {ENVIRONMENTS}")
+        raise ParamsError(
+            f"Failed to load parameters: unknown environment {env!r}; use one of {ENVIRONMENTS}"
+        )
     folder = Path(params_dir or os.environ.get("WORKBOOK_PARAMS_DIR") or project_root() / "params")
     layers: list[tuple[str, dict[str, Any]]] = [
         (str(folder / "base.yaml"), _read_yaml(folder / "base.yaml")),

@@ -39,7 +39,7 @@ __all__ = ["NotebookResult", "RunResult", "artefact_dir", "discover_notebooks", 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
 
-class IpcKernelManager(AsyncKernelManager):  # type: ignore[misc]
+class IpcKernelManager(AsyncKernelManager):
     """Kernel manager whose kernel talks over unix sockets (0700 temporary folder), not TCP.
 
     The default TCP transport opens five unauthenticated-by-network ports; IPC keeps the kernel

@@ -44,8 +44,12 @@ def rds(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         client = boto3.client("rds", region_name="us-east-1")
         for ident, engine in (("ems-pg", "postgres"), ("ecomm-my", "mysql")):
             client.create_db_instance(
-                DBInstanceIdentifier=ident, DBInstanceClass="db.t3.micro", Engine=engine,
-                MasterUsername="admin", MasterUserPassword="not-a-real-password", AllocatedStorage=20,
+                DBInstanceIdentifier=ident,
+                DBInstanceClass="db.t3.micro",
+                Engine=engine,
+                MasterUsername="admin",
+                MasterUserPassword="not-a-real-password",
+                AllocatedStorage=20,
             )
         yield client
 
@@ -97,16 +101,30 @@ def test_static_parameters_use_pending_reboot() -> None:
     client = boto3.client("rds", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     stub = Stubber(client)
     stub.add_client_error("describe_db_parameter_groups", service_error_code="DBParameterGroupNotFound")
-    stub.add_response("create_db_parameter_group", {"DBParameterGroup": {"DBParameterGroupName": "g"}},
-                      {"DBParameterGroupName": "g", "DBParameterGroupFamily": "postgres15",
-                       "Description": "CDC settings for the lakehouse workbook"})
-    stub.add_response("modify_db_parameter_group", {"DBParameterGroupName": "g"}, {
-        "DBParameterGroupName": "g",
-        "Parameters": [
-            {"ParameterName": "rds.logical_replication", "ParameterValue": "1", "ApplyMethod": "pending-reboot"},
-            {"ParameterName": "wal_sender_timeout", "ParameterValue": "0", "ApplyMethod": "immediate"},
-        ],
-    })
+    stub.add_response(
+        "create_db_parameter_group",
+        {"DBParameterGroup": {"DBParameterGroupName": "g"}},
+        {
+            "DBParameterGroupName": "g",
+            "DBParameterGroupFamily": "postgres15",
+            "Description": "CDC settings for the lakehouse workbook",
+        },
+    )
+    stub.add_response(
+        "modify_db_parameter_group",
+        {"DBParameterGroupName": "g"},
+        {
+            "DBParameterGroupName": "g",
+            "Parameters": [
+                {
+                    "ParameterName": "rds.logical_replication",
+                    "ParameterValue": "1",
+                    "ApplyMethod": "pending-reboot",
+                },
+                {"ParameterName": "wal_sender_timeout", "ParameterValue": "0", "ApplyMethod": "immediate"},
+            ],
+        },
+    )
     with stub:
         needs_reboot = ensure_parameter_group(
             client, "g", "postgres15", {"rds.logical_replication": "1", "wal_sender_timeout": "0"}
@@ -191,8 +209,10 @@ def test_read_db_secret(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(var, "testing")
     with mock_aws():
         sm = boto3.client("secretsmanager", region_name="us-east-1")
-        sm.create_secret(Name="tickit/ems/postgres",
-                         SecretString=json.dumps({"username": "dbz", "password": "s3cr3t-value", "port": 5432}))
+        sm.create_secret(
+            Name="tickit/ems/postgres",
+            SecretString=json.dumps({"username": "dbz", "password": "s3cr3t-value", "port": 5432}),
+        )
         sm.create_secret(Name="broken", SecretString=json.dumps({"user": "x"}))
         secret = read_db_secret(sm, "tickit/ems/postgres")
         assert (secret.username, secret.password, secret.port) == ("dbz", "s3cr3t-value", 5432)

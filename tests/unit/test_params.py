@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from helpers.errors import ParamsError
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, project_root
@@ -36,7 +37,7 @@ def test_overlay_and_override_order() -> None:
 
 def test_params_are_frozen() -> None:
     params = load_params("local")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         params.tickit.scale = 2.0  # type: ignore[misc]
 
 
@@ -69,7 +70,9 @@ def test_out_of_range_value() -> None:
 
 
 def test_unknown_source_key_lists_accepted_keys() -> None:
-    with pytest.raises(ParamsError, match=r"'sources.ems.tabls'.*accepted keys here: database, engine, schema, tables"):
+    with pytest.raises(
+        ParamsError, match=r"'sources.ems.tabls'.*accepted keys here: database, engine, schema, tables"
+    ):
         load_params("local", {"sources.ems.tabls": ["x"]})
 
 
@@ -99,10 +102,17 @@ def test_aws_section_required_for_aws_environment() -> None:
 
 
 def test_aws_with_overrides_loads() -> None:
-    params = load_params("aws", {
-        "aws.s3_bucket": "b", "aws.rds.postgres.instance_id": "p", "aws.rds.mysql.instance_id": "m",
-        "aws.rds.sqlserver.instance_id": "s", "lake.bronze": "s3://b/bronze", "lake.silver": "s3://b/silver",
-    })
+    params = load_params(
+        "aws",
+        {
+            "aws.s3_bucket": "b",
+            "aws.rds.postgres.instance_id": "p",
+            "aws.rds.mysql.instance_id": "m",
+            "aws.rds.sqlserver.instance_id": "s",
+            "lake.bronze": "s3://b/bronze",
+            "lake.silver": "s3://b/silver",
+        },
+    )
     assert params.environment == "aws" and params.source("crm").engine == "sqlserver"
 
 

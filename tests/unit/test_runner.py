@@ -34,14 +34,20 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
     """Expected: 01 runs with the injected env, 02 fails in its third cell, 03 never runs."""
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    _notebook(nbs / "01_first.ipynb", "import json, pathlib\n"
-              "pathlib.Path(run_dir, 'seen.json').write_text(json.dumps({'env': env, 'overrides': overrides}))")
+    _notebook(
+        nbs / "01_first.ipynb",
+        "import json, pathlib\n"
+        "pathlib.Path(run_dir, 'seen.json').write_text(json.dumps({'env': env, 'overrides': overrides}))",
+    )
     _notebook(nbs / "02_second.ipynb", "x = 1", "raise ValueError('source table ems.venue is empty')")
     _notebook(nbs / "03_third.ipynb", "import pathlib\npathlib.Path(run_dir, 'third').touch()")
     out = tmp_path / "run"
     result = run_workbook("ci", {"tickit.scale": 0.02}, run_dir=out, notebooks_dir=nbs, progress=False)
     assert not result.ok
-    assert [(n.name, n.ok) for n in result.notebooks] == [("01_first.ipynb", True), ("02_second.ipynb", False)]
+    assert [(n.name, n.ok) for n in result.notebooks] == [
+        ("01_first.ipynb", True),
+        ("02_second.ipynb", False),
+    ]
     assert json.loads((out / "seen.json").read_text()) == {"env": "ci", "overrides": {"tickit.scale": 0.02}}
     assert not (out / "third").exists()
     error = result.notebooks[1].error or ""
@@ -54,12 +60,17 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
 
 def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:
     with pytest.raises(ParamsError, match="tickit.scael"):
-        run_workbook("ci", {"tickit.scael": 1}, run_dir=tmp_path / "r", notebooks_dir=tmp_path, progress=False)
+        run_workbook(
+            "ci", {"tickit.scael": 1}, run_dir=tmp_path / "r", notebooks_dir=tmp_path, progress=False
+        )
     assert not (tmp_path / "r").exists()
 
 
 def test_parse_set() -> None:
     assert _parse_set(["tickit.scale=0.1", "tickit.reload=true", "project=x"]) == {
-        "tickit.scale": 0.1, "tickit.reload": True, "project": "x"}
+        "tickit.scale": 0.1,
+        "tickit.reload": True,
+        "project": "x",
+    }
     with pytest.raises(RunnerError, match="KEY=VALUE"):
         _parse_set(["novalue"])
