@@ -32,6 +32,9 @@ option                                             meaning / default
 ``hoodie.meta.sync.*``                             sync and reports them in ``sync_skipped``
 ``workbook.hudi.delete.mode``                      ``hard`` (default) / ``soft`` (keep deleted
                                                    rows with ``__deleted=true``)
+``workbook.hudi.write.driver.max.bytes``           inputs whose Spark size estimate is at most
+                                                   this are written by the driver (default
+                                                   67108864; 0: always Spark tasks)
 =================================================  ===========================================
 
 plus the tuning options listed in :data:`MAPPED_OPTIONS` (mapped onto the config) and
@@ -62,16 +65,20 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import pyarrow as pa
+
 from helpers.errors import HudiError
 from helpers.hudi.config import COPY_ON_WRITE, MERGE_ON_READ, HudiTableConfig, Operation
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
     from helpers.hudi.writer import CommitResult
 
 __all__ = [
     "DELETE_MODE_OPTION",
+    "DRIVER_MAX_BYTES_OPTION",
     "KEYGEN_CLASSES",
     "MAPPED_OPTIONS",
     "PASS_THROUGH_PATTERNS",
@@ -106,6 +113,9 @@ DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
 URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
 #: Workbook option (not a Hudi one; never passed to the official datasource).
 DELETE_MODE_OPTION = "workbook.hudi.delete.mode"
+#: Workbook option: the driver-path threshold of :func:`helpers.hudi.spark_writer.write_dataframe`.
+DRIVER_MAX_BYTES_OPTION = "workbook.hudi.write.driver.max.bytes"
+_DEFAULT_DRIVER_MAX_BYTES = 64 * 1024 * 1024
 
 _OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 _KEYGEN_PACKAGE = "org.apache.hudi.keygen."
@@ -186,6 +196,7 @@ _CORE_KEYS = (
     DROP_PARTITION_COLUMNS,
     URL_ENCODE,
     DELETE_MODE_OPTION,
+    DRIVER_MAX_BYTES_OPTION,
 )
 
 
@@ -236,6 +247,7 @@ class HudiWriteOptions:
         hive_style_partitioning: ``field=value`` directories.
         keygen_class: The key generator class the key format follows.
         delete_mode: ``hard`` or ``soft``.
+        driver_max_bytes: Spark inputs up to this estimated size are written by the driver.
         config_overrides: :class:`HudiTableConfig` fields set from :data:`MAPPED_OPTIONS`.
         sync_options: Catalog sync options (official datasource only).
         pass_through: Options for the official datasource only (tuning, payload, ...).
@@ -255,6 +267,7 @@ class HudiWriteOptions:
     sync_options: tuple[tuple[str, str], ...]
     pass_through: tuple[tuple[str, str], ...]
     given: tuple[tuple[str, str], ...]
+    driver_max_bytes: int = _DEFAULT_DRIVER_MAX_BYTES
 
     @property
     def sync_enabled(self) -> bool:
@@ -354,6 +367,9 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
     delete_mode = opts.get(DELETE_MODE_OPTION, "hard").strip().lower()
     if delete_mode not in ("hard", "soft"):
         raise _fail(f"{DELETE_MODE_OPTION}={opts[DELETE_MODE_OPTION]!r} must be 'hard' or 'soft'")
+    driver_max_bytes = _DEFAULT_DRIVER_MAX_BYTES
+    if DRIVER_MAX_BYTES_OPTION in opts:
+        driver_max_bytes = _int(DRIVER_MAX_BYTES_OPTION, opts[DRIVER_MAX_BYTES_OPTION])
     overrides = _config_overrides(opts, table_type)
     sync = tuple(sorted((k, v) for k, v in opts.items() if _matches(k, SYNC_PATTERNS)))
     passed = tuple(
@@ -377,6 +393,7 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
         sync_options=sync,
         pass_through=passed,
         given=tuple(sorted(opts.items())),
+        driver_max_bytes=driver_max_bytes,
     )
 
 
@@ -463,7 +480,8 @@ def official_write_options(options: HudiWriteOptions) -> dict[str, str]:
             f"(Hudi 0.14/0.15) takes one precombine field, got {list(options.ordering_fields)}; "
             "combine them into one sortable column"
         )
-    out = {k: v for k, v in options.given if k not in (DELETE_MODE_OPTION, KEYGEN_TYPE, TABLE_NAME_ALIAS)}
+    workbook_only = (DELETE_MODE_OPTION, DRIVER_MAX_BYTES_OPTION, KEYGEN_TYPE, TABLE_NAME_ALIAS)
+    out = {k: v for k, v in options.given if k not in workbook_only}
     out[TABLE_NAME] = options.table_name
     out[RECORD_KEY] = ",".join(options.record_key_fields)
     out[PARTITION_PATH] = ",".join(options.partition_fields)
@@ -514,19 +532,22 @@ class HudiWriteResult:
 
 
 def write_hudi(
-    df: DataFrame,
+    df: DataFrame | pa.Table | pd.DataFrame,
     options: Mapping[str, Any],
     path: str,
     *,
     engine: WriteEngine | None = None,
 ) -> HudiWriteResult:
-    """Write a Spark DataFrame to a Hudi table with Hudi's Spark-datasource option names.
+    """Write rows to a Hudi table with Hudi's Spark-datasource option names.
 
     Args:
-        df: Rows to write (for ``delete``: at least the record key and partition fields).
+        df: Rows to write (for ``delete``: at least the record key and partition fields): a Spark
+            DataFrame, or - workbook writer only, no Spark needed - a ``pyarrow.Table`` or a
+            pandas DataFrame, written in this process.
         options: Write options (module docstring). Validated before anything is written.
         path: Table base path.
-        engine: Force ``"official"`` or ``"workbook"``; default: :func:`choose_write_engine`.
+        engine: Force ``"official"`` or ``"workbook"``; default: :func:`choose_write_engine`
+            for a Spark DataFrame, ``"workbook"`` for Arrow and pandas input.
 
     Returns:
         What was done, with the commit result of the workbook writer.
@@ -535,7 +556,20 @@ def write_hudi(
         HudiError: for invalid or contradictory options, or when the write fails.
     """
     parsed = parse_write_options(options)
-    chosen = engine or choose_write_engine(df.sparkSession)
+    local_input: pa.Table | None = None
+    if isinstance(df, pa.Table):
+        local_input = df
+    elif type(df).__module__.startswith("pandas"):
+        local_input = pa.Table.from_pandas(df, preserve_index=False)
+    if local_input is not None:
+        if engine == "official":
+            raise HudiError(
+                f"Failed to write Hudi table {parsed.table_name!r} at {path}: the official Hudi "
+                "datasource writes Spark DataFrames; pass spark.createDataFrame(...) instead"
+            )
+        chosen: WriteEngine = "workbook"
+    else:
+        chosen = engine or choose_write_engine(df.sparkSession)
     if chosen == "official":
         official = official_write_options(parsed)
         try:
@@ -556,9 +590,14 @@ def write_hudi(
             path,
             ", ".join(skipped),
         )
-    from helpers.hudi.spark_writer import write_dataframe
+    if local_input is not None:
+        from helpers.hudi.writer import write_arrow
 
-    commit = write_dataframe(df, config, parsed.operation)
+        commit = write_arrow(local_input, config, parsed.operation)
+    else:
+        from helpers.hudi.spark_writer import write_dataframe
+
+        commit = write_dataframe(df, config, parsed.operation, driver_max_bytes=parsed.driver_max_bytes)
     return HudiWriteResult(
         engine="workbook",
         path=str(path),

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from helpers.hudi.basefile import read_base_file, write_base_file
+from helpers.hudi.basefile import HudiBloomFilter, read_bloom_filter, write_base_file
 from helpers.hudi.format import (
     META_COLUMNS,
     PARTITION_PATH_COL,
@@ -48,6 +49,8 @@ OP_COL = "_hudi_op"
 OP_INSERT = 0
 OP_UPDATE = 1
 OP_DELETE = 2
+_DICTIONARY_META = [META_COLUMNS[0], META_COLUMNS[3]]  # commit time, partition path
+_MAX_STALE_RATIO = 1.25  # rebuild a merged file's bloom filter beyond 25% keys no longer in it
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,11 @@ def _meta_columns(task: FileGroupTask, rows: pa.Table, file_name_value: str) -> 
     n = rows.num_rows
     seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
     return [
-        pa.array(np.full(n, task.instant, dtype=object), pa.string()) if n else pa.array([], pa.string()),
+        pa.repeat(pa.scalar(task.instant, pa.string()), n),
         pc.binary_join_element_wise(f"{task.instant}_{task.task_index}_", seq, ""),
         rows.column(RECORD_KEY_COL).combine_chunks(),
         rows.column(PARTITION_PATH_COL).combine_chunks(),
-        pa.array(np.full(n, file_name_value, dtype=object), pa.string()) if n else pa.array([], pa.string()),
+        pa.repeat(pa.scalar(file_name_value, pa.string()), n),
     ]
 
 
@@ -136,6 +139,21 @@ def _with_meta(task: FileGroupTask, rows: pa.Table, file_name_value: str) -> pa.
     meta = _meta_columns(task, rows, file_name_value)
     fields = [pa.field(m, pa.string()) for m in META_COLUMNS] + list(task.table_schema)
     return pa.Table.from_arrays(meta + list(data.columns), schema=pa.schema(fields))
+
+
+def _extended_bloom(
+    old_file: pq.ParquetFile, upserts: pa.Table, upsert_present: np.ndarray, out_rows: int
+) -> bool | HudiBloomFilter:
+    """The old base file's bloom filter plus the keys this merge inserts, or ``True`` (build anew)
+    when the old filter is missing, not DYNAMIC_V0, or would hold more than 25% stale keys."""
+    bloom = read_bloom_filter(old_file.metadata.metadata)
+    if bloom is None:
+        return True
+    inserted = upserts.column(RECORD_KEY_COL).combine_chunks().filter(pa.array(~upsert_present))
+    if bloom.count + len(inserted) > _MAX_STALE_RATIO * out_rows:
+        return True
+    bloom.add(inserted)
+    return bloom
 
 
 def _touch_marker(task: FileGroupTask, io_type: str) -> None:
@@ -211,32 +229,46 @@ def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
         return stat
 
     new_rows = _with_meta(task, upserts, task.file_name)
+    bloom: bool | HudiBloomFilter = task.bloom_filter
     if task.kind == "merge":
         _touch_marker(task, "MERGE")
         assert task.prev_base_file is not None
-        old = read_base_file(os.path.join(task.base_path, task.prev_base_file))
-        old_keys = old.column(RECORD_KEY_COL)
-        touched = rows.column(RECORD_KEY_COL)
-        keep = pc.invert(pc.is_in(old_keys, value_set=touched.combine_chunks()))
-        present = pc.is_in(touched, value_set=old_keys.combine_chunks()).to_numpy(zero_copy_only=False)
-        n_update = int(((ops == OP_UPDATE) & present).sum())
-        n_delete = int(((ops == OP_DELETE) & present).sum())
+        # The old file's name column is replaced, so it is not read; the repetitive meta columns
+        # are read as dictionaries (half the decoding work) and written back as strings.
+        old_file = pq.ParquetFile(
+            os.path.join(task.base_path, task.prev_base_file), read_dictionary=_DICTIONARY_META
+        )
+        old = old_file.read(
+            columns=[c for c in old_file.schema_arrow.names if c != META_COLUMNS[4]]
+        ).replace_schema_metadata(None)
+        old_keys = old.column(RECORD_KEY_COL).combine_chunks()
+        touched = rows.column(RECORD_KEY_COL).combine_chunks()
+        keep = pc.invert(pc.is_in(old_keys, value_set=touched))
         kept = old.filter(keep)
+        # The driver tagged updates and deletes from this file's keys, inserts from their absence:
+        # the file must agree, or the index was stale and the commit must not complete.
+        present = ops != OP_INSERT
+        if old.num_rows - kept.num_rows != int(present.sum()):
+            raise RuntimeError(
+                f"Failed to merge file group {task.file_id} at {task.instant}: "
+                f"{int(present.sum())} rows were tagged as stored in {task.prev_base_file}, "
+                f"{old.num_rows - kept.num_rows} of them are"
+            )
         kept_data = conform(kept, task.table_schema)
-        file_names = pa.array(np.full(kept.num_rows, task.file_name, dtype=object), pa.string())
+        file_names = pa.repeat(pa.scalar(task.file_name, pa.string()), kept.num_rows)
         kept_meta = [kept.column(c) for c in META_COLUMNS[:4]] + [file_names]
         kept_full = pa.Table.from_arrays(
             [c.cast(pa.string()) for c in kept_meta] + list(kept_data.columns), schema=new_rows.schema
         )
         out = pa.concat_tables([kept_full, new_rows])
+        if task.bloom_filter:
+            bloom = _extended_bloom(old_file, upserts, present[ops != OP_DELETE], out.num_rows)
         io_stat_time = "upsert"
     else:
         _touch_marker(task, "CREATE")
         out = new_rows
         io_stat_time = "create"
-    size = write_base_file(
-        path, out, task.avro_schema, compression=task.compression, bloom_filter=task.bloom_filter
-    )
+    size = write_base_file(path, out, task.avro_schema, compression=task.compression, bloom_filter=bloom)
     stat.numWrites = out.num_rows
     stat.numInserts, stat.numUpdateWrites, stat.numDeletes = n_insert, n_update, n_delete
     stat.totalWriteBytes = stat.fileSizeInBytes = size

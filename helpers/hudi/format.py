@@ -102,7 +102,7 @@ def java_escape(text: str, *, is_key: bool = False) -> str:
         elif ord(ch) < 0x20 or ord(ch) > 0x7E:
             code = ch.encode("utf-16-be")
             for j in range(0, len(code), 2):
-                out.append("\\u%04X" % int.from_bytes(code[j : j + 2], "big"))
+                out.append(f"\\u{int.from_bytes(code[j : j + 2], 'big'):04X}")
         else:
             out.append(ch)
     return "".join(out)

@@ -148,6 +148,7 @@ class CommitResult:
     rolled_back: tuple[str, ...] = ()
     compaction_instant: str | None = None
     clean_instant: str | None = None
+    executed_by: str = "driver"  # "driver" (this process) or "spark" (Spark tasks wrote the files)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -479,7 +480,7 @@ def load_key_index(config: HudiTableConfig, groups: Sequence[FileGroup]) -> pa.T
             cols = wanted + [f for f in config.ordering_fields if f in names]
             part = read_base_file(path, cols)
             part = part.append_column(
-                HUDI_FID_COL, pa.array(np.full(part.num_rows, group.file_id, dtype=object), pa.string())
+                HUDI_FID_COL, pa.repeat(pa.scalar(group.file_id, pa.string()), part.num_rows)
             )
             pieces.append(_index_shape(part, config))
     elif any(g.latest.base_file or g.latest.log_files for g in groups):
@@ -550,7 +551,8 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
         {RECORD_KEY_COL: batch.column(RECORD_KEY_COL), HUDI_ROW_COL: pa.array(np.arange(n, dtype=np.int64))}
     )
     if index.num_rows:
-        joined = keys_tbl.join(index, keys=RECORD_KEY_COL, join_type="left outer", use_threads=True)
+        # Acero builds its hash table on the right side: the (small) batch goes there.
+        joined = index.join(keys_tbl, keys=RECORD_KEY_COL, join_type="right outer", use_threads=True)
         joined = joined.sort_by(HUDI_ROW_COL)
         if joined.num_rows != n:
             raise HudiError("Failed to tag Hudi write batch: the table holds duplicate record keys")
@@ -679,7 +681,8 @@ def plan_insert_buckets(
         allow_small_files: False for bulk insert (new groups only).
 
     Returns:
-        Buckets whose capacities sum to the insert counts.
+        Buckets whose capacities sum to the insert counts; new groups hold at most the target
+        size's worth of records, and equal shares of the rest (differing by at most one).
     """
     per_file = max(1, config.target_file_size_bytes // max(1, record_size))
     by_partition: dict[str, list[FileGroup]] = {}
@@ -697,8 +700,11 @@ def plan_insert_buckets(
                 if cap > 0:
                     buckets.append(InsertBucket(partition, g.file_id, cap, True))
                     remaining -= cap
-        while remaining > 0:
-            cap = min(remaining, per_file)
+        # New groups share the rest evenly (as Java's UpsertPartitioner weighs its insert
+        # buckets), so the groups are rewritten in parallel at equal cost later on.
+        new_groups = -(-remaining // per_file) if remaining > 0 else 0
+        for i in range(new_groups):
+            cap = remaining // (new_groups - i) + (1 if remaining % (new_groups - i) else 0)
             buckets.append(InsertBucket(partition, new_file_id(), cap, False))
             remaining -= cap
     return buckets
@@ -791,7 +797,7 @@ def plan_tasks(
         enc = pc.dictionary_encode(fids.filter(pc.is_valid(fids)))
         valid_pos = np.nonzero(pc.is_valid(fids).to_numpy(zero_copy_only=False))[0]
         codes = enc.indices.to_numpy(zero_copy_only=False)
-        for code, fid in enumerate(enc.dictionary.to_pylist()):
+        for fid in enc.dictionary.to_pylist():
             group = by_id[fid]
             task_by_fid[fid] = len(tasks)
             tasks.append(
@@ -1111,7 +1117,7 @@ def compact(config: HudiTableConfig, *, _locked: bool = False) -> str | None:
                 if merged_tbl.num_rows:
                     data = conform(merged_tbl, schema)
                     meta = [merged_tbl.column(c).cast(pa.string()) for c in META_COLUMNS[:4]]
-                    meta.append(pa.array(np.full(merged_tbl.num_rows, name, dtype=object), pa.string()))
+                    meta.append(pa.repeat(pa.scalar(name, pa.string()), merged_tbl.num_rows))
                     out = pa.Table.from_arrays(
                         meta + list(data.columns), names=list(META_COLUMNS) + schema.names
                     )
@@ -1296,6 +1302,7 @@ def finish_write(
     schema: pa.Schema,
     operation: Operation,
     rolled: Sequence[str],
+    executed_by: str = "driver",
 ) -> CommitResult:
     """Complete the commit and run inline table services.
 
@@ -1306,6 +1313,7 @@ def finish_write(
         schema: data schema written.
         operation: write operation.
         rolled: instants rolled back before the write.
+        executed_by: ``driver`` or ``spark`` (who wrote the data files).
 
     Returns:
         The commit result.
@@ -1330,6 +1338,7 @@ def finish_write(
         rolled_back=tuple(rolled),
         compaction_instant=compaction_instant,
         clean_instant=clean_instant,
+        executed_by=executed_by,
     )
 
 

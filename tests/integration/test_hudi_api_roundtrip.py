@@ -47,9 +47,13 @@ def _instants(base: str) -> list[str]:
     )
 
 
+@pytest.mark.parametrize("write_path", ["spark", "driver", "arrow"])
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_write_then_read_through_the_front_ends(table_type: str, tmp_path: Path, spark: Any) -> None:
-    """Bulk insert + upsert via write_hudi; snapshot, as-of and incremental via both read paths."""
+def test_write_then_read_through_the_front_ends(
+    table_type: str, write_path: str, tmp_path: Path, spark: Any
+) -> None:
+    """Bulk insert + upsert via write_hudi (Spark DataFrame through Spark tasks or the driver, or an
+    Arrow table); snapshot, as-of and incremental via both read paths."""
     from helpers.hudi.spark_source import read_hudi_df
 
     base = str(tmp_path / "sale")
@@ -60,18 +64,23 @@ def test_write_then_read_through_the_front_ends(table_type: str, tmp_path: Path,
         "hoodie.datasource.write.partitionpath.field": "dateid",
         "hoodie.datasource.write.hive_style_partitioning": "true",
         "hoodie.datasource.write.table.type": table_type,
+        "workbook.hudi.write.driver.max.bytes": "0" if write_path == "spark" else str(1 << 30),
     }
+
+    def rows_in(table: pa.Table) -> Any:  # noqa: ANN401 - Spark DataFrame or Arrow table
+        return table if write_path == "arrow" else spark.createDataFrame(table)
+
     first = write_hudi(
-        spark.createDataFrame(_rows(range(1, 101), 1000, 0)),
+        rows_in(_rows(range(1, 101), 1000, 0)),
         {**options, "hoodie.datasource.write.operation": "bulk_insert"},
         base,
     )
     assert first.engine == "workbook"
+    assert first.commit is not None
+    assert first.commit.executed_by == ("spark" if write_path == "spark" else "driver")
     stale = _rows(range(3, 4), 1, -60)  # older than the stored row: must not win
     changes = pa.concat_tables([_rows(range(1, 11), 5000, 10), _rows(range(101, 106), 7000, 10), stale])
-    write_hudi(
-        spark.createDataFrame(changes), {**options, "hoodie.datasource.write.operation": "upsert"}, base
-    )
+    write_hudi(rows_in(changes), {**options, "hoodie.datasource.write.operation": "upsert"}, base)
     t1, t2 = _instants(base)[:2]
 
     snap = {r["salesid"]: r for r in read_snapshot(base).to_pylist()}

@@ -394,10 +394,12 @@ KILL_SCRIPT = textwrap.dedent(
         time.sleep(60)
         return stat
     w.write_file_group = slow
-    cfg = HudiTableConfig(table_name="t", base_path=sys.argv[1], table_type=sys.argv[3], record_key_fields=("id",),
-                          partition_fields=("city",), ordering_fields=("f", "pos"), inline_compaction_delta_commits=0)
-    w.write_arrow(pa.table({"id": [1, 2, 7], "city": ["a", "b", "c"], "v": ["killed"] * 3, "f": ["f9"] * 3,
-                            "pos": [9, 9, 9]}), cfg, "upsert")
+    cfg = HudiTableConfig(
+        table_name="t", base_path=sys.argv[1], table_type=sys.argv[3], record_key_fields=("id",),
+        partition_fields=("city",), ordering_fields=("f", "pos"), inline_compaction_delta_commits=0,
+    )
+    rows = {"id": [1, 2, 7], "city": ["a", "b", "c"], "v": ["killed"] * 3, "f": ["f9"] * 3, "pos": [9, 9, 9]}
+    w.write_arrow(pa.table(rows), cfg, "upsert")
     """
 )
 
@@ -475,7 +477,7 @@ ops = st.lists(
 def test_property_random_upserts_and_deletes_match_dict_model(
     tmp_path_factory: pytest.TempPathFactory, table_type: str, sequence: list[Any]
 ) -> None:
-    """Any sequence of upserts/deletes (with stale redeliveries and partition moves) ends equal to the model."""
+    """Any sequence of upserts/deletes (stale redeliveries, partition moves) ends equal to the model."""
     base = tmp_path_factory.mktemp("prop")
     cfg = make_config(base, table_type, inline_compaction_delta_commits=3, cleaner_commits_retained=3)
     model: dict[int, dict[str, Any]] = {}
@@ -487,16 +489,22 @@ def test_property_random_upserts_and_deletes_match_dict_model(
     assert project(read(cfg.base_path), DATA_COLS) == model_rows(model)
 
 
-def test_spark_write_dataframe_upsert_and_bulk_insert(spark: Any, tmp_path: Path) -> None:  # noqa: ANN401
-    """Spark path: bulk insert then an upsert with duplicates/stale rows and a delete; reader shows the model."""
+@pytest.mark.parametrize("path", ["spark", "driver"])
+def test_spark_write_dataframe_upsert_and_bulk_insert(spark: Any, tmp_path: Path, path: str) -> None:  # noqa: ANN401
+    """Both paths of a Spark DataFrame write (Spark tasks; the driver for small inputs): bulk insert,
+    then an upsert with duplicates/stale rows and a delete; the reader shows the model."""
     from helpers.hudi.spark_writer import write_dataframe
 
+    limit = 0 if path == "spark" else 1 << 30
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
         cfg = make_config(tmp_path / table_type, table_type)
         model: dict[int, dict[str, Any]] = {}
         first = [(i, "ab"[i % 2], "v0", "f1", i) for i in range(50)]
-        schema = "id long, city string, v string, f string, pos long"
-        write_dataframe(spark.createDataFrame(first, schema), cfg, "bulk_insert")
+        # From Arrow, so Spark knows the size (rows from Python have no size estimate).
+        result = write_dataframe(
+            spark.createDataFrame(batch(first)), cfg, "bulk_insert", driver_max_bytes=limit
+        )
+        assert result.executed_by == path
         apply(model, first)
         second = [
             (1, "a", "x", "f2", 0),
@@ -507,10 +515,11 @@ def test_spark_write_dataframe_upsert_and_bulk_insert(spark: Any, tmp_path: Path
             (4, "a", None, "f3", 0),
         ]
         deleted = [False] * 5 + [True]
-        df = spark.createDataFrame(
-            [(*r, d) for r, d in zip(second, deleted, strict=True)], schema + ", _hoodie_is_deleted boolean"
-        )
-        write_dataframe(df, cfg, "upsert")
+        df = spark.createDataFrame(batch(second, deleted))
+        result = write_dataframe(df, cfg, "upsert", driver_max_bytes=limit)
+        assert result.executed_by == path
+        # keys 1 and 3 move from partition b to a (delete + insert), 60 is new, 4 is deleted
+        assert (result.num_inserts, result.num_updates, result.num_deletes) == (3, 0, 3)
         apply(model, second, deleted)
         assert project(read(cfg.base_path), DATA_COLS) == model_rows(model)
 
@@ -540,3 +549,79 @@ def test_inspection_helpers_report_counts_slices_and_size(tmp_path: Path) -> Non
     assert groups[groups["is_latest"]]["log_files"].sum() == 0
     size = table_size(cfg.base_path).iloc[0]
     assert size["data_bytes"] > size["latest_slice_bytes"] > 0
+
+
+def _check_base_file_footers(base: str, *, fresh: bool) -> int:
+    """Assert the footer keys Java writers rely on (format notes C.3) on every latest base file;
+    returns how many files were checked."""
+    import json
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from helpers.hudi.basefile import bloom_filter_bytes, read_bloom_filter
+    from helpers.hudi.fsview import load_file_groups
+
+    checked = 0
+    for group in load_file_groups(base):
+        sl = group.latest
+        if not sl.base_file:
+            continue
+        pf = pq.ParquetFile(os.path.join(base, sl.rel(sl.base_file)))
+        footer = pf.metadata.metadata or {}
+        keys = pf.read(columns=["_hoodie_record_key"]).column(0)
+        schema = json.loads(footer[b"parquet.avro.schema"])
+        assert [f["name"] for f in schema["fields"][:5]] == [
+            "_hoodie_commit_time",
+            "_hoodie_commit_seqno",
+            "_hoodie_record_key",
+            "_hoodie_partition_path",
+            "_hoodie_file_name",
+        ]
+        assert footer[b"writer.model.name"] == b"avro"
+        bounds = pc.min_max(keys)
+        assert footer[b"hoodie_min_record_key"].decode() == bounds["min"].as_py()
+        assert footer[b"hoodie_max_record_key"].decode() == bounds["max"].as_py()
+        assert footer[b"hoodie_bloom_filter_type_code"] == b"DYNAMIC_V0"
+        bloom = read_bloom_filter(footer)
+        assert bloom is not None
+        assert bloom.might_contain(keys).all(), "a stored key is missing from its file's bloom filter"
+        assert bloom.count <= 1.25 * len(keys)  # stale (deleted) keys stay bounded
+        if fresh:
+            assert bloom.to_bytes() == bloom_filter_bytes(keys)
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_base_files_carry_the_footer_keys_java_writers_need(tmp_path: Path, table_type: str) -> None:
+    """Schema, min/max record keys and a bloom filter holding every stored key are in the footer of
+    every base file: written fresh, rewritten by a CoW merge (filter extended with the inserts,
+    deletes kept as bounded false positives) and produced by MoR compaction."""
+    cfg = make_config(tmp_path, table_type)
+    rows = [(i, "ab"[i % 2], f"v{i}", "f1", 0) for i in range(400)]
+    write_arrow(batch(rows), cfg, "bulk_insert")
+    assert _check_base_file_footers(cfg.base_path, fresh=True) == 2
+    changes = [(i, "ab"[i % 2], "upd", "f2", 0) for i in range(0, 400, 7)]
+    changes += [(i, "ab"[i % 2], "new", "f2", 0) for i in range(400, 460)]
+    write_arrow(batch(changes), cfg, "upsert")
+    write_arrow(batch([(i, "ab"[i % 2], None, "f3", 0) for i in range(1, 60, 3)]), cfg, "delete")
+    if table_type == "MERGE_ON_READ":
+        assert compact(cfg) is not None
+    assert _check_base_file_footers(cfg.base_path, fresh=False) >= 2
+    model: dict[int, dict[str, Any]] = {}
+    apply(model, rows)
+    apply(model, changes)
+    apply(model, [(i, "ab"[i % 2], None, "f3", 0) for i in range(1, 60, 3)], [True] * 20)
+    assert project(read(cfg.base_path), DATA_COLS) == model_rows(model)
+
+
+def test_new_file_groups_share_inserts_evenly(tmp_path: Path) -> None:
+    """Inserts beyond one file's worth are spread evenly over the new groups (as Java's
+    UpsertPartitioner weighs its buckets), never one full group plus a small remainder."""
+    from helpers.hudi.writer import plan_insert_buckets
+
+    cfg = make_config(tmp_path, "COPY_ON_WRITE", target_file_size_bytes=1000 * 100)
+    buckets = plan_insert_buckets({"a": 2_501, "b": 999}, [], cfg, record_size=100)
+    by_partition = {p: [b.capacity for b in buckets if b.partition_path == p] for p in ("a", "b")}
+    assert by_partition == {"a": [834, 834, 833], "b": [999]}

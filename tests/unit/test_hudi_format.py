@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers.hudi.basefile import bloom_filter_bytes
+from helpers.hudi.basefile import HudiBloomFilter, bloom_filter_bytes, read_bloom_filter
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.format import (
     format_properties,
@@ -92,6 +92,35 @@ def test_bloom_filters_match_every_fixture_base_file_bit_for_bit(fixtures_dir: P
         assert bloom_filter_bytes(keys) == base64.b64decode(footer[b"org.apache.hudi.bloomfilter"]), path
         checked += 1
     assert checked >= 30
+
+
+def test_bloom_filter_parse_extend_and_probe_against_java_bytes(fixtures_dir: Path) -> None:
+    """A Java-written filter parses and re-serializes to the same bytes; extending a filter of the
+    first keys with the rest equals the filter built from all keys at once (so a merged file's
+    extended filter is the one Java would build for that key order); every key is found and
+    almost every absent key is not."""
+    path = next(
+        p
+        for p in sorted(glob.glob(str(fixtures_dir / "*" / "*" / "**" / "*.parquet"), recursive=True))
+        if "__MACOSX" not in p
+        and b"org.apache.hudi.bloomfilter" in (pq.ParquetFile(p).metadata.metadata or {})
+    )
+    footer = pq.ParquetFile(path).metadata.metadata
+    raw = base64.b64decode(footer[b"org.apache.hudi.bloomfilter"])
+    parsed = read_bloom_filter(footer)
+    assert parsed is not None and parsed.to_bytes() == raw
+    keys = pa.array([f"key-{i:06d}" for i in range(130_000)])  # crosses both filter rows
+    first = HudiBloomFilter.empty()
+    first.add(keys.slice(0, 59_990))
+    again = HudiBloomFilter.from_bytes(first.to_bytes())
+    again.add(keys.slice(59_990))
+    assert again.count == 130_000 and len(again.rows) == 2
+    assert again.to_bytes() == bloom_filter_bytes(keys)
+    assert again.might_contain(keys).all()
+    absent = pa.array([f"other-{i}" for i in range(5_000)])
+    assert again.might_contain(absent).sum() <= 5
+    assert read_bloom_filter({}) is None
+    assert read_bloom_filter({b"org.apache.hudi.bloomfilter": b"AAAA"}) is None  # corrupt: rebuild
 
 
 def test_log_blocks_reencode_to_the_fixture_bytes(fixtures_dir: Path) -> None:

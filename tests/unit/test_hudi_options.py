@@ -242,6 +242,7 @@ def test_write_disabling_inline_compaction_and_cleaning() -> None:
         ({"hoodie.datasource.write.payload.class": "com.acme.MyPayload"}, "is not one of"),
         ({"workbook.hudi.delete.mode": "archive"}, "must be 'hard' or 'soft'"),
         ({"hoodie.parquet.max.file.size": "big"}, "must be an integer"),
+        ({"workbook.hudi.write.driver.max.bytes": "-1"}, "must not be negative"),
         ({"hoodie.compact.inline.max.delta.commits": "3"}, "MERGE_ON_READ tables only"),
         ({"hoodie.clean.automatic": "false", "hoodie.cleaner.commits.retained": "3"}, "contradicts"),
     ],
@@ -280,6 +281,7 @@ def test_official_options_exact() -> None:
         "hoodie.meta.sync.client.tool.class": "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool",
         "hoodie.upsert.shuffle.parallelism": "8",
         "workbook.hudi.delete.mode": "hard",
+        "workbook.hudi.write.driver.max.bytes": "0",
     }
     assert official_write_options(parse_write_options(given)) == {
         "hoodie.table.name": "sales",
@@ -385,8 +387,8 @@ def test_write_hudi_workbook_branch(
     monkeypatch.setattr("helpers.spark.hudi_datasource_available", lambda spark: False)
     seen: list[tuple[Any, ...]] = []
     fake_writer = types.ModuleType("helpers.hudi.spark_writer")
-    fake_writer.write_dataframe = lambda df, config, operation: (
-        seen.append((df, config, operation)) or "commit"
+    fake_writer.write_dataframe = lambda df, config, operation, driver_max_bytes: (
+        seen.append((df, config, operation, driver_max_bytes)) or "commit"
     )  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "helpers.hudi.spark_writer", fake_writer)
     df = _FakeDataFrame()
@@ -394,9 +396,11 @@ def test_write_hudi_workbook_branch(
         **BASE,
         "hoodie.datasource.write.operation": "insert",
         "hoodie.datasource.hive_sync.enable": "true",
+        "workbook.hudi.write.driver.max.bytes": "1000",
     }
     result = write_hudi(df, options, "/tmp/sales")  # type: ignore[arg-type]
     assert df.calls == []
+    assert seen[0][3] == 1000
     assert len(seen) == 1
     assert seen[0][0] is df
     assert seen[0][1] == to_table_config(parse_write_options(options), "/tmp/sales")
@@ -405,6 +409,26 @@ def test_write_hudi_workbook_branch(
     assert result.commit == "commit"
     assert result.sync_skipped == ("hoodie.datasource.hive_sync.enable",)
     assert "catalog sync options are ignored" in caplog.text
+
+
+def test_write_hudi_arrow_and_pandas_input_need_the_workbook_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow/pandas input goes to ``write_arrow`` (no Spark session asked for); forcing the
+    official datasource with it is an error naming the fix."""
+    import pandas as pd
+    import pyarrow as pa
+
+    seen: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(
+        "helpers.hudi.writer.write_arrow",
+        lambda table, config, operation: seen.append((table, config, operation)) or "commit",
+    )
+    table = pa.table({"salesid": [1], "saletime": [5]})
+    result = write_hudi(table, BASE, "/tmp/sales")
+    assert (result.engine, result.commit, seen[0][0], seen[0][2]) == ("workbook", "commit", table, "upsert")
+    write_hudi(pd.DataFrame({"salesid": [2], "saletime": [6]}), BASE, "/tmp/sales")
+    assert seen[1][0].to_pylist() == [{"salesid": 2, "saletime": 6}]
+    with pytest.raises(HudiError, match="writes Spark DataFrames"):
+        write_hudi(table, BASE, "/tmp/sales", engine="official")
 
 
 def test_write_hudi_validates_before_choosing(monkeypatch: pytest.MonkeyPatch) -> None:
