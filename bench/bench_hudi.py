@@ -38,6 +38,7 @@ SALE_ROWS = 172_456
 BULK_ROWS = 1_000_000
 CHANGE_FRACTION = 0.10
 SEED = 20080101
+SETTLE_SECONDS = 0.5
 
 
 @dataclass
@@ -129,7 +130,21 @@ def changed_rows(table: pa.Table, fraction: float) -> pa.Table:
 # ---------------------------------------------------------------------------------- timing
 
 
+def settle() -> None:
+    """Let background work of earlier runs finish before a timed run, so each run starts from the
+    same quiet state: Python garbage, Spark's JVM, and above all the page cache. The table copies
+    made for the next runs leave tens of MB of dirty pages; the Hudi writer fsyncs its files (a
+    commit must survive a crash) and would otherwise wait for that unrelated writeback, while
+    delta-rs does not fsync."""
+    import gc
+
+    gc.collect()
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
 def timed(fn: Callable[[], Any]) -> float:
+    settle()
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -171,8 +186,20 @@ def writer_available() -> str | None:
 # ---------------------------------------------------------------------------------- workloads
 
 
+#: (a) entry points of the workbook writer: label -> (input kind, extra write options).
+UPSERT_ENTRIES: tuple[tuple[str, str, dict[str, str]], ...] = (
+    ("write_hudi(pyarrow.Table)", "arrow", {}),
+    ("write_hudi(Spark DF), driver path", "spark", {}),
+    ("write_hudi(Spark DF), Spark tasks", "spark", {"workbook.hudi.write.driver.max.bytes": "0"}),
+)
+
+
 def bench_upserts(spark: Any, work: Path, rows: int, repeat: int, out: list[Row]) -> dict[str, Path]:
-    """(a) 10% upsert, Hudi CoW / MoR vs delta-rs merge. Returns Hudi tables for (c)."""
+    """(a) 10% upsert, Hudi CoW / MoR through each entry point vs delta-rs merge.
+
+    Runs are interleaved (repeat i: delta-rs, then every Hudi variant, each on a fresh copy of its
+    base table), so a slow phase of the machine hits all of them alike. Returns Hudi tables for (c).
+    """
     from deltalake import DeltaTable, write_deltalake
 
     from helpers.hudi.api import write_hudi
@@ -183,73 +210,90 @@ def bench_upserts(spark: Any, work: Path, rows: int, repeat: int, out: list[Row]
 
     delta_seed = work / "delta_seed"
     write_deltalake(str(delta_seed), base, mode="overwrite")
-    delta_times = []
+
+    def delta_merge(target: Path) -> None:
+        (
+            DeltaTable(str(target))
+            .merge(changes, predicate="t.salesid = s.salesid", source_alias="s", target_alias="t")
+            .when_matched_update_all(predicate="s.saletime >= t.saletime")
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    reason = writer_available()
+    base_df = spark.createDataFrame(base).cache()
+    change_df = spark.createDataFrame(changes).cache()
+    base_df.count(), change_df.count()
+    variants: dict[tuple[str, str], dict[str, Any]] = {}
+    for table_type, label in (("COPY_ON_WRITE", "CoW"), ("MERGE_ON_READ", "MoR")):
+        for entry, kind, extra in UPSERT_ENTRIES:
+            variants[(label, entry)] = {
+                "table_type": table_type,
+                "input": changes if kind == "arrow" else change_df,
+                "options": {**hudi_options(table_type, "upsert"), **extra},
+                "times": [],
+                "note": reason or "",
+            }
+    if not reason:
+        for table_type, label in (("COPY_ON_WRITE", "CoW"), ("MERGE_ON_READ", "MoR")):
+            try:
+                write_hudi(base_df, hudi_options(table_type, "bulk_insert"), str(work / f"hudi_{label}_seed"))
+            except Exception as exc:  # noqa: BLE001 - a failed workload is reported, the rest still runs
+                for (lab, _), v in variants.items():
+                    if lab == label:
+                        v["note"] = failure(exc)
+    # untimed warm-up of every path (imports, JIT, first Arrow compute call)
+    for j, ((label, _entry), v) in enumerate(variants.items()):
+        if not v["note"]:
+            warm = work / f"warm_{j}"
+            shutil.copytree(work / f"hudi_{label}_seed", warm)
+            write_hudi(v["input"], v["options"], str(warm))
+    shutil.copytree(delta_seed, work / "delta_warm")
+    delta_merge(work / "delta_warm")
+
+    delta_times: list[float] = []
     for i in range(repeat):
         target = work / f"delta_{i}"
         shutil.copytree(delta_seed, target)
-        delta_times.append(
-            timed(
-                lambda t=target: (
-                    DeltaTable(str(t))
-                    .merge(changes, predicate="t.salesid = s.salesid", source_alias="s", target_alias="t")
-                    .when_matched_update_all(predicate="s.saletime >= t.saletime")
-                    .when_not_matched_insert_all()
-                    .execute()
-                )
-            )
-        )
+        delta_times.append(timed(lambda t=target: delta_merge(t)))
+        for j, ((label, _entry), v) in enumerate(variants.items()):
+            if v["note"]:
+                continue
+            target = work / f"hudi_{label}_{j}_{i}"
+            shutil.copytree(work / f"hudi_{label}_seed", target)
+            try:
+                v["times"].append(timed(lambda t=target, v=v: write_hudi(v["input"], v["options"], str(t))))
+                v.setdefault("first", target)
+            except Exception as exc:  # noqa: BLE001
+                v["note"] = failure(exc)
     check = DeltaTable(str(work / "delta_0")).to_pyarrow_table()
     assert check.num_rows == base.num_rows, "delta merge changed the row count"
     delta_rate = median_rate(n, delta_times)
 
-    reason = writer_available()
-    tables: dict[str, Path] = {}
-    base_df = spark.createDataFrame(base).cache()
-    change_df = spark.createDataFrame(changes).cache()
-    base_df.count(), change_df.count()
-    for table_type, label in (("COPY_ON_WRITE", "CoW"), ("MERGE_ON_READ", "MoR")):
-        if reason:
-            out.append(
-                Row(
-                    f"(a) upsert 10% of {rows:,} ({n:,} rows)",
-                    f"Hudi {label}",
-                    None,
-                    "delta-rs merge",
-                    delta_rate,
-                    reason,
-                )
-            )
-            continue
-        try:
-            seed = work / f"hudi_{label}_seed"
-            write_hudi(base_df, hudi_options(table_type, "bulk_insert"), str(seed))
-            times = []
-            for i in range(repeat):
-                target = work / f"hudi_{label}_{i}"
-                shutil.copytree(seed, target)
-                times.append(
-                    timed(
-                        lambda t=target, tt=table_type: write_hudi(
-                            change_df, hudi_options(tt, "upsert"), str(t)
-                        )
-                    )
-                )
-            from helpers.hudi.read import read_snapshot
+    from helpers.hudi.read import read_snapshot
 
-            after = read_snapshot(str(work / f"hudi_{label}_0"), columns=["salesid", "pricepaid"])
-            assert after.num_rows == base.num_rows, f"Hudi {label} upsert changed the row count"
-            tables[label] = work / f"hudi_{label}_0"
-            rate, note = median_rate(n, times), ""
-        except Exception as exc:  # noqa: BLE001 - a failed workload is reported, the rest still runs
-            rate, note = None, failure(exc)
+    tables: dict[str, Path] = {}
+    expected = {r["salesid"]: r["pricepaid"] for r in changes.select(["salesid", "pricepaid"]).to_pylist()}
+    for (label, entry), v in variants.items():
+        rate: float | None = None
+        if not v["note"] and v["times"]:
+            after = read_snapshot(str(v["first"]), columns=["salesid", "pricepaid"])
+            assert after.num_rows == base.num_rows, f"Hudi {label} {entry} changed the row count"
+            got = {
+                r["salesid"]: r["pricepaid"]
+                for r in after.filter(pa.compute.is_in(after["salesid"], changes["salesid"])).to_pylist()
+            }
+            assert got == expected, f"Hudi {label} {entry}: changed rows do not hold the new values"
+            tables.setdefault(label, v["first"])
+            rate = median_rate(n, v["times"])
         out.append(
             Row(
                 f"(a) upsert 10% of {rows:,} ({n:,} rows)",
-                f"Hudi {label} (write_hudi)",
+                f"Hudi {label} {entry}",
                 rate,
                 "delta-rs merge",
                 delta_rate,
-                note,
+                v["note"],
             )
         )
     base_df.unpersist(), change_df.unpersist()
@@ -391,9 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (20,000 / 100,000 rows), 1 repeat")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the median is reported")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per timing; the median is reported")
     parser.add_argument("--workdir", help="where tables are written (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the written tables")
+    parser.add_argument("--only", default="abc", help="workloads to run, e.g. 'a' or 'bc' (default: abc)")
     args = parser.parse_args(argv)
     sale_rows, bulk_rows, repeat = (20_000, 100_000, 1) if args.quick else (SALE_ROWS, BULK_ROWS, args.repeat)
 
@@ -417,9 +462,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[Row] = []
     try:
-        tables = bench_upserts(spark, work, sale_rows, repeat, rows)
-        bench_bulk_insert(spark, work, bulk_rows, repeat, rows)
-        bench_time_travel(spark, work, sale_rows, tables, repeat, rows)
+        tables: dict[str, Path] = {}
+        if "a" in args.only:
+            tables = bench_upserts(spark, work, sale_rows, repeat, rows)
+        if "b" in args.only:
+            bench_bulk_insert(spark, work, bulk_rows, repeat, rows)
+        if "c" in args.only:
+            bench_time_travel(spark, work, sale_rows, tables, repeat, rows)
     finally:
         if not args.keep and not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -41,6 +41,7 @@ __all__ = [
     "bloom_filter_bytes",
     "HudiBloomFilter",
     "read_bloom_filter",
+    "bloom_filter_count",
     "write_base_file",
     "dictionary_columns",
     "read_base_file",
@@ -241,6 +242,26 @@ def bloom_filter_bytes(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec =
     return bloom.to_bytes()
 
 
+def bloom_filter_count(encoded: bytes) -> int | None:
+    """Keys added to a footer's DYNAMIC_V0 filter, from its header alone (no full decode).
+
+    Args:
+        encoded: the Base64 footer value.
+
+    Returns:
+        The count, or ``None`` when the header is not a murmur DYNAMIC_V0 one.
+    """
+    try:
+        head = base64.b64decode(encoded[:36])  # 27 bytes: filter header + row header
+        version, _, hash_type, _ = struct.unpack_from(">iibi", head, 0)
+        per_row, current, nrows = struct.unpack_from(">iii", head, 13)
+    except (ValueError, struct.error):
+        return None
+    if version != -1 or hash_type != 1 or nrows < 1:
+        return None
+    return int((nrows - 1) * per_row + current)
+
+
 def read_bloom_filter(footer: dict[bytes, bytes] | None) -> HudiBloomFilter | None:
     """The DYNAMIC_V0 filter of a base file's footer metadata, or ``None`` when absent/other type.
 
@@ -294,7 +315,7 @@ def write_base_file(
     avro_schema_with_meta: dict[str, Any],
     *,
     compression: str = "snappy",
-    bloom_filter: bool | HudiBloomFilter = True,
+    bloom_filter: bool | HudiBloomFilter | bytes = True,
 ) -> int:
     """Write one base file and fsync it.
 
@@ -308,7 +329,8 @@ def write_base_file(
         avro_schema_with_meta: table Avro schema including meta fields (``parquet.avro.schema``).
         compression: Parquet codec.
         bloom_filter: add Hudi's bloom filter of the keys to the footer (``True``), or write this
-            already-filled filter (the merge path extends the old file's filter), or none (``False``).
+            already-filled filter (the merge path extends the old file's filter), or this
+            Base64 footer value unchanged (a merge that inserts no key), or none (``False``).
 
     Returns:
         Size of the written file in bytes.
@@ -324,11 +346,13 @@ def write_base_file(
         metadata[b"hoodie_min_record_key"] = min_max["min"].as_py().encode()
         metadata[b"hoodie_max_record_key"] = min_max["max"].as_py().encode()
     if bloom_filter is not False:
-        if isinstance(bloom_filter, HudiBloomFilter):
-            bloom = bloom_filter.to_bytes()
+        if isinstance(bloom_filter, bytes):
+            encoded = bloom_filter
+        elif isinstance(bloom_filter, HudiBloomFilter):
+            encoded = base64.b64encode(bloom_filter.to_bytes())
         else:
-            bloom = bloom_filter_bytes(keys)
-        metadata[b"org.apache.hudi.bloomfilter"] = base64.b64encode(bloom)
+            encoded = base64.b64encode(bloom_filter_bytes(keys))
+        metadata[b"org.apache.hudi.bloomfilter"] = encoded
         metadata[b"hoodie_bloom_filter_type_code"] = b"DYNAMIC_V0"
     table = table.replace_schema_metadata(None)
     tmp = path + ".writing"

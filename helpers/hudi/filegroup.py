@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from helpers.hudi.basefile import HudiBloomFilter, read_bloom_filter, write_base_file
+from helpers.hudi.basefile import HudiBloomFilter, bloom_filter_count, read_bloom_filter, write_base_file
 from helpers.hudi.format import (
     META_COLUMNS,
     PARTITION_PATH_COL,
@@ -40,6 +40,8 @@ __all__ = [
     "OP_UPDATE",
     "OP_DELETE",
     "FileGroupTask",
+    "OldBaseFile",
+    "read_old_base_file",
     "write_file_group",
     "conform",
     "marker_path",
@@ -122,35 +124,75 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+_STRING_DICT = pa.dictionary(pa.int32(), pa.string())
+#: Arrow types of the meta columns as handed to the Parquet writer: the repetitive ones (commit
+#: time, partition path, file name) as dictionaries, which the writer encodes without hashing
+#: every string (a fifth of the write time); the file schema is plain strings either way.
+META_WRITE_TYPES = (_STRING_DICT, pa.string(), pa.string(), _STRING_DICT, _STRING_DICT)
+
+
+def _constant(value: str, n: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+
+
 def _meta_columns(task: FileGroupTask, rows: pa.Table, file_name_value: str) -> list[pa.Array]:
     n = rows.num_rows
     seq = pa.array(np.arange(n, dtype=np.int64)).cast(pa.string())
     return [
-        pa.repeat(pa.scalar(task.instant, pa.string()), n),
+        _constant(task.instant, n),
         pc.binary_join_element_wise(f"{task.instant}_{task.task_index}_", seq, ""),
-        rows.column(RECORD_KEY_COL).combine_chunks(),
-        rows.column(PARTITION_PATH_COL).combine_chunks(),
-        pa.repeat(pa.scalar(file_name_value, pa.string()), n),
+        rows.column(RECORD_KEY_COL).combine_chunks().cast(pa.string()),
+        rows.column(PARTITION_PATH_COL).combine_chunks().cast(pa.string()).dictionary_encode(),
+        _constant(file_name_value, n),
     ]
 
 
 def _with_meta(task: FileGroupTask, rows: pa.Table, file_name_value: str) -> pa.Table:
     data = conform(rows, task.table_schema)
     meta = _meta_columns(task, rows, file_name_value)
-    fields = [pa.field(m, pa.string()) for m in META_COLUMNS] + list(task.table_schema)
-    return pa.Table.from_arrays(meta + list(data.columns), schema=pa.schema(fields))
+    fields = [pa.field(m, t) for m, t in zip(META_COLUMNS, META_WRITE_TYPES, strict=True)]
+    return pa.Table.from_arrays(meta + list(data.columns), schema=pa.schema(fields + list(task.table_schema)))
+
+
+@dataclass(frozen=True)
+class OldBaseFile:
+    """A base file about to be merged, read once: its rows (without ``_hoodie_file_name``, which
+    the merge replaces; commit time and partition path as dictionaries) and its footer."""
+
+    rows: pa.Table
+    footer: dict[bytes, bytes]
+
+
+def read_old_base_file(path: str) -> OldBaseFile:
+    """Read a base file for a merge (see :class:`OldBaseFile`).
+
+    Args:
+        path: absolute path of the base file.
+
+    Returns:
+        Its rows and footer key-value metadata.
+    """
+    handle = pq.ParquetFile(path, read_dictionary=_DICTIONARY_META)
+    rows = handle.read(columns=[c for c in handle.schema_arrow.names if c != META_COLUMNS[4]])
+    return OldBaseFile(rows.replace_schema_metadata(None), dict(handle.metadata.metadata or {}))
 
 
 def _extended_bloom(
-    old_file: pq.ParquetFile, upserts: pa.Table, upsert_present: np.ndarray, out_rows: int
-) -> bool | HudiBloomFilter:
+    footer: dict[bytes, bytes], upserts: pa.Table, upsert_present: np.ndarray, out_rows: int
+) -> bool | HudiBloomFilter | bytes:
     """The old base file's bloom filter plus the keys this merge inserts, or ``True`` (build anew)
     when the old filter is missing, not DYNAMIC_V0, or would hold more than 25% stale keys."""
-    bloom = read_bloom_filter(old_file.metadata.metadata)
-    if bloom is None:
+    encoded = footer.get(b"org.apache.hudi.bloomfilter")
+    if encoded is None or footer.get(b"hoodie_bloom_filter_type_code", b"DYNAMIC_V0") != b"DYNAMIC_V0":
         return True
     inserted = upserts.column(RECORD_KEY_COL).combine_chunks().filter(pa.array(~upsert_present))
-    if bloom.count + len(inserted) > _MAX_STALE_RATIO * out_rows:
+    count = bloom_filter_count(encoded)
+    if count is None or count + len(inserted) > _MAX_STALE_RATIO * out_rows:
+        return True
+    if not len(inserted):
+        return encoded  # same keys (or fewer): the old filter, bytes unchanged
+    bloom = read_bloom_filter(footer)
+    if bloom is None:
         return True
     bloom.add(inserted)
     return bloom
@@ -163,12 +205,13 @@ def _touch_marker(task: FileGroupTask, io_type: str) -> None:
         pass
 
 
-def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
+def write_file_group(task: FileGroupTask, rows: pa.Table, loaded: OldBaseFile | None = None) -> WriteStat:
     """Write the one data file of a planned file-group task.
 
     Args:
         task: the plan for this file group.
         rows: rows routed to the group (data columns, key, partition path, ``_hudi_op``).
+        loaded: the merge's old base file when the caller has already read it.
 
     Returns:
         Truthful write statistics of the written file.
@@ -229,18 +272,15 @@ def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
         return stat
 
     new_rows = _with_meta(task, upserts, task.file_name)
-    bloom: bool | HudiBloomFilter = task.bloom_filter
+    bloom: bool | HudiBloomFilter | bytes = task.bloom_filter
     if task.kind == "merge":
         _touch_marker(task, "MERGE")
         assert task.prev_base_file is not None
         # The old file's name column is replaced, so it is not read; the repetitive meta columns
         # are read as dictionaries (half the decoding work) and written back as strings.
-        old_file = pq.ParquetFile(
-            os.path.join(task.base_path, task.prev_base_file), read_dictionary=_DICTIONARY_META
-        )
-        old = old_file.read(
-            columns=[c for c in old_file.schema_arrow.names if c != META_COLUMNS[4]]
-        ).replace_schema_metadata(None)
+        if loaded is None:
+            loaded = read_old_base_file(os.path.join(task.base_path, task.prev_base_file))
+        old = loaded.rows
         old_keys = old.column(RECORD_KEY_COL).combine_chunks()
         touched = rows.column(RECORD_KEY_COL).combine_chunks()
         keep = pc.invert(pc.is_in(old_keys, value_set=touched))
@@ -255,14 +295,14 @@ def write_file_group(task: FileGroupTask, rows: pa.Table) -> WriteStat:
                 f"{old.num_rows - kept.num_rows} of them are"
             )
         kept_data = conform(kept, task.table_schema)
-        file_names = pa.repeat(pa.scalar(task.file_name, pa.string()), kept.num_rows)
-        kept_meta = [kept.column(c) for c in META_COLUMNS[:4]] + [file_names]
+        kept_meta = [kept.column(c) for c in META_COLUMNS[:4]] + [_constant(task.file_name, kept.num_rows)]
         kept_full = pa.Table.from_arrays(
-            [c.cast(pa.string()) for c in kept_meta] + list(kept_data.columns), schema=new_rows.schema
+            [c.cast(t) for c, t in zip(kept_meta, META_WRITE_TYPES, strict=True)] + list(kept_data.columns),
+            schema=new_rows.schema,
         )
         out = pa.concat_tables([kept_full, new_rows])
         if task.bloom_filter:
-            bloom = _extended_bloom(old_file, upserts, present[ops != OP_DELETE], out.num_rows)
+            bloom = _extended_bloom(loaded.footer, upserts, present[ops != OP_DELETE], out.num_rows)
         io_stat_time = "upsert"
     else:
         _touch_marker(task, "CREATE")

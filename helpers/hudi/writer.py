@@ -42,7 +42,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,9 @@ from helpers.hudi.filegroup import (
     OP_INSERT,
     OP_UPDATE,
     FileGroupTask,
+    OldBaseFile,
     conform,
+    read_old_base_file,
     write_file_group,
 )
 from helpers.hudi.format import (
@@ -455,12 +457,79 @@ def dedup_batch(table: pa.Table, config: HudiTableConfig) -> pa.Table:
     return table.take(keep).drop_columns([HUDI_ROW_COL])
 
 
-def load_key_index(config: HudiTableConfig, groups: Sequence[FileGroup]) -> pa.Table:
-    """Current record key index: key -> stored partition, file group and ordering values.
+#: Copy-on-Write writes in this process read the base files they will rewrite once, before
+#: tagging, when those files total at most this many bytes on disk (else keys are read first).
+PRELOAD_MAX_BYTES = 512 * 1024 * 1024
+
+
+def candidate_groups(
+    config: HudiTableConfig, groups: Sequence[FileGroup], batch_keys: pa.Array | pa.ChunkedArray
+) -> list[FileGroup]:
+    """Groups whose latest base file may hold one of ``batch_keys`` (Hudi's bloom index first
+    step: the min/max record keys of the footer). Files without usable bounds always qualify.
 
     Args:
         config: table configuration.
         groups: visible file groups.
+        batch_keys: record keys of the batch.
+
+    Returns:
+        The groups to look keys up in.
+    """
+    import pyarrow.parquet as pq
+
+    out = []
+    for group in groups:
+        sl = group.latest
+        if not sl.base_file:
+            continue
+        footer = pq.read_metadata(os.path.join(config.base_path, sl.rel(sl.base_file))).metadata or {}
+        low = footer.get(b"hoodie_min_record_key", b"").decode("utf-8", "replace")
+        high = footer.get(b"hoodie_max_record_key", b"").decode("utf-8", "replace")
+        # Java orders strings by UTF-16 code units, Arrow by UTF-8 bytes: same for ASCII only.
+        if not low or not high or not (low.isascii() and high.isascii()):
+            out.append(group)
+            continue
+        inside = pc.and_(pc.greater_equal(batch_keys, low), pc.less_equal(batch_keys, high))
+        if pc.any(inside).as_py():
+            out.append(group)
+    return out
+
+
+def preload_base_files(config: HudiTableConfig, groups: Sequence[FileGroup]) -> dict[str, OldBaseFile]:
+    """Read the latest base files of ``groups`` in parallel threads, if they total at most
+    :data:`PRELOAD_MAX_BYTES` (else nothing is read and ``{}`` returned).
+
+    Args:
+        config: table configuration.
+        groups: the groups (with base files) a write will look keys up in.
+
+    Returns:
+        File id to the read file.
+    """
+    with_base = [g for g in groups if g.latest.base_file]
+    if not with_base or sum(g.latest.base_size for g in with_base) > PRELOAD_MAX_BYTES:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [os.path.join(config.base_path, g.latest.rel(g.latest.base_file or "")) for g in with_base]
+    with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 2)) as pool:
+        files = list(pool.map(read_old_base_file, paths))
+    return {g.file_id: f for g, f in zip(with_base, files, strict=True)}
+
+
+def load_key_index(
+    config: HudiTableConfig,
+    groups: Sequence[FileGroup],
+    *,
+    loaded: Mapping[str, OldBaseFile] | None = None,
+) -> pa.Table:
+    """Current record key index: key -> stored partition, file group and ordering values.
+
+    Args:
+        config: table configuration.
+        groups: visible file groups (or the candidates of :func:`candidate_groups`).
+        loaded: base files already read (:func:`preload_base_files`), used instead of reading.
 
     Returns:
         Table with ``_hoodie_record_key``, ``_hudi_stored_partition``, ``_hudi_fid`` and
@@ -473,12 +542,19 @@ def load_key_index(config: HudiTableConfig, groups: Sequence[FileGroup]) -> pa.T
             sl = group.latest
             if not sl.base_file:
                 continue
-            path = os.path.join(config.base_path, sl.rel(sl.base_file))
-            import pyarrow.parquet as pq
+            if loaded is not None and group.file_id in loaded:
+                rows = loaded[group.file_id].rows
+                part = rows.select(
+                    [c for c in wanted + list(config.ordering_fields) if c in rows.column_names]
+                )
+                part = part.set_column(1, PARTITION_PATH_COL, part.column(1).cast(pa.string()))
+            else:
+                import pyarrow.parquet as pq
 
-            names = set(pq.read_schema(path).names)
-            cols = wanted + [f for f in config.ordering_fields if f in names]
-            part = read_base_file(path, cols)
+                path = os.path.join(config.base_path, sl.rel(sl.base_file))
+                names = set(pq.read_schema(path).names)
+                cols = wanted + [f for f in config.ordering_fields if f in names]
+                part = read_base_file(path, cols)
             part = part.append_column(
                 HUDI_FID_COL, pa.repeat(pa.scalar(group.file_id, pa.string()), part.num_rows)
             )
@@ -861,23 +937,30 @@ def split_by_task(tagged: pa.Table, task_of_row: np.ndarray, num_tasks: int) -> 
     return [ordered.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(num_tasks)]
 
 
-def run_tasks_locally(tasks: Sequence[FileGroupTask], rows: Sequence[pa.Table]) -> list[WriteStat]:
+def run_tasks_locally(
+    tasks: Sequence[FileGroupTask],
+    rows: Sequence[pa.Table],
+    loaded: Mapping[str, OldBaseFile] | None = None,
+) -> list[WriteStat]:
     """Execute file-group tasks in this process (a small thread pool: Parquet, numpy and Arrow
     compute release the GIL).
 
     Args:
         tasks: planned tasks.
         rows: rows per task.
+        loaded: base files already read, by file id (merge tasks use them instead of reading).
 
     Returns:
         Write stats in task order.
     """
+    loaded = loaded or {}
+    olds = [loaded.get(t.file_id) if t.kind == "merge" else None for t in tasks]
     if len(tasks) <= 1:
-        return [write_file_group(t, r) for t, r in zip(tasks, rows, strict=True)]
+        return [write_file_group(t, r, o) for t, r, o in zip(tasks, rows, olds, strict=True)]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 2)) as pool:
-        return list(pool.map(write_file_group, tasks, rows))
+        return list(pool.map(write_file_group, tasks, rows, olds))
 
 
 def ensure_partition_metadata(base_path: str, partitions: Sequence[str], instant: str) -> None:
@@ -1377,10 +1460,15 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
         rolled, groups, schema = begin_write(config, batch.schema)
         txn = WriteTransaction(config, "deltacommit" if config.is_mor else "commit")
         try:
+            loaded: dict[str, OldBaseFile] = {}
             if operation == "bulk_insert":
                 index = _index_shape(None, config)
-            else:
+            elif config.is_mor:
                 index = load_key_index(config, groups)
+            else:
+                candidates = candidate_groups(config, groups, batch.column(RECORD_KEY_COL))
+                loaded = preload_base_files(config, candidates)
+                index = load_key_index(config, candidates, loaded=loaded)
             tagged = tag_batch(batch, index, config)
             tasks, task_of_row = plan_tasks(
                 tagged, config, groups, txn.instant, schema, allow_small_files=operation != "bulk_insert"
@@ -1388,7 +1476,7 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
             partitions = sorted({t.partition_path for t in tasks})
             txn.mark_inflight(partitions)
             ensure_partition_metadata(config.base_path, partitions, txn.instant)
-            stats = run_tasks_locally(tasks, split_by_task(tagged, task_of_row, len(tasks)))
+            stats = run_tasks_locally(tasks, split_by_task(tagged, task_of_row, len(tasks)), loaded)
         except HudiError:
             raise
         except Exception as exc:

@@ -388,8 +388,8 @@ KILL_SCRIPT = textwrap.dedent(
     import helpers.hudi.writer as w
     from helpers.hudi.config import HudiTableConfig
     real = w.write_file_group
-    def slow(task, rows):
-        stat = real(task, rows)
+    def slow(task, rows, loaded=None):
+        stat = real(task, rows, loaded)
         open(sys.argv[2], "w").close()   # one data file is on disk: signal the parent, then hang
         time.sleep(60)
         return stat
@@ -625,3 +625,40 @@ def test_new_file_groups_share_inserts_evenly(tmp_path: Path) -> None:
     buckets = plan_insert_buckets({"a": 2_501, "b": 999}, [], cfg, record_size=100)
     by_partition = {p: [b.capacity for b in buckets if b.partition_path == p] for p in ("a", "b")}
     assert by_partition == {"a": [834, 834, 833], "b": [999]}
+
+
+def test_key_range_pruning_reads_and_rewrites_only_files_that_can_hold_the_keys(tmp_path: Path) -> None:
+    """Like Hudi's bloom index, the local CoW writer looks keys up only in files whose footer
+    min/max record keys bracket them: other files are neither read nor rewritten, and a key
+    outside every range is an insert."""
+    from helpers.hudi.fsview import load_file_groups
+    from helpers.hudi.writer import candidate_groups
+
+    cfg = make_config(
+        tmp_path,
+        "COPY_ON_WRITE",
+        partition_fields=(),
+        target_file_size_bytes=100 * 1024,
+        small_file_limit_bytes=0,  # inserts go to a new group, so exactly one file is merged
+    )
+    rows = [(i, "x", "v0", "f1", 0) for i in range(1000, 1300)]  # 4 digits: string order = numeric
+    write_arrow(batch(rows), cfg, "bulk_insert")
+    groups = load_file_groups(cfg.base_path)
+    assert len(groups) == 3
+
+    def hits(keys: list[str]) -> int:
+        return len(candidate_groups(cfg, groups, pa.array(keys)))
+
+    assert (hits(["1150", "1160"]), hits(["1050", "1250"]), hits(["5000"]), hits([])) == (1, 2, 0, 0)
+    before = {g.file_id: g.latest.base_file for g in groups}
+    changes = [(1150, "x", "upd", "f2", 0), (5000, "x", "new", "f2", 0)]
+    result = write_arrow(batch(changes), cfg, "upsert")
+    assert (result.num_updates, result.num_inserts) == (1, 1)
+    after = {g.file_id: g.latest.base_file for g in load_file_groups(cfg.base_path)}
+    rewritten = {fid for fid in before if after[fid] != before[fid]}
+    assert len(rewritten) == 1  # the 1100-1199 file; the insert made a new group
+    assert len(after) == 4
+    model: dict[int, dict[str, Any]] = {}
+    apply(model, rows)
+    apply(model, changes)
+    assert project(read(cfg.base_path), DATA_COLS) == model_rows(model)

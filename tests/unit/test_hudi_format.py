@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from helpers.hudi.basefile import HudiBloomFilter, bloom_filter_bytes, read_bloom_filter
+from helpers.hudi.basefile import HudiBloomFilter, bloom_filter_bytes, bloom_filter_count, read_bloom_filter
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.format import (
     format_properties,
@@ -109,12 +109,15 @@ def test_bloom_filter_parse_extend_and_probe_against_java_bytes(fixtures_dir: Pa
     raw = base64.b64decode(footer[b"org.apache.hudi.bloomfilter"])
     parsed = read_bloom_filter(footer)
     assert parsed is not None and parsed.to_bytes() == raw
+    assert bloom_filter_count(footer[b"org.apache.hudi.bloomfilter"]) == parsed.count
     keys = pa.array([f"key-{i:06d}" for i in range(130_000)])  # crosses both filter rows
     first = HudiBloomFilter.empty()
     first.add(keys.slice(0, 59_990))
     again = HudiBloomFilter.from_bytes(first.to_bytes())
     again.add(keys.slice(59_990))
     assert again.count == 130_000 and len(again.rows) == 2
+    assert bloom_filter_count(base64.b64encode(again.to_bytes())) == 130_000
+    assert bloom_filter_count(b"!!not base64") is None
     assert again.to_bytes() == bloom_filter_bytes(keys)
     assert again.might_contain(keys).all()
     absent = pa.array([f"other-{i}" for i in range(5_000)])
