@@ -17,6 +17,8 @@ __all__ = [
     "HudiLockError",
     "RunnerError",
     "AwsError",
+    "BronzeError",
+    "CaptureError",
 ]
 
 
@@ -58,3 +60,11 @@ class RunnerError(WorkbookError):
 
 class AwsError(WorkbookError):
     """An AWS API call failed or AWS settings are missing."""
+
+
+class CaptureError(WorkbookError):
+    """A connector could not be configured, registered, started or queried."""
+
+
+class BronzeError(WorkbookError):
+    """A change event could not be written to (or read from) the Bronze zone."""

@@ -29,6 +29,9 @@ from helpers.errors import ParamsError
 __all__ = [
     "AwsParams",
     "LakeParams",
+    "CaptureParams",
+    "KafkaConnectParams",
+    "MskConnectParams",
     "LocalParams",
     "MariaDbParams",
     "OrdersParams",
@@ -167,6 +170,40 @@ class LakeParams(_Strict):
     silver: str = "lake/silver"
 
 
+class KafkaConnectParams(_Strict):
+    """Self-managed Kafka Connect (``capture.backend: kafka_connect``)."""
+
+    url: str = "http://localhost:8083"
+
+
+class MskConnectParams(_Strict):
+    """Amazon MSK Connect (``capture.backend: msk_connect``)."""
+
+    plugin_arn: str
+    plugin_revision: Annotated[int, Field(ge=1)] = 1
+    worker_configuration_arn: str
+    worker_configuration_revision: Annotated[int, Field(ge=1)] = 1
+    bootstrap_servers: str
+    security_groups: tuple[str, ...]
+    subnets: tuple[str, ...]
+    service_role_arn: str
+    log_group: str
+
+
+class CaptureParams(_Strict):
+    """Change capture: where connectors run and how the embedded sink writes Bronze."""
+
+    backend: Literal["embedded", "kafka_connect", "msk_connect"] = "embedded"
+    bronze_format: Literal["avro", "jsonl"] = "avro"
+    flush_interval_ms: Annotated[int, Field(ge=10, le=60_000)] = 500
+    max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 2048
+    heartbeat_ms: Annotated[int, Field(ge=1000)] = 10_000
+    mysql_server_id: Annotated[int, Field(ge=2)] = 184_054
+    start_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    kafka_connect: KafkaConnectParams = KafkaConnectParams()
+    msk_connect: MskConnectParams | None = None
+
+
 class WorkbookParams(_Strict):
     """All parameters of one workbook run, frozen."""
 
@@ -179,6 +216,7 @@ class WorkbookParams(_Strict):
     sources: dict[str, SourceParams]
     local: LocalParams = LocalParams()
     lake: LakeParams = LakeParams()
+    capture: CaptureParams = CaptureParams()
     aws: AwsParams | None = None
 
     @model_validator(mode="after")

@@ -1,0 +1,47 @@
+"""Change capture: Debezium connector configurations, registration backends and the Bronze sink.
+
+:func:`connector_specs` builds one source connector per source system from the parameters;
+:func:`open_backend` returns the backend the parameters choose (embedded workers locally, Kafka
+Connect REST or MSK Connect on AWS); :func:`register_connectors` creates or updates them all and
+waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show progress.
+"""
+
+from __future__ import annotations
+
+from helpers.capture.api import (
+    bronze_frame,
+    capture_status_frame,
+    connector_specs,
+    open_backend,
+    register_connectors,
+    stop_connectors,
+)
+from helpers.capture.backends import (
+    ConnectorBackend,
+    ConnectorStatus,
+    EmbeddedBackend,
+    KafkaConnectRestBackend,
+    MskConnectBackend,
+    wait_until_running,
+)
+from helpers.capture.bronze import BronzeWriter, bronze_files, read_bronze
+from helpers.capture.connectors import ConnectorSpec
+
+__all__ = [
+    "BronzeWriter",
+    "ConnectorBackend",
+    "ConnectorSpec",
+    "ConnectorStatus",
+    "EmbeddedBackend",
+    "KafkaConnectRestBackend",
+    "MskConnectBackend",
+    "bronze_files",
+    "bronze_frame",
+    "capture_status_frame",
+    "connector_specs",
+    "open_backend",
+    "read_bronze",
+    "register_connectors",
+    "stop_connectors",
+    "wait_until_running",
+]

@@ -1,0 +1,250 @@
+"""Notebook-facing capture functions: build, register, watch (see :mod:`helpers.capture`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.capture.backends import (
+    ConnectorBackend,
+    EmbeddedBackend,
+    KafkaConnectRestBackend,
+    MskConnectBackend,
+    wait_until_running,
+)
+from helpers.capture.bronze import bronze_files
+from helpers.capture.connectors import (
+    ConnectorSpec,
+    mysql_source_config,
+    postgres_source_config,
+    sqlserver_source_config,
+)
+from helpers.cdc import publication_name
+from helpers.errors import CaptureError
+from helpers.params import WorkbookParams
+
+__all__ = [
+    "SourceEndpoint",
+    "bronze_frame",
+    "capture_status_frame",
+    "connector_specs",
+    "local_endpoints",
+    "open_backend",
+    "register_connectors",
+    "stop_connectors",
+]
+
+_ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql", "sqlserver": "sqlserver"}
+
+
+@dataclass(frozen=True)
+class SourceEndpoint:
+    """Where and as whom a connector logs in (``password`` may be a config-provider reference)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return (
+            f"SourceEndpoint(host={self.host!r}, port={self.port}, user={self.user!r}, password='********')"
+        )
+
+
+def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
+    """Endpoints of the local stack, passwords from the state directory's credentials file."""
+    from helpers.stack import APP_USER, LOOPBACK, LocalStack
+
+    creds = LocalStack(params).credentials
+    return {
+        "postgres": SourceEndpoint(
+            LOOPBACK, params.local.postgres.port, APP_USER, creds.postgres_password.get_secret_value()
+        ),
+        "mysql": SourceEndpoint(
+            LOOPBACK, params.local.mariadb.port, APP_USER, creds.mariadb_password.get_secret_value()
+        ),
+    }
+
+
+def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoint]) -> list[ConnectorSpec]:
+    """One source connector per source system (``<project>-<source>``).
+
+    Args:
+        params: workbook parameters (sources, project, capture settings).
+        endpoints: per engine kind (``postgres``, ``mysql``, ``sqlserver``) the login to use.
+
+    Returns:
+        The specs, in source order.
+
+    Raises:
+        CaptureError: when a source's engine has no endpoint.
+    """
+    specs = []
+    for source, sp in params.sources.items():
+        kind = _ENGINE_KIND[sp.engine]
+        if kind not in endpoints:
+            raise CaptureError(f"Failed to configure connector for source {source}: no {kind} endpoint given")
+        ep = endpoints[kind]
+        name = f"{params.project}-{source}"
+        if kind == "postgres":
+            specs.append(
+                postgres_source_config(
+                    name=name,
+                    project=params.project,
+                    host=ep.host,
+                    port=ep.port,
+                    user=ep.user,
+                    password=ep.password,
+                    database=sp.database,
+                    schema=sp.namespace,
+                    tables=sp.tables,
+                    publication=publication_name(params, source),
+                    slot=f"{params.project}_{source}_slot",
+                    heartbeat_ms=params.capture.heartbeat_ms,
+                )
+            )
+        elif kind == "mysql":
+            specs.append(
+                mysql_source_config(
+                    name=name,
+                    project=params.project,
+                    host=ep.host,
+                    port=ep.port,
+                    user=ep.user,
+                    password=ep.password,
+                    database=sp.database,
+                    tables=sp.tables,
+                    server_id=params.capture.mysql_server_id + len(specs),
+                    schema_history={
+                        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory"
+                    },
+                )
+            )
+        else:
+            specs.append(
+                sqlserver_source_config(
+                    name=name,
+                    project=params.project,
+                    host=ep.host,
+                    port=ep.port,
+                    user=ep.user,
+                    password=ep.password,
+                    database=sp.database,
+                    schema=sp.namespace,
+                    tables=sp.tables,
+                    schema_history={
+                        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory"
+                    },
+                )
+            )
+    return specs
+
+
+def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> ConnectorBackend:
+    """The backend ``params.capture.backend`` names."""
+    cap = params.capture
+    if cap.backend == "embedded":
+        return EmbeddedBackend(
+            state_dir=params.state_path,
+            bronze_root=params.path(params.lake.bronze),
+            bronze_format=cap.bronze_format,
+            flush_interval_ms=cap.flush_interval_ms,
+            max_batch_size=cap.max_batch_size,
+        )
+    if cap.backend == "kafka_connect":
+        return KafkaConnectRestBackend(cap.kafka_connect.url)
+    if cap.msk_connect is None or params.aws is None:
+        raise CaptureError("Failed to open MSK Connect: set capture.msk_connect and aws in the parameters")
+    import boto3
+
+    session = boto3_session or boto3.Session(region_name=params.aws.region)
+    msk = cap.msk_connect
+    return MskConnectBackend(
+        client=session.client("kafkaconnect"),
+        plugin_arn=msk.plugin_arn,
+        plugin_revision=msk.plugin_revision,
+        worker_configuration_arn=msk.worker_configuration_arn,
+        worker_configuration_revision=msk.worker_configuration_revision,
+        cluster={
+            "bootstrapServers": msk.bootstrap_servers,
+            "vpc": {"securityGroups": list(msk.security_groups), "subnets": list(msk.subnets)},
+        },
+        service_role_arn=msk.service_role_arn,
+        log_group=msk.log_group,
+    )
+
+
+def register_connectors(
+    backend: ConnectorBackend, specs: Sequence[ConnectorSpec], *, timeout_s: float = 120.0
+) -> pd.DataFrame:
+    """Create or update every connector, then wait until each runs.
+
+    Returns:
+        :func:`capture_status_frame` of the connectors.
+
+    Raises:
+        CaptureError: naming the connector and its error, when one fails or does not start.
+    """
+    for spec in specs:
+        backend.create_or_update(spec)
+    for spec in specs:
+        wait_until_running(backend, spec.name, timeout_s=timeout_s)
+    return capture_status_frame(backend, specs)
+
+
+def stop_connectors(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> None:
+    """Pause every connector (offsets kept)."""
+    for spec in specs:
+        backend.pause(spec.name)
+
+
+def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
+    """One row per connector and table: state, snapshot rows so far, events, error."""
+    rows = []
+    for spec in specs:
+        st = backend.status(spec.name)
+        snap = dict(st.details.get("snapshot_rows") or {})
+        for table, topic in spec.topics.items():
+            rows.append(
+                {
+                    "connector": spec.name,
+                    "table": table,
+                    "topic": topic,
+                    "state": st.state,
+                    "snapshot_rows": snap.get(topic.split(".", 1)[-1], 0),
+                    "events": st.details.get("events"),
+                    "error": st.error,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def bronze_frame(bronze_root: str | Path, topics: Sequence[str]) -> pd.DataFrame:
+    """Bronze files per topic: count, bytes, newest file and its age."""
+    rows = []
+    now = time.time()
+    for topic in topics:
+        files = bronze_files(bronze_root, topic)
+        newest = max(files, key=lambda p: p.stat().st_mtime) if files else None
+        rows.append(
+            {
+                "topic": topic,
+                "files": len(files),
+                "bytes": sum(p.stat().st_size for p in files),
+                "partitions": len({p.parent for p in files}),
+                "newest": newest.relative_to(Path(bronze_root)).as_posix() if newest else None,
+                "newest_age_s": round(now - newest.stat().st_mtime, 1) if newest else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)

@@ -1,0 +1,501 @@
+"""Where connectors run, behind one interface: embedded workers, Kafka Connect REST, MSK Connect.
+
+Every backend offers ``create_or_update``, ``status``, ``pause``, ``resume``, ``restart`` and
+``delete`` plus :func:`wait_until_running`, and reports a :class:`ConnectorStatus` whose
+``state`` uses Kafka Connect's words (``RUNNING``, ``PAUSED``, ``FAILED``, ``UNASSIGNED``,
+``STOPPED``) and whose ``error`` carries the worker's / database's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from helpers.capture.connectors import ConnectorSpec, redacted
+from helpers.capture.worker import CONFIG_FILE, read_status, write_status
+from helpers.errors import CaptureError
+
+__all__ = [
+    "ConnectorStatus",
+    "ConnectorBackend",
+    "EmbeddedBackend",
+    "KafkaConnectRestBackend",
+    "MskConnectBackend",
+    "wait_until_running",
+]
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    """State of one connector.
+
+    Attributes:
+        name: connector name.
+        state: ``RUNNING``, ``PAUSED``, ``FAILED``, ``UNASSIGNED``, ``STOPPED`` or ``STARTING``.
+        error: failure message (the database's / worker's own words), if any.
+        details: backend specific figures (embedded: snapshot rows per table, events, files).
+    """
+
+    name: str
+    state: str
+    error: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ConnectorBackend(Protocol):
+    """The registration interface every backend implements."""
+
+    def create_or_update(self, spec: ConnectorSpec) -> None: ...
+
+    def status(self, name: str) -> ConnectorStatus: ...
+
+    def pause(self, name: str) -> None: ...
+
+    def resume(self, name: str) -> None: ...
+
+    def restart(self, name: str) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+def wait_until_running(
+    backend: ConnectorBackend,
+    name: str,
+    *,
+    timeout_s: float = 120.0,
+    first_delay_s: float = 0.2,
+    max_delay_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> ConnectorStatus:
+    """Poll with exponential backoff until the connector runs.
+
+    Raises:
+        CaptureError: when it reports ``FAILED`` (with its message) or the timeout passes.
+    """
+    deadline = clock() + timeout_s
+    delay = first_delay_s
+    while True:
+        status = backend.status(name)
+        if status.state == "RUNNING":
+            return status
+        if status.state == "FAILED":
+            raise CaptureError(
+                f"Failed to start connector {name}: {status.error or 'FAILED without a message'}"
+            )
+        if clock() >= deadline:
+            raise CaptureError(
+                f"Failed to start connector {name}: still {status.state} after {timeout_s:.0f} s"
+            )
+        sleep(min(delay, max(0.0, deadline - clock())))
+        delay = min(delay * 2, max_delay_s)
+
+
+# ------------------------------------------------------------------------------- embedded
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as dead
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class EmbeddedBackend:
+    """Debezium embedded engines in background worker processes (the local default).
+
+    Attributes:
+        state_dir: the workbook's state directory; each connector lives in ``capture/<name>/``.
+        bronze_root: Bronze zone directory.
+        bronze_format: ``avro`` or ``jsonl``.
+        flush_interval_ms: longest wait of the engine before handing over a batch (Bronze
+            files appear at most this long after a batch's first event).
+        max_batch_size: events per batch (and so per Bronze file) at most.
+        jvm_opts: JVM options of each worker.
+    """
+
+    state_dir: Path
+    bronze_root: Path
+    bronze_format: str = "avro"
+    flush_interval_ms: int = 500
+    max_batch_size: int = 2048
+    jvm_opts: tuple[str, ...] = ("-Xms128m", "-Xmx768m")
+
+    def directory(self, name: str) -> Path:
+        """The connector's directory (config, status, offsets, log)."""
+        return Path(self.state_dir) / "capture" / name
+
+    def _pid(self, name: str) -> int | None:
+        try:
+            pid = int((self.directory(name) / "worker.pid").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _pid_alive(pid) else None
+
+    def engine_properties(self, spec: ConnectorSpec) -> dict[str, str]:
+        """The connector's configuration plus the embedded engine's storage and batching."""
+        d = self.directory(spec.name)
+        props = dict(spec.config)
+        props.update(
+            {
+                "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+                "offset.storage.file.filename": str(d / "offsets.dat"),
+                "offset.flush.interval.ms": "1000",
+                "poll.interval.ms": str(self.flush_interval_ms),
+                "max.batch.size": str(self.max_batch_size),
+            }
+        )
+        if spec.engine in ("mysql", "sqlserver"):
+            props["schema.history.internal"] = "io.debezium.storage.file.history.FileSchemaHistory"
+            props["schema.history.internal.file.filename"] = str(d / "schema-history.dat")
+        return props
+
+    def create_or_update(self, spec: ConnectorSpec) -> None:
+        """Write the worker's configuration (mode 0600) and (re)start it if it changed."""
+        d = self.directory(spec.name)
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        tables = [key.split(".", 1) for key in spec.topics]
+        config = {
+            "name": spec.name,
+            "properties": self.engine_properties(spec),
+            "bronze": {"root": str(self.bronze_root), "format": self.bronze_format},
+            "preflight": {"engine": spec.engine, "tables": tables},
+            "jvm_opts": list(self.jvm_opts),
+        }
+        path = d / CONFIG_FILE
+        previous = path.read_text(encoding="utf-8") if path.exists() else None
+        text = json.dumps(config, indent=1, sort_keys=True)
+        if text != previous:
+            fd = os.open(f"{path}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(f"{path}.tmp", path)
+            if self._pid(spec.name):
+                self._stop(spec.name)
+        if not self._pid(spec.name) and read_status(d).get("state") != "PAUSED":
+            self._start(spec.name)
+
+    def _start(self, name: str) -> None:
+        d = self.directory(name)
+        if not (d / CONFIG_FILE).exists():
+            raise CaptureError(
+                f"Failed to start connector {name}: it is not registered (no {d / CONFIG_FILE})"
+            )
+        root = Path(__file__).resolve().parents[2]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        }
+        with open(d / "worker.log", "ab") as log:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                [sys.executable, "-m", "helpers.capture.worker", str(d)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=d,
+                env=env,
+                start_new_session=True,
+            )
+        (d / "worker.pid").write_text(str(proc.pid))
+
+    def _stop(self, name: str, timeout_s: float = 30.0) -> None:
+        pid = self._pid(name)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if _pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+    def status(self, name: str) -> ConnectorStatus:
+        """State from the worker's status file, checked against its process."""
+        d = self.directory(name)
+        if not (d / CONFIG_FILE).exists():
+            return ConnectorStatus(name, "UNASSIGNED", "not registered")
+        st = read_status(d)
+        state = st.get("state", "UNASSIGNED")
+        error = st.get("error")
+        if state in ("STARTING", "RUNNING") and self._pid(name) is None:
+            state, error = "FAILED", f"worker process exited unexpectedly; see {d / 'worker.log'}"
+        details = {
+            k: st.get(k)
+            for k in (
+                "pid",
+                "snapshot_rows",
+                "events",
+                "files",
+                "last_position",
+                "last_event_ts_ms",
+                "last_file",
+                "tombstones",
+            )
+        }
+        return ConnectorStatus(name, state, error, details)
+
+    def pause(self, name: str) -> None:
+        """Stop the worker, keep its offsets; ``resume`` continues where it stopped."""
+        self._stop(name)
+        write_status(self.directory(name), {**read_status(self.directory(name)), "state": "PAUSED"})
+
+    def resume(self, name: str) -> None:
+        """Start a paused (or stopped) worker from its offsets."""
+        write_status(
+            self.directory(name), {**read_status(self.directory(name)), "state": "STARTING", "error": None}
+        )
+        if not self._pid(name):
+            self._start(name)
+
+    def restart(self, name: str) -> None:
+        """Stop and start the worker (offsets kept)."""
+        self._stop(name)
+        self.resume(name)
+
+    def stop(self, name: str) -> None:
+        """Stop the worker (offsets kept); ``create_or_update`` or ``resume`` starts it again."""
+        self._stop(name)
+
+    def kill(self, name: str) -> int | None:
+        """``kill -9`` the worker (for crash tests); returns the pid killed."""
+        pid = self._pid(name)
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        return pid
+
+    def delete(self, name: str) -> None:
+        """Stop the worker and remove its configuration, offsets and history (Bronze stays)."""
+        self._stop(name)
+        d = self.directory(name)
+        for child in ("config.json", "offsets.dat", "schema-history.dat", "status.json", "worker.pid"):
+            (d / child).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------- Kafka Connect
+
+
+@dataclass
+class KafkaConnectRestBackend:
+    """Self-managed Kafka Connect through its REST API (idempotent ``PUT /connectors/{n}/config``).
+
+    Attributes:
+        url: worker URL, e.g. ``http://connect:8083``.
+        session: a ``requests.Session`` (auth, TLS) or ``None`` for a plain one.
+        timeout_s: per-request timeout.
+    """
+
+    url: str
+    session: Any = None
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.session is None:
+            import requests
+
+            self.session = requests.Session()
+        self.url = self.url.rstrip("/")
+
+    def _call(
+        self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)
+    ) -> Any:
+        import requests
+
+        try:
+            response = self.session.request(method, f"{self.url}{path}", json=body, timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise CaptureError(f"Failed to reach Kafka Connect at {self.url}: {exc}") from None
+        if response.status_code not in ok:
+            try:
+                message = response.json().get("message", response.text)
+            except ValueError:
+                message = response.text
+            raise CaptureError(
+                f"Failed to {method} {path} on Kafka Connect ({response.status_code}): {message}"
+            )
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def create_or_update(self, spec: ConnectorSpec) -> None:
+        """``PUT /connectors/{name}/config`` (creates or updates; the name is in the path)."""
+        config = {k: v for k, v in spec.config.items() if k != "name"}
+        self._call("PUT", f"/connectors/{spec.name}/config", config)
+
+    def status(self, name: str) -> ConnectorStatus:
+        """Connector and task states; a failed task's trace (its first line) is the error."""
+        body = self._call("GET", f"/connectors/{name}/status", ok=(200, 404))
+        if body is None or "connector" not in body:
+            return ConnectorStatus(name, "UNASSIGNED", (body or {}).get("message", "not found"))
+        states = [body["connector"]["state"]] + [t["state"] for t in body.get("tasks", [])]
+        traces = [t.get("trace") for t in [body["connector"], *body.get("tasks", [])] if t.get("trace")]
+        error = traces[0].strip().splitlines()[0] if traces else None
+        if "FAILED" in states:
+            state = "FAILED"
+        elif not body.get("tasks"):
+            state = "UNASSIGNED" if states[0] == "RUNNING" else states[0]
+        else:
+            state = next((s for s in states if s != "RUNNING"), "RUNNING")
+        return ConnectorStatus(
+            name, state, error, {"tasks": body.get("tasks", []), "worker": body["connector"].get("worker_id")}
+        )
+
+    def pause(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{name}/pause")
+
+    def resume(self, name: str) -> None:
+        self._call("PUT", f"/connectors/{name}/resume")
+
+    def restart(self, name: str) -> None:
+        """Restart the connector and its failed tasks."""
+        self._call("POST", f"/connectors/{name}/restart?includeTasks=true&onlyFailed=true")
+
+    def delete(self, name: str) -> None:
+        self._call("DELETE", f"/connectors/{name}", ok=(200, 204, 404))
+
+
+# ------------------------------------------------------------------------------- MSK Connect
+
+
+@dataclass
+class MskConnectBackend:
+    """Amazon MSK Connect through boto3's ``kafkaconnect`` client.
+
+    Attributes:
+        client: ``boto3.client("kafkaconnect")``.
+        plugin_arn: custom plugin (Debezium connector zip in S3) ARN and revision.
+        plugin_revision: its revision.
+        worker_configuration_arn: worker configuration (converters, config providers) ARN.
+        worker_configuration_revision: its revision.
+        cluster: ``{"bootstrapServers": ..., "vpc": {"securityGroups": [...], "subnets": [...]}}``.
+        service_role_arn: IAM role of the connector.
+        log_group: CloudWatch Logs group of the workers.
+        kafka_connect_version: Connect version of the plugin.
+    """
+
+    client: Any
+    plugin_arn: str
+    plugin_revision: int
+    worker_configuration_arn: str
+    worker_configuration_revision: int
+    cluster: Mapping[str, Any]
+    service_role_arn: str
+    log_group: str
+    kafka_connect_version: str = "3.7.x"
+    capacity: Mapping[str, Any] = field(
+        default_factory=lambda: {"provisionedCapacity": {"mcuCount": 1, "workerCount": 1}}
+    )
+
+    def _arn(self, name: str) -> str | None:
+        paginator = self.client.get_paginator("list_connectors")
+        for page in paginator.paginate(connectorNamePrefix=name):
+            for c in page.get("connectors", []):
+                if c["connectorName"] == name:
+                    return str(c["connectorArn"])
+        return None
+
+    def create_or_update(self, spec: ConnectorSpec) -> None:
+        """Create the connector, or - MSK Connect cannot change a connector's configuration in
+        place for every key - update its capacity and configuration where the API allows."""
+        config = {k: v for k, v in spec.config.items() if k != "name"}
+        arn = self._arn(spec.name)
+        if arn is None:
+            self.client.create_connector(
+                connectorName=spec.name,
+                connectorConfiguration=config,
+                capacity=dict(self.capacity),
+                kafkaCluster={"apacheKafkaCluster": dict(self.cluster)},
+                kafkaClusterClientAuthentication={"authenticationType": "IAM"},
+                kafkaClusterEncryptionInTransit={"encryptionType": "TLS"},
+                kafkaConnectVersion=self.kafka_connect_version,
+                plugins=[
+                    {"customPlugin": {"customPluginArn": self.plugin_arn, "revision": self.plugin_revision}}
+                ],
+                serviceExecutionRoleArn=self.service_role_arn,
+                workerConfiguration={
+                    "workerConfigurationArn": self.worker_configuration_arn,
+                    "revision": self.worker_configuration_revision,
+                },
+                logDelivery={
+                    "workerLogDelivery": {"cloudWatchLogs": {"enabled": True, "logGroup": self.log_group}}
+                },
+            )
+            return
+        current = self.client.describe_connector(connectorArn=arn)
+        if dict(current.get("connectorConfiguration", {})) != config:
+            self.client.update_connector(
+                connectorArn=arn,
+                currentVersion=current["currentVersion"],
+                connectorConfiguration=config,
+            )
+
+    def status(self, name: str) -> ConnectorStatus:
+        arn = self._arn(name)
+        if arn is None:
+            return ConnectorStatus(name, "UNASSIGNED", "not found")
+        desc = self.client.describe_connector(connectorArn=arn)
+        state = {"CREATING": "STARTING", "UPDATING": "STARTING", "DELETING": "STOPPED"}.get(
+            desc["connectorState"], desc["connectorState"]
+        )
+        info = desc.get("stateDescription") or {}
+        error = info.get("message") if state == "FAILED" else None
+        return ConnectorStatus(name, state, error, {"arn": arn, "version": desc.get("currentVersion")})
+
+    def pause(self, name: str) -> None:
+        raise CaptureError(
+            f"Failed to pause connector {name}: MSK Connect has no pause; delete and re-create it"
+        )
+
+    def resume(self, name: str) -> None:
+        raise CaptureError(f"Failed to resume connector {name}: MSK Connect has no pause/resume")
+
+    def restart(self, name: str) -> None:
+        """Re-apply the configuration (MSK Connect restarts the workers on update)."""
+        arn = self._arn(name)
+        if arn is None:
+            raise CaptureError(f"Failed to restart connector {name}: not found")
+        desc = self.client.describe_connector(connectorArn=arn)
+        self.client.update_connector(
+            connectorArn=arn,
+            currentVersion=desc["currentVersion"],
+            capacity={"provisionedCapacity": desc["capacity"]["provisionedCapacity"]},
+        )
+
+    def delete(self, name: str) -> None:
+        arn = self._arn(name)
+        if arn is not None:
+            self.client.delete_connector(connectorArn=arn)
+
+
+def describe(spec: ConnectorSpec) -> dict[str, Any]:
+    """Connector configuration safe to display (secrets masked)."""
+    return {
+        "name": spec.name,
+        "engine": spec.engine,
+        "topics": dict(spec.topics),
+        "config": redacted(spec.config),
+    }

@@ -1,0 +1,271 @@
+"""Background capture worker: one Debezium embedded engine (``pydbzengine``) writing to Bronze.
+
+Run by :class:`helpers.capture.backends.EmbeddedBackend` as
+``python -m helpers.capture.worker <connector directory>``; the directory holds
+
+* ``config.json`` (mode 0600): engine properties, Bronze settings, the tables to check first;
+* ``status.json``: state (``STARTING``, ``RUNNING``, ``FAILED``, ``STOPPED``), error message,
+  snapshot rows per table, events and files written, last position; rewritten atomically;
+* ``offsets.dat`` and ``schema-history.dat``: the engine's offsets (flushed at most every
+  second) and, for MySQL, its schema history;
+* ``worker.log``: the engine's log (passwords are masked by Debezium).
+
+Delivery: the handler writes each batch to Bronze (durable on return) before the engine marks
+its records processed, so committed offsets never run ahead of Bronze: a crash redelivers at
+most the batches since the last offset flush (at-least-once; the file names make an identical
+redelivery overwrite its own file). A connector failure does not raise in the embedded engine;
+the completion callback records it with the database's message and the state turns ``FAILED``.
+Before starting the engine the worker checks that the database accepts the login and that every
+captured table exists, so those mistakes show as ``FAILED`` within seconds with the server's own
+message instead of an engine that captures nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from helpers.capture.bronze import BronzeEvent, BronzeWriter, event_from_json, position_of
+
+STATUS_FILE = "status.json"
+CONFIG_FILE = "config.json"
+HEARTBEAT_PREFIX = "__debezium-heartbeat"
+
+
+def write_status(directory: Path, status: dict[str, Any]) -> None:
+    """Atomically replace the status file."""
+    status = {**status, "updated_at": time.time()}
+    tmp = directory / f".{STATUS_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(status, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, directory / STATUS_FILE)
+
+
+def read_status(directory: Path) -> dict[str, Any]:
+    """The last status the worker wrote (``{}`` if none)."""
+    try:
+        return dict(json.loads((directory / STATUS_FILE).read_text(encoding="utf-8")))
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def _db_message(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def preflight(config: dict[str, Any]) -> str | None:
+    """Log in to the source and check every captured table exists; the database's message on failure."""
+    check = config.get("preflight") or {}
+    engine = check.get("engine")
+    props = config["properties"]
+    tables = check.get("tables", [])
+    try:
+        if engine == "postgres":
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(
+                host=props["database.hostname"],
+                port=int(props["database.port"]),
+                user=props["database.user"],
+                password=props["database.password"],
+                dbname=props["database.dbname"],
+                connect_timeout=10,
+            ) as conn:
+                for schema, table in tables:
+                    conn.execute(
+                        sql.SQL("SELECT 1 FROM {}.{} LIMIT 0").format(
+                            sql.Identifier(schema), sql.Identifier(table)
+                        )
+                    )
+        elif engine == "mysql":
+            import pymysql
+
+            from helpers.stack import quote_mariadb_identifier
+
+            mconn = pymysql.connect(
+                host=props["database.hostname"],
+                port=int(props["database.port"]),
+                user=props["database.user"],
+                password=props["database.password"],
+                connect_timeout=10,
+            )
+            try:
+                with mconn.cursor() as cur:
+                    for schema, table in tables:
+                        target = f"{quote_mariadb_identifier(schema)}.{quote_mariadb_identifier(table)}"
+                        cur.execute(f"SELECT 1 FROM {target} LIMIT 0")  # noqa: S608 - quoted identifiers
+            finally:
+                mconn.close()
+    except Exception as exc:  # noqa: BLE001 - the database's own message is the point
+        return f"{type(exc).__name__}: {_db_message(exc)}"
+    return None
+
+
+class _Capture:
+    """Handler state: Bronze writer plus the counters shown in the status."""
+
+    def __init__(self, directory: Path, config: dict[str, Any]) -> None:
+        self.directory = directory
+        bronze = config["bronze"]
+        self.writer = BronzeWriter(Path(bronze["root"]), bronze.get("format", "avro"))
+        self.status: dict[str, Any] = {
+            "name": config["name"],
+            "state": "STARTING",
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "error": None,
+            "snapshot_rows": {},
+            "events": 0,
+            "tombstones": 0,
+            "heartbeats": 0,
+            "files": 0,
+            "last_position": None,
+            "last_event_ts_ms": None,
+            "last_file": None,
+        }
+        self.lock = threading.Lock()
+
+    def set(self, **changes: Any) -> None:
+        with self.lock:
+            self.status.update(changes)
+            write_status(self.directory, self.status)
+
+    def handle(self, records: list[Any]) -> None:
+        events: list[BronzeEvent] = []
+        tombstones = heartbeats = 0
+        for record in records:
+            topic = str(record.destination())
+            if topic.startswith(HEARTBEAT_PREFIX):
+                heartbeats += 1
+                continue
+            value = record.value()
+            event = event_from_json(topic, None if value is None else str(value))
+            if event is None:
+                tombstones += 1
+                continue
+            events.append(event)
+        files = self.writer.write_batch(events) if events else []
+        with self.lock:
+            st = self.status
+            for f in files:
+                if f.snapshot_rows:
+                    table = f.topic.split(".", 1)[-1]
+                    st["snapshot_rows"][table] = st["snapshot_rows"].get(table, 0) + f.snapshot_rows
+            st["events"] += len(events)
+            st["tombstones"] += tombstones
+            st["heartbeats"] += heartbeats
+            st["files"] += len(files)
+            if events:
+                st["last_position"] = list(position_of(events[-1].value))
+                st["last_event_ts_ms"] = events[-1].value.get("__source_ts_ms")
+                st["last_file"] = str(files[-1].path)
+            if st["state"] == "STARTING":
+                st["state"] = "RUNNING"
+            write_status(self.directory, st)
+
+
+def _throwable_message(error: Any) -> str:
+    parts = []
+    seen = 0
+    while error is not None and seen < 6:
+        message = str(error.getMessage()) if error.getMessage() is not None else ""
+        parts.append(f"{error.getClass().getSimpleName()}: {message}".strip())
+        error = error.getCause()
+        seen += 1
+    return " <- ".join(parts)
+
+
+def run(directory: Path) -> int:
+    """Run the worker of one connector until stopped; the exit code is 0 unless it failed."""
+    config = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+    capture = _Capture(directory, config)
+    capture.set(state="STARTING")
+    problem = preflight(config)
+    if problem:
+        capture.set(state="FAILED", error=problem)
+        return 1
+
+    from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
+
+    class Handler(BasePythonChangeHandler):
+        def handleJsonBatch(self, records: list[Any]) -> None:  # noqa: N802 - pydbzengine's name
+            capture.handle(records)
+
+    outcome: dict[str, Any] = {}
+
+    class Engine(DebeziumJsonEngine):
+        """Adds Debezium's completion and connector callbacks (pydbzengine sets neither)."""
+
+        def _build_engine(self) -> Any:
+            self._ensure_jvm_started()
+            import jpype
+            from pydbzengine.engine._jvm import EngineFormat, JDebeziumEngine, JProperties
+
+            @jpype.JImplements("io.debezium.engine.DebeziumEngine$CompletionCallback")
+            class Completion:
+                @jpype.JOverride  # type: ignore[untyped-decorator]
+                def handle(self, success: bool, message: Any, error: Any) -> None:
+                    outcome["success"] = bool(success)
+                    outcome["message"] = str(message) if message is not None else ""
+                    outcome["error"] = _throwable_message(error) if error is not None else ""
+
+            @jpype.JImplements("io.debezium.engine.DebeziumEngine$ConnectorCallback")
+            class Connector:
+                @jpype.JOverride  # type: ignore[untyped-decorator]
+                def taskStarted(self) -> None:  # noqa: N802 - Java interface
+                    if capture.status["state"] == "STARTING":
+                        capture.set(state="RUNNING")
+
+            props = JProperties()
+            for key, value in self.properties.items():
+                props.setProperty(str(key), str(value))
+            self._completion, self._connector = Completion(), Connector()
+            return (
+                JDebeziumEngine.create(EngineFormat.JSON)
+                .using(props)
+                .notifying(self.consumer)
+                .using(self._connector)
+                .using(self._completion)
+                .build()
+            )
+
+    engine = Engine(properties=config["properties"], handler=Handler(), jvm_opts=config.get("jvm_opts", []))
+    stopping = threading.Event()
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopping.set()
+        threading.Thread(target=engine.close, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        engine.run()
+    except Exception as exc:  # noqa: BLE001 - handler errors (e.g. Bronze) end the engine
+        capture.set(state="FAILED", error=f"{type(exc).__name__}: {exc}")
+        traceback.print_exc()
+        return 1
+    if outcome.get("success") is False and not stopping.is_set():
+        capture.set(state="FAILED", error=outcome.get("error") or outcome.get("message") or "engine stopped")
+        return 1
+    capture.set(state="STOPPED", error=None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m helpers.capture.worker <connector directory>``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m helpers.capture.worker <connector directory>", file=sys.stderr)
+        return 2
+    return run(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
