@@ -171,6 +171,12 @@ _LOGICAL: dict[str, dict[str, Any]] = {
     "io.debezium.time.MicroTimestamp": {"type": "long", "logicalType": "timestamp-micros"},
     "io.debezium.time.MicroTime": {"type": "long", "logicalType": "time-micros"},
     "io.debezium.time.Time": {"type": "int", "logicalType": "time-millis"},
+    # ISO-8601 text with offset (timestamptz): stored as the instant, UTC microseconds
+    "io.debezium.time.ZonedTimestamp": {
+        "type": "long",
+        "logicalType": "timestamp-micros",
+        "connect.name": "zoned",
+    },
 }
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
@@ -230,22 +236,31 @@ def avro_schema_from_connect(connect_schema: Mapping[str, Any], topic: str) -> d
     }
 
 
-def _decimal_fields(schema: Mapping[str, Any]) -> dict[str, int]:
-    out = {}
+def _converted_fields(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Fields whose JSON value needs converting for Avro: decimal scale, or ``"zoned"`` text."""
+    out: dict[str, Any] = {}
     for fld in schema["fields"]:
         t = fld["type"]
         t = t[1] if isinstance(t, list) else t
         if isinstance(t, dict) and t.get("logicalType") == "decimal":
             out[fld["name"]] = int(t["scale"])
+        elif isinstance(t, dict) and t.get("connect.name") == "zoned":
+            out[fld["name"]] = "zoned"
     return out
 
 
-def _avro_record(value: Mapping[str, Any], decimals: Mapping[str, int]) -> dict[str, Any]:
+def _avro_record(value: Mapping[str, Any], converted: Mapping[str, Any]) -> dict[str, Any]:
     record = dict(value)
-    for name, scale in decimals.items():
+    for name, how in converted.items():
         raw = record.get(name)
-        if raw is not None:
-            record[name] = decimal.Decimal(str(raw)).quantize(decimal.Decimal(1).scaleb(-scale))
+        if raw is None:
+            continue
+        if how == "zoned":
+            instant = dt.datetime.fromisoformat(str(raw))
+            delta = instant - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+            record[name] = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        else:
+            record[name] = decimal.Decimal(str(raw)).quantize(decimal.Decimal(1).scaleb(-how))
     return record
 
 
@@ -360,12 +375,12 @@ class BronzeWriter:
         key = json.dumps(events[0].schema, sort_keys=True)
         if key not in self._schemas:
             avro = avro_schema_from_connect(events[0].schema, topic)
-            self._schemas[key] = (fastavro.parse_schema(avro), _decimal_fields(avro))
-        parsed, decimals = self._schemas[key]
+            self._schemas[key] = (fastavro.parse_schema(avro), _converted_fields(avro))
+        parsed, converted = self._schemas[key]
         buffer = io.BytesIO()
         try:
             fastavro.writer(
-                buffer, parsed, (_avro_record(e.value, decimals) for e in events), codec=self.codec
+                buffer, parsed, (_avro_record(e.value, converted) for e in events), codec=self.codec
             )
         except (ValueError, TypeError, decimal.InvalidOperation) as exc:
             raise BronzeError(f"Failed to encode events of topic {topic} as Avro: {exc}") from exc

@@ -1,0 +1,289 @@
+"""Capture with real servers and real Debezium: snapshot, ordering, kill -9, failures.
+
+A module-scoped local stack (PostgreSQL and MariaDB on free loopback ports) loaded with the CI
+TICKIT sample and CDC enabled as notebook 01 does; the four embedded connectors are registered
+as notebook 02 does, with Bronze in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from helpers.capture import connector_specs, open_backend, read_bronze, register_connectors
+from helpers.capture.api import local_endpoints
+from helpers.capture.backends import EmbeddedBackend, wait_until_running
+from helpers.capture.bronze import position_of
+from helpers.capture.connectors import ConnectorSpec
+from helpers.errors import CaptureError
+from helpers.sources import LocalSources
+from helpers.stack import LocalStack, quote_mariadb_identifier
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+@dataclasses.dataclass
+class Capture:
+    stack: LocalStack
+    backend: EmbeddedBackend
+    specs: dict[str, ConnectorSpec]
+    bronze: Path
+
+
+@pytest.fixture(scope="module")
+def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
+    bronze = tmp_path_factory.mktemp("bronze")
+    with stack_factory("wb-cap-", {"lake.bronze": str(bronze), "capture.flush_interval_ms": 100}) as stack:
+        params = stack.params
+        sources = LocalSources(params)
+        sources.load_sample_data()
+        sources.enable_cdc()
+        specs = connector_specs(params, local_endpoints(params))
+        backend = open_backend(params)
+        assert isinstance(backend, EmbeddedBackend)
+        try:
+            register_connectors(backend, specs, timeout_s=180)
+            yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze)
+        finally:
+            for spec in specs:
+                backend.stop(spec.name)
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def source_rows(cap: Capture, source: str, table: str) -> list[dict[str, Any]]:
+    sp = cap.stack.params.source(source)
+    if sp.engine == "postgres":
+        with cap.stack.connect_postgres(sp.database) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(sp.namespace, table))))
+    import pymysql
+
+    conn2 = cap.stack.connect_mariadb(sp.database)
+    try:
+        with conn2.cursor(pymysql.cursors.DictCursor) as cur2:
+            cur2.execute(f"SELECT * FROM {quote_mariadb_identifier(table)}")  # noqa: S608 - quoted
+            return list(cur2.fetchall())
+    finally:
+        conn2.close()
+
+
+def norm(value: Any) -> Any:
+    """Bronze decodes timestamps as aware UTC datetimes; the sources hold naive UTC values."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def key_of(row: dict[str, Any], columns: list[str]) -> tuple[Any, ...]:
+    return tuple(row[c] for c in columns)
+
+
+def test_snapshot_rows_arrive_as_r_and_equal_every_source_table(capture: Capture) -> None:
+    """Every table of every source: the op=r events in Bronze equal the source rows, row by row
+    (count and every column), once each."""
+    for source, spec in capture.specs.items():
+        for table_key, topic in spec.topics.items():
+            table = table_key.split(".", 1)[1]
+            expected = source_rows(capture, source, table)
+            columns = list(expected[0]) if expected else []
+
+            def snapshot(t: str = topic) -> list[dict[str, Any]]:
+                return [r for r in read_bronze(capture.bronze, t) if r["__op"] == "r"]
+
+            n = len(expected)
+            got = wait_for(lambda n=n, s=snapshot: len(s()) >= n and s(), 120, f"snapshot of {topic}")
+            assert len(got) == len(expected), topic
+            # jsonb arrives as its JSON text (io.debezium.data.Json): compare parsed
+            parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in expected)}
+
+            def cell(r: dict[str, Any], c: str, parsed: set[str] = parsed) -> Any:
+                return json.loads(r[c]) if c in parsed and isinstance(r[c], str) else norm(r[c])
+
+            want = sorted((tuple(norm(r[c]) for c in columns) for r in expected), key=repr)
+            have = sorted((tuple(cell(r, c) for c in columns) for r in got), key=repr)
+            assert have == want, topic
+            assert {r["__deleted"] for r in got} == {"false"}
+
+
+@pytest.mark.parametrize("source", ["ems", "ecomm"])
+def test_insert_updates_delete_arrive_in_order_per_key(capture: Capture, source: str) -> None:
+    """c, u, u, d of one key arrive in that order with increasing log positions and the values
+    each statement wrote; the delete is a row with __deleted=true."""
+    sp = capture.stack.params.source(source)
+    if sp.engine == "postgres":
+        topic, key_col = "tickit.ems.category", "catid"
+        with capture.stack.connect_postgres(sp.database, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO ems.category (catid, catgroup, catname, catdesc) VALUES (901, 'G', 'n0', 'd')"
+            )
+            for name in ("n1", "n2"):
+                conn.execute("UPDATE ems.category SET catname = %s WHERE catid = 901", (name,))
+            conn.execute("DELETE FROM ems.category WHERE catid = 901")
+        field, values = "catname", ["n0", "n1", "n2", "n2"]
+    else:
+        topic, key_col = "tickit.ecomm.sale", "salesid"
+        conn2 = capture.stack.connect_mariadb(sp.database, autocommit=True)
+        try:
+            with conn2.cursor() as cur:
+                cur.execute(
+                    "INSERT INTO sale (salesid, listid, sellerid, buyerid, eventid, dateid, qtysold,"
+                    " pricepaid, commission, saletime) SELECT 900001, listid, sellerid, buyerid, eventid,"
+                    " dateid, 1, 10.05, 1.51, saletime FROM sale ORDER BY salesid LIMIT 1"
+                )
+                for qty in (2, 3):
+                    cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = 900001", (qty,))
+                cur.execute("DELETE FROM sale WHERE salesid = 900001")
+        finally:
+            conn2.close()
+        field, values = "qtysold", [1, 2, 3, 3]
+
+    def events() -> list[dict[str, Any]]:
+        rows = [
+            r for r in read_bronze(capture.bronze, topic) if r[key_col] in (901, 900001) and r["__op"] != "r"
+        ]
+        return rows if len(rows) >= 4 else []
+
+    rows = wait_for(events, 30, f"4 changes on {topic}")
+    rows.sort(key=position_of)
+    assert [r["__op"] for r in rows] == ["c", "u", "u", "d"]
+    assert [r[field] for r in rows] == values
+    assert [r["__deleted"] for r in rows] == ["false", "false", "false", "true"]
+    assert len({position_of(r) for r in rows}) == 4
+
+
+@pytest.mark.parametrize("source", ["ems", "ecomm"])
+def test_kill_9_mid_stream_then_restart_loses_nothing(capture: Capture, source: str) -> None:
+    """300 single-row commits while the worker is killed with SIGKILL and restarted: every one is
+    in Bronze afterwards; redeliveries are allowed and counted, losses are not."""
+    sp = capture.stack.params.source(source)
+    name = capture.specs[source].name
+    n = 300
+    base = 20_000 if source == "ems" else 30_000  # smallint keys
+    if sp.engine == "postgres":
+        topic, key_col = "tickit.ems.venue", "venueid"
+
+        def insert(i: int) -> None:
+            with capture.stack.connect_postgres(sp.database, autocommit=True) as conn:
+                conn.execute(
+                    "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
+                    " VALUES (%s, %s, 'c', 'ST', 1)",
+                    (base + i, f"v{i}"),
+                )
+    else:
+        topic, key_col = "tickit.ecomm.date", "dateid"
+
+        def insert(i: int) -> None:
+            conn2 = capture.stack.connect_mariadb(sp.database, autocommit=True)
+            try:
+                with conn2.cursor() as cur:
+                    cur.execute(
+                        "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
+                        " VALUES (%s, '2030-01-01', 'MO', 1, 'JAN', '1', 2030, 0)",
+                        (base + i,),
+                    )
+            finally:
+                conn2.close()
+
+    def writer() -> None:
+        for i in range(n):
+            insert(i)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+
+    def captured() -> list[dict[str, Any]]:
+        return [r for r in read_bronze(capture.bronze, topic) if base <= r[key_col] < base + n]
+
+    wait_for(lambda: len(captured()) >= 40, 60, "the first changes before the kill")
+    killed = capture.backend.kill(name)
+    assert killed is not None
+    assert capture.backend.status(name).state == "FAILED"  # a dead worker never looks RUNNING
+    thread.join()
+    capture.backend.resume(name)
+    wait_until_running(capture.backend, name, timeout_s=120)
+    rows = wait_for(
+        lambda: (r := captured()) and {x[key_col] for x in r} >= set(range(base, base + n)) and r,
+        120,
+        "all changes after restart",
+    )
+    keys = [r[key_col] for r in rows]
+    assert set(keys) == set(range(base, base + n))
+    redelivered = len(keys) - n
+    print(f"{source}: {n} changes, {redelivered} redelivered after kill -9")
+    assert all(r["__op"] == "c" for r in rows)
+
+
+def test_wrong_password_and_missing_table_fail_fast_with_the_database_message(capture: Capture) -> None:
+    """A misconfigured connector turns FAILED within seconds and says why in the server's words."""
+    ems = capture.specs["ems"]
+    ecomm = capture.specs["ecomm"]
+    bad = [
+        (
+            dataclasses.replace(
+                ems,
+                name="tickit-badpw",
+                config={**ems.config, "name": "tickit-badpw", "database.password": "wrong"},
+            ),
+            "password authentication failed",
+        ),
+        (
+            dataclasses.replace(ems, name="tickit-notable", topics={"ems.nope": "tickit.ems.nope"}),
+            'relation "ems.nope" does not exist',
+        ),
+        (
+            dataclasses.replace(
+                ecomm,
+                name="tickit-badpw-m",
+                config={**ecomm.config, "name": "tickit-badpw-m", "database.password": "wrong"},
+            ),
+            "Access denied",
+        ),
+    ]
+    try:
+        for spec, message in bad:
+            started = time.monotonic()
+            capture.backend.create_or_update(spec)
+            with pytest.raises(CaptureError, match=message):
+                wait_until_running(capture.backend, spec.name, timeout_s=30)
+            assert time.monotonic() - started < 30
+            status = capture.backend.status(spec.name)
+            assert status.state == "FAILED" and message in (status.error or "")
+            log = (capture.backend.directory(spec.name) / "worker.log").read_text(errors="replace")
+            assert "wrong" not in (status.error or "") and "password=wrong" not in log
+    finally:
+        for spec, _ in bad:
+            capture.backend.delete(spec.name)
+
+
+def test_worker_logs_and_status_never_hold_the_password(capture: Capture) -> None:
+    """The real password is in the 0600 config file only; never in logs or status files."""
+    secrets = {
+        capture.stack.credentials.postgres_password.get_secret_value(),
+        capture.stack.credentials.mariadb_password.get_secret_value(),
+    }
+    for spec in capture.specs.values():
+        d = capture.backend.directory(spec.name)
+        assert (d / "config.json").stat().st_mode & 0o077 == 0
+        for name in ("worker.log", "status.json"):
+            text = (d / name).read_text(errors="replace")
+            assert not any(s in text for s in secrets), f"{spec.name}/{name}"
