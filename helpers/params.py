@@ -195,7 +195,7 @@ class CaptureParams(_Strict):
 
     backend: Literal["embedded", "kafka_connect", "msk_connect"] = "embedded"
     bronze_format: Literal["avro", "jsonl"] = "avro"
-    flush_interval_ms: Annotated[int, Field(ge=10, le=60_000)] = 500
+    flush_interval_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
     max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 2048
     heartbeat_ms: Annotated[int, Field(ge=1000)] = 10_000
     mysql_server_id: Annotated[int, Field(ge=2)] = 184_054

@@ -536,7 +536,8 @@ class LocalStack:
         return self.status()
 
     def stop(self) -> list[ServerStatus]:
-        """Stop both servers (no-op for a stopped one).
+        """Stop the capture workers of this state directory, then both servers (no-op for a
+        stopped one).
 
         Returns:
             The status of both servers.
@@ -544,6 +545,9 @@ class LocalStack:
         Raises:
             StackError: if a server does not stop within the start timeout.
         """
+        from helpers.capture.backends import stop_all_workers
+
+        stop_all_workers(self.params.state_path)
         with self._locked():
             self.stop_mariadb()
             self.stop_postgres()

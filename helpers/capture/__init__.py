@@ -9,12 +9,16 @@ waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show
 from __future__ import annotations
 
 from helpers.capture.api import (
+    aws_endpoints,
     bronze_frame,
+    bronze_vs_source,
     capture_status_frame,
     connector_specs,
+    local_endpoints,
     open_backend,
     register_connectors,
     stop_connectors,
+    wait_for_snapshots,
 )
 from helpers.capture.backends import (
     ConnectorBackend,
@@ -28,6 +32,10 @@ from helpers.capture.bronze import BronzeWriter, bronze_files, read_bronze
 from helpers.capture.connectors import ConnectorSpec
 
 __all__ = [
+    "aws_endpoints",
+    "bronze_vs_source",
+    "local_endpoints",
+    "wait_for_snapshots",
     "BronzeWriter",
     "ConnectorBackend",
     "ConnectorSpec",

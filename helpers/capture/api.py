@@ -31,7 +31,10 @@ from helpers.params import WorkbookParams
 
 __all__ = [
     "SourceEndpoint",
+    "aws_endpoints",
     "bronze_frame",
+    "bronze_vs_source",
+    "wait_for_snapshots",
     "capture_status_frame",
     "connector_specs",
     "local_endpoints",
@@ -248,3 +251,171 @@ def bronze_frame(bronze_root: str | Path, topics: Sequence[str]) -> pd.DataFrame
 
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+
+
+def aws_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:
+    """Endpoints of the RDS sources for Kafka/MSK Connect: host and user from the Secrets Manager
+    secret, the password as a config-provider reference (``${secretsmanager:<id>:password}``) that
+    the Connect workers resolve, so no password is ever in a connector configuration."""
+    if params.aws is None:
+        raise CaptureError("Failed to resolve RDS endpoints: the parameters have no 'aws' section")
+    out = {}
+    ids = {
+        "postgres": params.aws.secrets.postgres,
+        "mysql": params.aws.secrets.mysql,
+        "sqlserver": params.aws.secrets.sqlserver,
+    }
+    for engine, secret_id in ids.items():
+        secret = sources._secret(engine)  # noqa: SLF001 - same package family, read-only
+        host, port = sources._address(engine, secret)  # noqa: SLF001
+        out[engine] = SourceEndpoint(host, port, secret.username, f"${{secretsmanager:{secret_id}:password}}")
+    return out
+
+
+def _primary_key(stack: Any, engine: str, database: str, schema: str, table: str) -> list[str]:
+    if engine == "postgres":
+        with stack.connect_postgres(database) as conn:
+            rows = conn.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
+                "ORDER BY array_position(i.indkey, a.attnum)",
+                (f'"{schema}"."{table}"',),
+            ).fetchall()
+        return [r[0] for r in rows]
+    conn = stack.connect_mariadb(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
+                "AND table_name = %s AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
+                (database, table),
+            )
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def _source_table(stack: Any, engine: str, database: str, schema: str, table: str) -> list[dict[str, Any]]:
+    if engine == "postgres":
+        from psycopg import sql
+        from psycopg.rows import dict_row
+
+        with stack.connect_postgres(database) as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))))
+    import pymysql
+
+    from helpers.stack import quote_mariadb_identifier
+
+    conn = stack.connect_mariadb(database)
+    try:
+        with conn.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute(f"SELECT * FROM {quote_mariadb_identifier(table)}")  # noqa: S608 - quoted identifier
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def bronze_vs_source(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
+    """Replay Bronze (latest event per primary key by log position, deletes dropped) and compare it
+    with each local source table, row by row.
+
+    Returns:
+        One row per table: ``source_rows``, ``bronze_rows`` (replayed), ``events``, ``equal``
+        (same keys and every column equal; JSON columns compared parsed).
+    """
+    import json
+
+    from helpers.capture.bronze import position_of, read_bronze
+    from helpers.stack import LocalStack
+
+    stack = LocalStack(params)
+    bronze = params.path(params.lake.bronze)
+    rows = []
+    for spec in specs:
+        sp = params.source(spec.name.split("-", 1)[1])
+        engine = _ENGINE_KIND[sp.engine]
+        for table_key, topic in spec.topics.items():
+            table = table_key.split(".", 1)[1]
+            source = _source_table(stack, engine, sp.database, sp.namespace, table)
+            pk = _primary_key(stack, engine, sp.database, sp.namespace, table)
+            events = read_bronze(bronze, topic)
+            latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+            for event in sorted(events, key=position_of):
+                latest[tuple(event[c] for c in pk)] = event
+            replayed = {k: e for k, e in latest.items() if e.get("__deleted") != "true"}
+            columns = list(source[0]) if source else []
+            parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
+
+            def cell(row: dict[str, Any], c: str, parsed: set[str] = parsed) -> Any:
+                value = row.get(c)
+                return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
+
+            want = {tuple(r[c] for c in pk): tuple(_comparable(r[c]) for c in columns) for r in source}
+            have = {k: tuple(cell(e, c) for c in columns) for k, e in replayed.items()}
+            rows.append(
+                {
+                    "topic": topic,
+                    "source_rows": len(source),
+                    "bronze_rows": len(replayed),
+                    "events": len(events),
+                    "equal": want == have,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def wait_for_snapshots(
+    backend: ConnectorBackend,
+    specs: Sequence[ConnectorSpec],
+    expected_rows: Mapping[str, int],
+    *,
+    timeout_s: float = 600.0,
+) -> pd.DataFrame:
+    """Wait (with a progress bar) until every table's snapshot rows reach the expected count.
+
+    Args:
+        backend: the backend (its status must report ``snapshot_rows``, as the embedded one does).
+        specs: the connectors.
+        expected_rows: per topic, the source's row count.
+        timeout_s: give up after this long.
+
+    Returns:
+        :func:`capture_status_frame` at the end.
+
+    Raises:
+        CaptureError: when a connector fails or the timeout passes (naming the tables behind).
+    """
+    from tqdm.auto import tqdm
+
+    total = sum(expected_rows.values())
+    deadline = time.monotonic() + timeout_s
+    with tqdm(total=total, desc="initial snapshot", unit="rows") as bar:
+        while True:
+            done = 0
+            behind = []
+            for spec in specs:
+                st = backend.status(spec.name)
+                if st.state == "FAILED":
+                    raise CaptureError(f"Failed to snapshot with connector {spec.name}: {st.error}")
+                snap = dict(st.details.get("snapshot_rows") or {})
+                for topic in spec.topics.values():
+                    got = snap.get(topic.split(".", 1)[-1], 0)
+                    want = expected_rows.get(topic, 0)
+                    done += min(got, want)
+                    if got < want:
+                        behind.append(f"{topic} {got}/{want}")
+            bar.update(done - bar.n)
+            if not behind:
+                return capture_status_frame(backend, specs)
+            if time.monotonic() > deadline:
+                raise CaptureError(
+                    f"Failed to finish the initial snapshot in {timeout_s:.0f} s: {', '.join(behind)}"
+                )
+            time.sleep(0.5)

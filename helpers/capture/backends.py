@@ -29,6 +29,7 @@ __all__ = [
     "EmbeddedBackend",
     "KafkaConnectRestBackend",
     "MskConnectBackend",
+    "stop_all_workers",
     "wait_until_running",
 ]
 
@@ -133,7 +134,7 @@ class EmbeddedBackend:
     state_dir: Path
     bronze_root: Path
     bronze_format: str = "avro"
-    flush_interval_ms: int = 500
+    flush_interval_ms: int = 250
     max_batch_size: int = 2048
     jvm_opts: tuple[str, ...] = ("-Xms128m", "-Xmx768m")
 
@@ -294,6 +295,24 @@ class EmbeddedBackend:
         d = self.directory(name)
         for child in ("config.json", "offsets.dat", "schema-history.dat", "status.json", "worker.pid"):
             (d / child).unlink(missing_ok=True)
+
+
+def stop_all_workers(state_dir: Path) -> list[str]:
+    """Stop every embedded capture worker of a state directory (before its servers stop).
+
+    Returns:
+        Names of the connectors whose worker was running.
+    """
+    root = Path(state_dir) / "capture"
+    if not root.exists():
+        return []
+    backend = EmbeddedBackend(state_dir=Path(state_dir), bronze_root=Path(state_dir))
+    stopped = []
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        if backend._pid(d.name) is not None:  # noqa: SLF001 - same module family
+            backend.stop(d.name)
+            stopped.append(d.name)
+    return stopped
 
 
 # ------------------------------------------------------------------------------- Kafka Connect

@@ -81,8 +81,17 @@ class BronzeEvent:
         return ts
 
 
+_SCHEMA_HEAD = b'{"schema":'
+_PAYLOAD_SEP = b',"payload":'
+_schema_cache: dict[bytes, Any] = {}
+
+
 def event_from_json(topic: str, value: str | bytes | None) -> BronzeEvent | None:
     """Parse a value serialized by Connect's JSON converter (with schema); ``None`` for a tombstone.
+
+    The converter writes ``{"schema":...,"payload":...}``; the schema text repeats in every
+    event, so it is parsed once per distinct text and only the payload per event (decimals as
+    :class:`decimal.Decimal`, exactly as written).
 
     Args:
         topic: destination topic.
@@ -97,10 +106,26 @@ def event_from_json(topic: str, value: str | bytes | None) -> BronzeEvent | None
     if value is None:
         return None
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    cut = raw.rfind(_PAYLOAD_SEP) if raw.startswith(_SCHEMA_HEAD) and raw.endswith(b"}") else -1
     try:
-        doc = json.loads(raw, parse_float=decimal.Decimal)
-    except ValueError as exc:
-        raise BronzeError(f"Failed to parse change event of topic {topic}: {exc}: {raw[:200]!r}") from None
+        if cut > 0:
+            schema_text = raw[len(_SCHEMA_HEAD) : cut]
+            schema = _schema_cache.get(schema_text)
+            if schema is None:
+                if len(_schema_cache) > 1024:
+                    _schema_cache.clear()
+                schema = _schema_cache[schema_text] = json.loads(schema_text)
+            payload = json.loads(raw[cut + len(_PAYLOAD_SEP) : -1], parse_float=decimal.Decimal)
+            doc: Any = {"schema": schema, "payload": payload}
+        else:
+            doc = json.loads(raw, parse_float=decimal.Decimal)
+    except ValueError:
+        try:  # the split guessed wrong (a payload string containing the separator): parse it all
+            doc = json.loads(raw, parse_float=decimal.Decimal)
+        except ValueError as exc:
+            raise BronzeError(
+                f"Failed to parse change event of topic {topic}: {exc}: {raw[:200]!r}"
+            ) from None
     if doc is None:
         return None
     if not isinstance(doc, dict) or "payload" not in doc:
@@ -298,7 +323,7 @@ class BronzeWriter:
     root: Path
     fmt: BronzeFormat = "avro"
     codec: str = "deflate"
-    _schemas: dict[str, Any] = field(default_factory=dict, repr=False)
+    _schemas: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.fmt not in _EXT:
@@ -320,15 +345,28 @@ class BronzeWriter:
             BronzeError: for an event without time or position, or when writing fails (nothing
                 of the failed file is visible).
         """
-        groups: dict[tuple[str, dt.date, str], list[BronzeEvent]] = {}
+        groups: dict[tuple[str, dt.date, Any], list[BronzeEvent]] = {}
         for event in events:
             day = dt.datetime.fromtimestamp(event.source_ts_ms / 1000, tz=dt.UTC).date()
-            schema_key = json.dumps(event.schema, sort_keys=True) if self.fmt == "avro" else ""
+            schema_key = self._schema_key(event.schema) if self.fmt == "avro" else ""
             groups.setdefault((event.topic, day, schema_key), []).append(event)
         written = []
         for (topic, day, _), group in groups.items():
             written.append(self._write_group(topic, day, group))
         return written
+
+    def _schema_key(self, schema: Mapping[str, Any] | None) -> Any:
+        """Events parsed from the same schema text share one schema object: key by identity
+        (falling back to the canonical text for schemas built elsewhere)."""
+        if schema is None:
+            return None
+        key = id(schema)
+        known = self._schemas.get(("id", key))
+        if known is not None and known[0] is schema:
+            return known[1]
+        text = json.dumps(schema, sort_keys=True)
+        self._schemas[("id", key)] = (schema, text)
+        return text
 
     def _write_group(self, topic: str, day: dt.date, events: list[BronzeEvent]) -> BronzeFile:
         positions = [position_of(e.value) for e in events]
@@ -372,7 +410,7 @@ class BronzeWriter:
                 f"Failed to write Avro for topic {topic}: events carry no schema "
                 "(set value.converter.schemas.enable=true, or use the jsonl format)"
             )
-        key = json.dumps(events[0].schema, sort_keys=True)
+        key = self._schema_key(events[0].schema)
         if key not in self._schemas:
             avro = avro_schema_from_connect(events[0].schema, topic)
             self._schemas[key] = (fastavro.parse_schema(avro), _converted_fields(avro))

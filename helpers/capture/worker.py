@@ -130,6 +130,19 @@ class _Capture:
             "last_event_ts_ms": None,
             "last_file": None,
         }
+        previous = read_status(directory)
+        if previous.get("name") == config["name"]:  # a restart continues the counters
+            for key in (
+                "snapshot_rows",
+                "events",
+                "tombstones",
+                "heartbeats",
+                "files",
+                "last_position",
+                "last_file",
+            ):
+                if previous.get(key) is not None:
+                    self.status[key] = previous[key]
         self.lock = threading.Lock()
 
     def set(self, **changes: Any) -> None:
