@@ -322,14 +322,29 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def bronze_vs_source(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
+def bronze_vs_source(
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
+) -> pd.DataFrame:
     """Replay Bronze (latest event per primary key by log position, deletes dropped) and compare it
     with each local source table, row by row.
+
+    Capture is asynchronous: changes committed just before the call may still be on their way
+    (a worker restarting after a crash first starts its JVM). ``wait_s`` re-checks the tables
+    that differ, once a second, for up to that long before reporting them.
 
     Returns:
         One row per table: ``source_rows``, ``bronze_rows`` (replayed), ``events``, ``equal``
         (same keys and every column equal; JSON columns compared parsed).
     """
+    deadline = time.monotonic() + wait_s
+    while True:
+        frame = _bronze_vs_source_once(params, specs)
+        if frame["equal"].all() or time.monotonic() >= deadline:
+            return frame
+        time.sleep(1.0)
+
+
+def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
     import json
 
     from helpers.capture.bronze import position_of, read_bronze
