@@ -115,6 +115,9 @@ def main() -> int:
                 else f"| {spec.name} | {rows:,} | n/a | n/a |"
             )
 
+        total = sum(counts.values())
+        if len(done) == len(specs):
+            print(f"| all four, concurrently | {total:,} | {max(done.values()):.1f} | {total / max(done.values()):,.0f} |")
         print(f"\n## commit -> Bronze visible, {args.changes} single-row commits per source, one at a time")
         print("| source | p50 s | p95 s | max s | target p50 <= 0.5, p95 <= 2 |")
         print("|---|---|---|---|---|")

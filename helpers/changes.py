@@ -1,0 +1,363 @@
+"""Scripted changes to the local sources: the CDC edge cases, applied on purpose.
+
+Each scenario of ``../shared/reference/cdc-edge-cases.md`` that a source can produce is a function
+here; tests and notebooks call :func:`apply_scenario`, people the command line::
+
+    ./workbook changes list
+    ./workbook changes run delete_reinsert [--env local] [--set KEY=VALUE]
+
+Every scenario leaves the source in a state that is the expected final state of Silver (Silver
+must equal the source table), and returns a :class:`ScenarioResult` naming the tables and keys it
+touched and the statements it ran (in order), so a test can wait for exactly those changes.
+All values are bound parameters; identifiers come from the parameters and are quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from helpers.errors import ParamsError, SourceError, WorkbookError
+from helpers.params import WorkbookParams, load_params
+from helpers.stack import LocalStack
+
+__all__ = ["SCENARIOS", "ScenarioResult", "apply_scenario", "main"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScenarioResult:
+    """What a scenario did.
+
+    Attributes:
+        scenario: its name.
+        topic: the topic its changes appear on.
+        keys: primary-key values touched (as the key column's values).
+        statements: the statements run, in commit order (values bound, shown as text).
+        note: what Silver must do with it.
+    """
+
+    scenario: str
+    topic: str
+    keys: list[Any] = field(default_factory=list)
+    statements: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def _pg(
+    stack: LocalStack,
+    params: WorkbookParams,
+    result: ScenarioResult,
+    steps: Sequence[tuple[str, tuple[Any, ...]]],
+) -> None:
+    """Run each step in its own transaction (one commit each) on the ems database."""
+    db = params.source("ems").database
+    with stack.connect_postgres(db, autocommit=True) as conn:
+        for statement, args in steps:
+            conn.execute(statement, args)
+            result.statements.append(f"{statement} -- {args}")
+
+
+def _pg_tx(
+    stack: LocalStack,
+    params: WorkbookParams,
+    result: ScenarioResult,
+    steps: Sequence[tuple[str, tuple[Any, ...]]],
+) -> None:
+    """Run all steps in one transaction on the ems database."""
+    db = params.source("ems").database
+    with stack.connect_postgres(db) as conn:
+        with conn.transaction():
+            for statement, args in steps:
+                conn.execute(statement, args)
+                result.statements.append(f"{statement} -- {args} (one transaction)")
+
+
+def _maria(
+    stack: LocalStack,
+    params: WorkbookParams,
+    result: ScenarioResult,
+    steps: Sequence[tuple[str, tuple[Any, ...]]],
+) -> None:
+    conn = stack.connect_mariadb(params.source("ecomm").database, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for statement, args in steps:
+                cur.execute(statement, args)
+                result.statements.append(f"{statement} -- {args}")
+    finally:
+        conn.close()
+
+
+def _next_id(stack: LocalStack, params: WorkbookParams, table: str, column: str) -> int:
+    with stack.connect_postgres(params.source("ems").database) as conn:
+        row = conn.execute(f"SELECT coalesce(max({column}), 0) + 1 FROM ems.{table}").fetchone()  # noqa: S608 - fixed names
+    return int(row[0]) if row else 1
+
+
+def delete_rows(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 1: hard deletes (two categories): Silver drops them, or flags them in soft mode."""
+    r = ScenarioResult(
+        "delete_rows", f"{params.project}.ems.category", note="rows disappear (or __deleted=true)"
+    )
+    new = _next_id(stack, params, "category", "catid")
+    ids = [new, new + 1]
+    _pg(
+        stack,
+        params,
+        r,
+        [("INSERT INTO ems.category VALUES (%s, 'Scripted', %s, 'to delete')", (i, f"del{i}")) for i in ids],
+    )
+    _pg(stack, params, r, [("DELETE FROM ems.category WHERE catid = %s", (i,)) for i in ids])
+    r.keys = ids
+    return r
+
+
+def delete_reinsert(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 2: delete then re-insert of one key, once in separate commits and once inside one
+    transaction: the re-inserted row must be in Silver."""
+    r = ScenarioResult(
+        "delete_reinsert", f"{params.project}.ems.category", note="final row = re-inserted values"
+    )
+    k = _next_id(stack, params, "category", "catid")
+    _pg(stack, params, r, [("INSERT INTO ems.category VALUES (%s, 'Scripted', 'first', 'v1')", (k,))])
+    _pg(
+        stack,
+        params,
+        r,
+        [
+            ("DELETE FROM ems.category WHERE catid = %s", (k,)),
+            ("INSERT INTO ems.category VALUES (%s, 'Scripted', 'second', 'v2')", (k,)),
+        ],
+    )
+    _pg_tx(
+        stack,
+        params,
+        r,
+        [
+            ("DELETE FROM ems.category WHERE catid = %s", (k,)),
+            ("INSERT INTO ems.category VALUES (%s, 'Scripted', 'third', 'v3')", (k,)),
+        ],
+    )
+    r.keys = [k]
+    return r
+
+
+def rapid_updates(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 3: five updates of one MariaDB row within one second (``source.ts_ms`` has
+    1-second resolution there): only the binlog position orders them; the last one wins."""
+    r = ScenarioResult(
+        "rapid_updates", f"{params.project}.ecomm.sale", note="final qtysold = 5 (binlog order, not time)"
+    )
+    conn = stack.connect_mariadb(params.source("ecomm").database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT min(salesid) FROM sale")
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    if not row or row[0] is None:
+        raise SourceError("Failed to run scenario rapid_updates: ecomm.sale is empty (run notebook 01)")
+    key = int(row[0])
+    _maria(
+        stack,
+        params,
+        r,
+        [("UPDATE sale SET qtysold = %s WHERE salesid = %s", (q, key)) for q in (1, 2, 3, 4, 5)],
+    )
+    r.keys = [key]
+    return r
+
+
+def partition_move(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 5: a sale moves to another date (``dateid``, a partition field of Silver's sale
+    table): the old partition must no longer hold it."""
+    r = ScenarioResult(
+        "partition_move", f"{params.project}.ecomm.sale", note="one row, in the new partition only"
+    )
+    conn = stack.connect_mariadb(params.source("ecomm").database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT salesid, dateid FROM sale ORDER BY salesid DESC LIMIT 1")
+            row = cur.fetchone()
+            cur.execute("SELECT max(dateid) FROM `date`")
+            top = cur.fetchone()
+    finally:
+        conn.close()
+    if not row or not top:
+        raise SourceError("Failed to run scenario partition_move: ecomm.sale or ecomm.date is empty")
+    key, dateid = int(row[0]), int(row[1])
+    target = int(top[0]) if int(top[0]) != dateid else dateid - 1
+    _maria(stack, params, r, [("UPDATE sale SET dateid = %s WHERE salesid = %s", (target, key))])
+    r.keys = [key]
+    return r
+
+
+def add_column(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 6: a column added while capture runs; older rows have null in it."""
+    r = ScenarioResult("add_column", f"{params.project}.ems.venue", note="new column, null for older rows")
+    k = _next_id(stack, params, "venue", "venueid")
+    _pg(
+        stack,
+        params,
+        r,
+        [
+            ("ALTER TABLE ems.venue ADD COLUMN IF NOT EXISTS venueurl varchar(200)", ()),
+            (
+                "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats, venueurl)"
+                " VALUES (%s, 'Scripted Hall', 'Nowhere', 'NA', 100, 'https://example.com')",
+                (k,),
+            ),
+        ],
+    )
+    r.keys = [k]
+    return r
+
+
+def toast_unchanged(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 7: PostgreSQL TOAST. A 20 kB text value, then an update of another column: the
+    event may carry ``__debezium_unavailable_value`` for the untouched large column, which must
+    not overwrite the stored value."""
+    r = ScenarioResult(
+        "toast_unchanged", f"{params.project}.ems.event", note="eventname keeps its large value"
+    )
+    k = _next_id(stack, params, "event", "eventid")
+    big = "x" * 20_000
+    _pg(
+        stack,
+        params,
+        r,
+        [
+            ("ALTER TABLE ems.event ALTER COLUMN eventname TYPE text", ()),
+            (
+                "INSERT INTO ems.event (eventid, venueid, catid, dateid, eventname, starttime)"
+                " SELECT %s, venueid, catid, dateid, %s, starttime FROM ems.event ORDER BY eventid LIMIT 1",
+                (k, big),
+            ),
+            ("UPDATE ems.event SET starttime = starttime + interval '1 hour' WHERE eventid = %s", (k,)),
+        ],
+    )
+    r.keys = [k]
+    return r
+
+
+def exact_values(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 8: decimal and timestamp fidelity (largest and smallest cents, microseconds)."""
+    r = ScenarioResult(
+        "exact_values", f"{params.project}.ecomm.sale", note="values equal to the cent and microsecond"
+    )
+    conn = stack.connect_mariadb(params.source("ecomm").database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT max(salesid) FROM sale")
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    key = int(row[0]) if row and row[0] is not None else 1
+    _maria(
+        stack,
+        params,
+        r,
+        [
+            (
+                "UPDATE sale SET pricepaid = %s, commission = %s, saletime = %s WHERE salesid = %s",
+                ("999999.99", "0.01", "2008-12-31 23:59:59", key),
+            )
+        ],
+    )
+    r.keys = [key]
+    return r
+
+
+def burst(stack: LocalStack, params: WorkbookParams, n: int = 200) -> ScenarioResult:
+    """Edge case 4 / 11 helper: ``n`` single-row commits (inserts then updates) as fast as possible,
+    e.g. while a worker is killed or a snapshot runs."""
+    r = ScenarioResult(
+        "burst", f"{params.project}.ems.category", note="every commit arrives (redeliveries allowed)"
+    )
+    start = _next_id(stack, params, "category", "catid")
+    ids = list(range(start, start + n // 2))
+    _pg(
+        stack,
+        params,
+        r,
+        [("INSERT INTO ems.category VALUES (%s, 'Burst', %s, 'b')", (i, f"b{i}")) for i in ids],
+    )
+    _pg(stack, params, r, [("UPDATE ems.category SET catdesc = 'b2' WHERE catid = %s", (i,)) for i in ids])
+    r.keys = ids
+    return r
+
+
+SCENARIOS: dict[str, Callable[[LocalStack, WorkbookParams], ScenarioResult]] = {
+    "delete_rows": delete_rows,
+    "delete_reinsert": delete_reinsert,
+    "rapid_updates": rapid_updates,
+    "partition_move": partition_move,
+    "add_column": add_column,
+    "toast_unchanged": toast_unchanged,
+    "exact_values": exact_values,
+    "burst": burst,
+}
+
+
+def apply_scenario(params: WorkbookParams, name: str) -> ScenarioResult:
+    """Apply one scenario to the local sources.
+
+    Raises:
+        ParamsError: for an unknown scenario (the known ones are listed).
+        SourceError: when the sources are not ready for it.
+    """
+    if name not in SCENARIOS:
+        raise ParamsError(f"Failed to find scenario {name!r}: known scenarios are {sorted(SCENARIOS)}")
+    if params.environment != "local":
+        raise ParamsError(f"Failed to run scenario {name}: scripted changes run on the local sources only")
+    started = time.monotonic()
+    result = SCENARIOS[name](LocalStack(params), params)
+    log.info("scenario %s: %d statements in %.2f s", name, len(result.statements), time.monotonic() - started)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m helpers.changes {list,run NAME} [--env local|ci] [--set K=V]``."""
+    parser = argparse.ArgumentParser(
+        prog="workbook changes", description="Apply scripted CDC edge cases to the local sources."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the scenarios")
+    run = sub.add_parser("run", help="apply one scenario")
+    run.add_argument("scenario")
+    run.add_argument("--env", default="local", choices=["local", "ci"])
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, fn in SCENARIOS.items():
+            print(f"{name:16} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        overrides: dict[str, Any] = {}
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
+            overrides[key.strip()] = yaml.safe_load(value)
+        result = apply_scenario(load_params(args.env, overrides=overrides), args.scenario)
+    except WorkbookError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(f"{result.scenario}: topic {result.topic}, keys {result.keys}; {result.note}")
+    for statement in result.statements:
+        print(f"  {statement[:160]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
