@@ -10,3 +10,7 @@ echo "== bench/bench_load.py: TICKIT full-scale bulk load into the local servers
 echo
 echo "== bench/bench_hudi.py: Hudi upsert / bulk insert / time travel vs delta-rs, Spark Parquet, hudi-rs"
 "$py" bench/bench_hudi.py "$@"
+
+echo
+echo "== bench/bench_capture.py: commit-to-Bronze latency and snapshot throughput (own servers)"
+"$py" bench/bench_capture.py
