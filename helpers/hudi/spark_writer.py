@@ -244,6 +244,14 @@ def write_dataframe(
 
 def _write_distributed(df: Any, config: HudiTableConfig, operation: Operation) -> CommitResult:
     """The distributed pipeline of the module docstring (steps 1-6)."""
+    if config.delete_mode == "soft" and operation == "delete":
+        # Completing key-only soft deletes with the stored values happens on the driver
+        # (writer.fill_soft_deletes); refuse rather than store a row of nulls.
+        raise HudiError(
+            f"Failed to soft-delete in Hudi table {config.table_name}: a soft delete by key alone is "
+            "written by the driver; this input is above workbook.hudi.write.driver.max.bytes. "
+            "Pass full rows with _hoodie_is_deleted=true (an upsert), or raise the limit"
+        )
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema

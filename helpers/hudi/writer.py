@@ -518,6 +518,54 @@ def preload_base_files(config: HudiTableConfig, groups: Sequence[FileGroup]) -> 
     return {g.file_id: f for g, f in zip(with_base, files, strict=True)}
 
 
+def fill_soft_deletes(config: HudiTableConfig, batch: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Soft-delete mode: a delete given by its key alone keeps the stored row's values.
+
+    Deletes carrying full rows (Debezium with full before-images) keep their own values; columns
+    a delete lacks, or holds null, are taken from the row as stored (read through the official
+    reader), so the row stays whole with ``__deleted=true``.
+
+    Args:
+        config: table configuration.
+        batch: output of :func:`prepare_batch`.
+        schema: the table's data schema.
+
+    Returns:
+        The batch with the delete rows completed.
+    """
+    if config.delete_mode != "soft" or not batch.num_rows:
+        return batch
+    is_delete = batch.column(IS_DELETE_COL).combine_chunks()
+    if not pc.any(is_delete).as_py():
+        return batch
+    skip = {SOFT_DELETE_FIELD, *config.record_key_fields}
+    need = [
+        f.name
+        for f in schema
+        if f.name not in skip
+        and (f.name not in batch.column_names or batch.column(f.name).filter(is_delete).null_count > 0)
+    ]
+    if not need or not completed_instants(config.base_path):
+        return batch
+    from helpers.hudi.read import read_snapshot
+
+    stored = read_snapshot(config.base_path, columns=[RECORD_KEY_COL, *need])
+    keys = batch.column(RECORD_KEY_COL).combine_chunks()
+    stored = stored.filter(pc.is_in(stored.column(RECORD_KEY_COL), value_set=keys.filter(is_delete)))
+    position = pc.index_in(keys, value_set=stored.column(RECORD_KEY_COL).combine_chunks())
+    for name in need:
+        from_store = stored.column(name).combine_chunks().take(position)
+        if name in batch.column_names:
+            given = batch.column(name).combine_chunks()
+            filled = pc.if_else(is_delete, pc.coalesce(given, from_store.cast(given.type)), given)
+            batch = batch.set_column(batch.schema.get_field_index(name), name, filled)
+        else:
+            batch = batch.append_column(
+                name, pc.if_else(is_delete, from_store, pa.nulls(len(from_store), from_store.type))
+            )
+    return batch
+
+
 def load_key_index(
     config: HudiTableConfig,
     groups: Sequence[FileGroup],
@@ -1460,6 +1508,7 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
         rolled, groups, schema = begin_write(config, batch.schema)
         txn = WriteTransaction(config, "deltacommit" if config.is_mor else "commit")
         try:
+            batch = fill_soft_deletes(config, batch, schema)
             loaded: dict[str, OldBaseFile] = {}
             if operation == "bulk_insert":
                 index = _index_shape(None, config)

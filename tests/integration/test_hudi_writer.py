@@ -225,6 +225,24 @@ def test_soft_delete_keeps_row_with_deleted_flag(tmp_path: Path) -> None:
     assert [(r["id"], r["v"], r["__deleted"]) for r in rows] == [(1, "x", True), (2, "y", False)]
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_soft_delete_by_key_alone_keeps_the_stored_values(tmp_path: Path, table_type: str) -> None:
+    """Soft mode, ``delete`` with only the key (and partition) columns: the row stays whole, with
+    its stored values and __deleted=true; a delete carrying its own values keeps those."""
+    cfg = make_config(tmp_path, table_type, delete_mode="soft")
+    write_arrow(
+        batch([(1, "a", "x", "f1", 1), (2, "a", "y", "f1", 2), (3, "b", "z", "f1", 3)]), cfg, "upsert"
+    )
+    write_arrow(pa.table({"id": pa.array([1], pa.int64()), "city": ["a"]}), cfg, "delete")
+    write_arrow(batch([(3, "b", "given", "f2", 3)], [True]), cfg, "upsert")
+    rows = read(cfg.base_path)
+    assert [(r["id"], r["v"], r["f"], r["pos"], r["__deleted"]) for r in rows] == [
+        (1, "x", "f1", 1, True),
+        (2, "y", "f1", 2, False),
+        (3, "given", "f2", 3, True),
+    ]
+
+
 def test_missing_partition_fields_is_the_silent_zero_rows_mode(tmp_path: Path) -> None:
     """Our hoodie.properties names the partition fields; without them the reader returns 0 rows."""
     cfg = make_config(tmp_path, "COPY_ON_WRITE")
