@@ -30,6 +30,8 @@ __all__ = [
     "AwsParams",
     "LakeParams",
     "CaptureParams",
+    "SilverParams",
+    "SilverTableParams",
     "KafkaConnectParams",
     "MskConnectParams",
     "LocalParams",
@@ -204,6 +206,29 @@ class CaptureParams(_Strict):
     msk_connect: MskConnectParams | None = None
 
 
+class SilverTableParams(_Strict):
+    """One Silver Hudi table fed by one captured source table."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+    source: str
+    table: str
+    record_key: tuple[str, ...]
+    partition: tuple[str, ...] = ()
+    ordering: tuple[str, ...] = ()  # empty: the source engine's log position fields
+    table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
+    delete_mode: Literal["hard", "soft"] = "hard"
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class SilverParams(_Strict):
+    """The Silver zone's Hudi tables."""
+
+    tables: tuple[SilverTableParams, ...] = ()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
 class WorkbookParams(_Strict):
     """All parameters of one workbook run, frozen."""
 
@@ -217,6 +242,7 @@ class WorkbookParams(_Strict):
     local: LocalParams = LocalParams()
     lake: LakeParams = LakeParams()
     capture: CaptureParams = CaptureParams()
+    silver: SilverParams = SilverParams()
     aws: AwsParams | None = None
 
     @model_validator(mode="after")

@@ -1434,6 +1434,7 @@ def finish_write(
     operation: Operation,
     rolled: Sequence[str],
     executed_by: str = "driver",
+    extra_metadata: Mapping[str, str] | None = None,
 ) -> CommitResult:
     """Complete the commit and run inline table services.
 
@@ -1445,12 +1446,19 @@ def finish_write(
         operation: write operation.
         rolled: instants rolled back before the write.
         executed_by: ``driver`` or ``spark`` (who wrote the data files).
+        extra_metadata: more ``extraMetadata`` entries, committed atomically with the data (e.g.
+            an ingestion checkpoint, as DeltaStreamer keeps its own there).
 
     Returns:
         The commit result.
     """
     schema_json = json.dumps(avro_schema_for(schema, config.table_name), separators=(",", ":"))
-    content = commit_metadata_json(stats, schema_json=schema_json, operation_type=_OPERATION_TYPES[operation])
+    content = commit_metadata_json(
+        stats,
+        schema_json=schema_json,
+        operation_type=_OPERATION_TYPES[operation],
+        extra=dict(extra_metadata or {}),
+    )
     txn.complete(content)
     compaction_instant = None
     if config.is_mor and config.inline_compaction_delta_commits > 0:
@@ -1480,7 +1488,13 @@ def _locked(config: HudiTableConfig) -> Iterator[None]:
         yield
 
 
-def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation = "upsert") -> CommitResult:
+def write_arrow(
+    table: pa.Table,
+    config: HudiTableConfig,
+    operation: Operation = "upsert",
+    *,
+    extra_metadata: Mapping[str, str] | None = None,
+) -> CommitResult:
     """Write an Arrow table to a Hudi v6 table in this process (no Spark).
 
     Args:
@@ -1488,6 +1502,7 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
             An ``_hoodie_is_deleted`` boolean column marks deletes inside an upsert.
         config: table configuration.
         operation: ``bulk_insert``, ``insert``, ``upsert`` or ``delete``.
+        extra_metadata: entries added to the commit's ``extraMetadata`` (atomic with the data).
 
     Returns:
         The commit result.
@@ -1532,4 +1547,4 @@ def write_arrow(table: pa.Table, config: HudiTableConfig, operation: Operation =
             raise HudiCommitError(
                 f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}"
             ) from exc
-        return finish_write(config, txn, stats, schema, operation, rolled)
+        return finish_write(config, txn, stats, schema, operation, rolled, extra_metadata=extra_metadata)
