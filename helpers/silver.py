@@ -38,7 +38,15 @@ from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.hudi.writer import write_arrow
 from helpers.params import SilverTableParams, WorkbookParams
 
-__all__ = ["CHECKPOINT_KEY", "IngestResult", "ingest_all", "ingest_table", "silver_vs_source", "table_config"]
+__all__ = [
+    "CHECKPOINT_KEY",
+    "IngestResult",
+    "ingest_all",
+    "ingest_table",
+    "silver_tables_frame",
+    "silver_vs_source",
+    "table_config",
+]
 
 CHECKPOINT_KEY = "workbook.bronze.files"
 _ORDERING = {
@@ -229,3 +237,29 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
             }
         )
     return pd.DataFrame(out)
+
+
+def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
+    """Per Silver table: type, commits, rows (official reader), file groups and bytes."""
+    from helpers.hudi.inspect import table_size, table_timeline
+    from helpers.hudi.read import read_snapshot
+
+    rows = []
+    for table in params.silver.tables:
+        base = table_config(params, table).base_path
+        if not Path(base, ".hoodie").exists():
+            rows.append({"table": table.name, "type": table.table_type, "commits": 0, "rows": 0})
+            continue
+        timeline = table_timeline(base)
+        size = table_size(base).iloc[0]
+        rows.append(
+            {
+                "table": table.name,
+                "type": table.table_type,
+                "commits": int((timeline["state"] == "COMPLETED").sum()),
+                "rows": read_snapshot(base, columns=["_hoodie_record_key"]).num_rows,
+                "file_groups": int(size["file_groups"]),
+                "data_bytes": int(size["data_bytes"]),
+            }
+        )
+    return pd.DataFrame(rows)
