@@ -225,6 +225,7 @@ class SilverParams(_Strict):
     """The Silver zone's Hudi tables."""
 
     tables: tuple[SilverTableParams, ...] = ()
+    min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 

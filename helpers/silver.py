@@ -90,17 +90,28 @@ def table_config(params: WorkbookParams, table: SilverTableParams) -> HudiTableC
     )
 
 
+_checkpoints: dict[str, tuple[set[str], set[str]]] = {}
+
+
 def ingested_files(base_path: str) -> set[str]:
-    """Bronze file names recorded by the table's completed commits."""
-    done: set[str] = set()
+    """Bronze file names recorded by the table's completed commits.
+
+    Commit metadata already read is remembered per table (a continuous job asks every second);
+    only commits not seen before are read.
+    """
     if not Path(base_path, ".hoodie").exists():
-        return done
+        _checkpoints.pop(base_path, None)
+        return set()
+    seen, done = _checkpoints.setdefault(base_path, (set(), set()))
     for instant in completed_instants(base_path):
+        if instant.file_name in seen:
+            continue
         meta = read_commit_metadata(base_path, instant)
         raw = (meta.get("extraMetadata") or {}).get(CHECKPOINT_KEY)
         if raw:
             done.update(json.loads(raw))
-    return done
+        seen.add(instant.file_name)
+    return set(done)
 
 
 def _arrow_type(avro: Any) -> pa.DataType:

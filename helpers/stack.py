@@ -546,7 +546,9 @@ class LocalStack:
             StackError: if a server does not stop within the start timeout.
         """
         from helpers.capture.backends import stop_all_workers
+        from helpers.silver_job import SilverJob
 
+        SilverJob(self.params).stop()
         stop_all_workers(self.params.state_path)
         with self._locked():
             self.stop_mariadb()

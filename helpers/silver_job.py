@@ -1,0 +1,190 @@
+"""The continuous Silver job (DeltaStreamer's ``--continuous``): a background worker process.
+
+:class:`SilverJob` starts ``python -m helpers.silver_job <directory>`` (``<state_dir>/silver/``),
+which runs :func:`helpers.silver.ingest_all` again and again, at most once per
+``silver.min_interval_s``, until stopped. Its status (``status.json``: state, pid, loops, last
+commit per table, Bronze files not yet ingested and the age of the oldest, last error) is
+rewritten atomically after every loop. A ``kill -9`` in the middle of a commit leaves an
+inflight instant that the next write rolls back; the files of that commit were not recorded as
+ingested, so the restarted job takes them again: nothing lost, nothing applied twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from helpers.capture.backends import _pid_alive
+from helpers.capture.worker import read_status, write_status
+from helpers.errors import WorkbookError
+from helpers.params import WorkbookParams
+
+__all__ = ["SilverJob", "main"]
+
+
+@dataclass
+class SilverJob:
+    """Start, stop and watch the continuous Silver job of a parameter set (the job process gets
+    the same, already validated parameters).
+
+    Attributes:
+        params: the workbook parameters.
+    """
+
+    params: WorkbookParams
+
+    @property
+    def directory(self) -> Path:
+        return self.params.state_path / "silver"
+
+    def pid(self) -> int | None:
+        try:
+            pid = int((self.directory / "job.pid").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _pid_alive(pid) else None
+
+    def start(self) -> int:
+        """Start the job unless it runs; returns its pid."""
+        running = self.pid()
+        if running:
+            return running
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "config.json").write_text(
+            json.dumps(self.params.model_dump(mode="json", by_alias=True))
+        )
+        root = Path(__file__).resolve().parents[1]
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+        }
+        with open(self.directory / "job.log", "ab") as log:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                [sys.executable, "-m", "helpers.silver_job", str(self.directory)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        (self.directory / "job.pid").write_text(str(proc.pid))
+        return proc.pid
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop after the current loop (SIGTERM), or kill after ``timeout_s``."""
+        pid = self.pid()
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if _pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+    def kill(self) -> int | None:
+        """``kill -9`` (crash tests)."""
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        return pid
+
+    def status(self) -> dict[str, Any]:
+        """The job's last status; ``state`` is ``DEAD`` when its process is gone unexpectedly."""
+        st = read_status(self.directory)
+        if st.get("state") == "RUNNING" and self.pid() is None:
+            st["state"] = "DEAD"
+        return st
+
+
+def _lag(params: WorkbookParams) -> dict[str, Any]:
+    from helpers.capture.bronze import bronze_files
+    from helpers.silver import ingested_files, table_config, topic_of
+
+    now = time.time()
+    out = {}
+    for table in params.silver.tables:
+        done = ingested_files(table_config(params, table).base_path)
+        pending = [
+            p
+            for p in bronze_files(params.path(params.lake.bronze), topic_of(params, table))
+            if p.name not in done
+        ]
+        oldest = min((p.stat().st_mtime for p in pending), default=None)
+        out[table.name] = {
+            "pending_files": len(pending),
+            "oldest_pending_s": round(now - oldest, 3) if oldest else 0.0,
+        }
+    return out
+
+
+def run(directory: Path) -> int:
+    """The job's loop (the worker process)."""
+    from helpers.silver import ingest_all
+
+    params = WorkbookParams.model_validate(json.loads((directory / "config.json").read_text()))
+    stopping = {"flag": False}
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopping["flag"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    status: dict[str, Any] = {
+        "state": "RUNNING",
+        "pid": os.getpid(),
+        "loops": 0,
+        "last_commit": {},
+        "error": None,
+    }
+    write_status(directory, status)
+    interval = params.silver.min_interval_s
+    while not stopping["flag"]:
+        started = time.monotonic()
+        try:
+            result = ingest_all(params)
+            for row in result.itertuples():
+                if row.instant:
+                    status["last_commit"][row.table] = {
+                        "instant": row.instant,
+                        "events": int(row.events),
+                        "at": time.time(),
+                    }
+            status["error"] = None
+        except WorkbookError as exc:
+            status["error"] = str(exc)
+        status["loops"] += 1
+        status["lag"] = _lag(params)
+        write_status(directory, status)
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    status["state"] = "STOPPED"
+    write_status(directory, status)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m helpers.silver_job <directory>``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m helpers.silver_job <directory>", file=sys.stderr)
+        return 2
+    return run(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
