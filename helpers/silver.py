@@ -22,6 +22,7 @@ steps.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from helpers.capture.bronze import bronze_files
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
-from helpers.hudi.writer import write_arrow
+from helpers.hudi.writer import table_lock, write_arrow
 from helpers.params import SilverTableParams, WorkbookParams
 
 __all__ = [
@@ -171,23 +172,24 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
     """
     topic = topic_of(params, table)
     config = table_config(params, table)
-    done = ingested_files(config.base_path)
-    new = [p for p in bronze_files(params.path(params.lake.bronze), topic) if p.name not in done]
-    if not new:
-        return IngestResult(table.name, 0, 0, None)
-    if any(p.suffix != ".avro" for p in new):
-        raise HudiError(
-            f"Failed to ingest {topic}: only Avro Bronze files are ingested so far ({new[0].name})"
-        )
-    events = _prepare(read_bronze_arrow(new))
-    missing = [
-        f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names
-    ]
-    if missing:
-        raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
-    commit = write_arrow(
-        events, config, "upsert", extra_metadata={CHECKPOINT_KEY: json.dumps(sorted(p.name for p in new))}
-    )
+    os.makedirs(Path(config.base_path, ".hoodie"), exist_ok=True)
+    with table_lock(config):  # checkpoint read and commit under one lock: two runs never overlap
+        done = ingested_files(config.base_path)
+        new = [p for p in bronze_files(params.path(params.lake.bronze), topic) if p.name not in done]
+        if not new:
+            return IngestResult(table.name, 0, 0, None)
+        if any(p.suffix != ".avro" for p in new):
+            raise HudiError(
+                f"Failed to ingest {topic}: only Avro Bronze files are ingested so far ({new[0].name})"
+            )
+        events = _prepare(read_bronze_arrow(new))
+        missing = [
+            f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names
+        ]
+        if missing:
+            raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
+        checkpoint = {CHECKPOINT_KEY: json.dumps(sorted(p.name for p in new))}
+        commit = write_arrow(events, config, "upsert", extra_metadata=checkpoint, locked=True)
     return IngestResult(
         table.name,
         len(new),
@@ -228,7 +230,7 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
         engine = "postgres" if sp.engine == "postgres" else "mysql"
         source = _source_table(stack, engine, sp.database, sp.namespace, table.table)
         base = table_config(params, table).base_path
-        silver = read_snapshot(base).to_pylist() if Path(base, ".hoodie").exists() else []
+        silver = read_snapshot(base).to_pylist() if Path(base, ".hoodie", "hoodie.properties").exists() else []
         columns = list(source[0]) if source else []
         parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
 
@@ -258,7 +260,7 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
     rows = []
     for table in params.silver.tables:
         base = table_config(params, table).base_path
-        if not Path(base, ".hoodie").exists():
+        if not Path(base, ".hoodie", "hoodie.properties").exists():
             rows.append({"table": table.name, "type": table.table_type, "commits": 0, "rows": 0})
             continue
         timeline = table_timeline(base)

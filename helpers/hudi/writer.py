@@ -1488,12 +1488,19 @@ def _locked(config: HudiTableConfig) -> Iterator[None]:
         yield
 
 
+def table_lock(config: HudiTableConfig) -> contextlib.AbstractContextManager[None]:
+    """The table's writer lock, for callers that must decide what to write under it (e.g. an
+    ingestion reading its checkpoint); pass ``locked=True`` to :func:`write_arrow` inside."""
+    return _locked(config)
+
+
 def write_arrow(
     table: pa.Table,
     config: HudiTableConfig,
     operation: Operation = "upsert",
     *,
     extra_metadata: Mapping[str, str] | None = None,
+    locked: bool = False,
 ) -> CommitResult:
     """Write an Arrow table to a Hudi v6 table in this process (no Spark).
 
@@ -1503,6 +1510,7 @@ def write_arrow(
         config: table configuration.
         operation: ``bulk_insert``, ``insert``, ``upsert`` or ``delete``.
         extra_metadata: entries added to the commit's ``extraMetadata`` (atomic with the data).
+        locked: the caller already holds :func:`table_lock`.
 
     Returns:
         The commit result.
@@ -1519,7 +1527,7 @@ def write_arrow(
     if operation not in _OPERATION_TYPES:
         raise HudiError(f"Failed to write Hudi table {config.table_name}: unknown operation {operation!r}")
     batch = prepare_batch(table, config, operation)
-    with _locked(config):
+    with contextlib.nullcontext() if locked else _locked(config):
         rolled, groups, schema = begin_write(config, batch.schema)
         txn = WriteTransaction(config, "deltacommit" if config.is_mor else "commit")
         try:

@@ -411,3 +411,31 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     finally:
         job.stop()
     assert job.status()["state"] == "STOPPED"
+
+
+def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> None:
+    """The checkpoint is read and committed under the table lock: two ingestion runs at the same
+    moment (a notebook while the continuous job runs) record every Bronze file in one commit only."""
+    import json as json_
+
+    from helpers.capture.api import bronze_vs_source
+    from helpers.changes import apply_scenario
+    from helpers.hudi.timeline import completed_instants, read_commit_metadata
+    from helpers.silver import CHECKPOINT_KEY, ingest_table, silver_vs_source, table_config
+
+    params = capture.stack.params
+    apply_scenario(params, "burst")
+    assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=30)["equal"].all()
+    category = next(t for t in params.silver.tables if t.name == "category")
+    threads = [threading.Thread(target=ingest_table, args=(params, category)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    base = table_config(params, category).base_path
+    recorded: list[str] = []
+    for instant in completed_instants(base):
+        raw = (read_commit_metadata(base, instant).get("extraMetadata") or {}).get(CHECKPOINT_KEY)
+        recorded += json_.loads(raw) if raw else []
+    assert len(recorded) == len(set(recorded))
+    assert silver_vs_source(params, ["category"])["equal"].all()
