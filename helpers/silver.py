@@ -45,6 +45,7 @@ __all__ = [
     "ingest_all",
     "ingest_table",
     "silver_tables_frame",
+    "wait_for_job_round",
     "silver_vs_source",
     "table_config",
 ]
@@ -230,7 +231,9 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
         engine = "postgres" if sp.engine == "postgres" else "mysql"
         source = _source_table(stack, engine, sp.database, sp.namespace, table.table)
         base = table_config(params, table).base_path
-        silver = read_snapshot(base).to_pylist() if Path(base, ".hoodie", "hoodie.properties").exists() else []
+        silver = (
+            read_snapshot(base).to_pylist() if Path(base, ".hoodie", "hoodie.properties").exists() else []
+        )
         columns = list(source[0]) if source else []
         parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
 
@@ -276,3 +279,25 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def wait_for_job_round(job: Any, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Wait until the continuous job has finished a round after now; its status.
+
+    Raises:
+        HudiError: when the job dies or does not finish a round in time.
+    """
+    import time
+
+    start = job.status().get("loops", 0)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status: dict[str, Any] = job.status()
+        if status.get("state") == "DEAD":
+            raise HudiError(
+                f"Failed to run the continuous Silver job: it died; see {job.directory / 'job.log'}"
+            )
+        if status.get("loops", 0) > start:
+            return status
+        time.sleep(0.2)
+    raise HudiError(f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s")
