@@ -14,3 +14,7 @@ echo "== bench/bench_hudi.py: Hudi upsert / bulk insert / time travel vs delta-r
 echo
 echo "== bench/bench_capture.py: commit-to-Bronze latency and snapshot throughput (own servers)"
 "$py" bench/bench_capture.py
+
+echo
+echo "== bench/bench_silver.py: full load from Bronze and commit-to-Silver latency (own servers)"
+"$py" bench/bench_silver.py

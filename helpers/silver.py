@@ -44,6 +44,7 @@ __all__ = [
     "IngestResult",
     "ingest_all",
     "ingest_table",
+    "register_catalog",
     "silver_tables_frame",
     "wait_for_job_round",
     "silver_vs_source",
@@ -301,3 +302,31 @@ def wait_for_job_round(job: Any, timeout_s: float = 120.0) -> dict[str, Any]:
             return status
         time.sleep(0.2)
     raise HudiError(f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s")
+
+
+def register_catalog(params: WorkbookParams, *, glue: Any = None) -> pd.DataFrame:
+    """Register every Silver table: in the local catalog file, and in Glue when ``glue`` is given
+    (AWS: ``boto3.client("glue")``; database ``<project>_silver``).
+
+    Returns:
+        One row per catalog entry: ``name``, ``hudi_table``, ``query_type``, ``glue`` outcome.
+    """
+    from helpers.catalog import catalog_tables, register_glue, register_local
+    from helpers.hudi.read import read_snapshot
+
+    database = f"{params.project}_silver"
+    entries = []
+    for table in params.silver.tables:
+        base = table_config(params, table).base_path
+        if not Path(base, ".hoodie", "hoodie.properties").exists():
+            continue
+        schema = read_snapshot(base).schema
+        entries += catalog_tables(table.name, base, schema, table.table_type, table.partition)
+    register_local(params.path(params.lake.silver) / "_catalog.json", database, entries)
+    outcome = register_glue(glue, database, entries) if glue is not None else ["" for _ in entries]
+    return pd.DataFrame(
+        [
+            {"name": e.name, "hudi_table": e.hudi_table, "query_type": e.query_type, "glue": o}
+            for e, o in zip(entries, outcome, strict=True)
+        ]
+    )

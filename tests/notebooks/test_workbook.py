@@ -166,6 +166,12 @@ def test_silver_equals_the_sources_after_notebook_03(
         assert int(row["silver_rows"]) == expected[(table.source, table.table)], table.name
     ingested = pd.read_csv(first_run.run_dir / "03_ingested.csv")
     assert (ingested["files"] > 0).all()
+    registered = pd.read_csv(first_run.run_dir / "03_catalog.csv")
+    names = {t.name for t in params.silver.tables if t.table_type == "COPY_ON_WRITE"}
+    names |= {
+        f"{t.name}_{s}" for t in params.silver.tables if t.table_type == "MERGE_ON_READ" for s in ("ro", "rt")
+    }
+    assert set(registered["name"]) == names
     # independently, through the official reader: the continuous job notebook 03 started takes
     # in what the sources changed since (an update made by the Bronze test above) on its own
     from helpers.silver import silver_vs_source
