@@ -6,8 +6,9 @@ For each configured table (``params.silver.tables``) :func:`ingest_table`
    files it ingested in its ``extraMetadata`` (``workbook.bronze.files``), written atomically
    with the data, so a crash before the commit completes leaves them to the next run and a
    completed commit never takes them twice, whatever order or timestamps files arrive with;
-2. reads the new files (Avro with its schema, decoded to proper types: exact decimals, UTC
-   timestamps, dates) into one Arrow table;
+2. reads the new files (Avro with its schema, or JSON lines of Connect envelopes whose Debezium
+   encodings are converted with the schema each line carries) into one typed Arrow table: exact
+   decimals, UTC timestamps, dates;
 3. turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
    flagged (soft mode), orders changes by the source's log position (PostgreSQL ``__lsn``; MySQL
    ``__file, __pos, __row``; SQL Server ``__commit_lsn, __change_lsn, __event_serial_no``), so that
@@ -15,8 +16,7 @@ For each configured table (``params.silver.tables``) :func:`ingest_table`
    overwrites a newer one;
 4. upserts into the Hudi table with :func:`helpers.hudi.writer.write_arrow`.
 
-Continuous mode, catalog registration and JSON-lines Bronze belong to the Silver issue's later
-steps.
+Continuous mode is :mod:`helpers.silver_job`; catalog registration :func:`register_catalog`.
 """
 
 from __future__ import annotations
@@ -144,11 +144,58 @@ def _arrow_type(avro: Any) -> pa.DataType:
     }[avro]
 
 
+def _jsonl_tables(path: Path) -> list[pa.Table]:
+    """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
+    encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted."""
+    from helpers.capture.bronze import (
+        _avro_record,
+        _converted_fields,
+        avro_schema_from_connect,
+        event_from_json,
+    )
+
+    groups: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                event = event_from_json(path.name, line.rstrip(b"\n"))
+            except Exception as exc:  # noqa: BLE001 - re-raised with the place
+                raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
+            if event is None or event.schema is None:
+                continue
+            groups.setdefault(id(event.schema), (event.schema, []))[1].append(dict(event.value))
+    tables = []
+    for connect_schema, values in groups.values():
+        avro = avro_schema_from_connect(connect_schema, path.name.split("+", 1)[0])
+        converted = _converted_fields(avro)
+        millis = [
+            f["name"]
+            for f in avro["fields"]
+            if isinstance(t := (f["type"][1] if isinstance(f["type"], list) else f["type"]), dict)
+            and t.get("logicalType") == "timestamp-millis"
+        ]
+        rows = []
+        for value in values:
+            row = _avro_record(value, converted)
+            for name in millis:
+                if row.get(name) is not None:
+                    row[name] = int(row[name]) * 1000
+            rows.append(row)
+        schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in avro["fields"]])
+        tables.append(pa.Table.from_pylist(rows, schema=schema))
+    return tables
+
+
 def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
-    """Avro Bronze files as one Arrow table (columns unified across schema versions; a column
-    added at the source later is null in older events)."""
+    """Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
+    versions; a column added at the source later is null in older events)."""
     tables = []
     for path in paths:
+        if path.suffix == ".jsonl":
+            tables.extend(_jsonl_tables(path))
+            continue
         with open(path, "rb") as handle:
             reader = fastavro.reader(handle)
             writer_schema: Any = reader.writer_schema
@@ -180,10 +227,6 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         new = [p for p in bronze_files(params.path(params.lake.bronze), topic) if p.name not in done]
         if not new:
             return IngestResult(table.name, 0, 0, None)
-        if any(p.suffix != ".avro" for p in new):
-            raise HudiError(
-                f"Failed to ingest {topic}: only Avro Bronze files are ingested so far ({new[0].name})"
-            )
         events = _prepare(read_bronze_arrow(new))
         missing = [
             f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names

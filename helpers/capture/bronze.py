@@ -9,7 +9,8 @@ Layout: ``<bronze>/<topic>/year=YYYY/month=MM/day=DD/<topic>+<first>+<last>+<dig
   snapshot batches share positions, the digest tells them apart);
 * format ``avro`` (default; object container file with the writer schema inside, derived from the
   Connect schema the events carry: exact decimals, timestamps with logical types) or ``jsonl``
-  (one event per line; decimals as exact strings);
+  (one event per line as Connect's JSON converter wrote it, schema included, as Kafka Connect's
+  S3 sink writes JSON; values in Debezium's encodings, decimals as exact numbers);
 * a file appears only when complete: written to a hidden temporary name in the same directory,
   fsynced, renamed, and the directory fsynced. :meth:`BronzeWriter.write_batch` returns only
   then, and only then may the capture engine commit its offsets.
@@ -289,12 +290,6 @@ def _avro_record(value: Mapping[str, Any], converted: Mapping[str, Any]) -> dict
     return record
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, decimal.Decimal):
-        return str(obj)
-    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
-
-
 # ------------------------------------------------------------------------------- writer
 
 
@@ -403,8 +398,9 @@ class BronzeWriter:
 
     def _encode(self, topic: str, events: list[BronzeEvent]) -> bytes:
         if self.fmt == "jsonl":
-            lines = [json.dumps(dict(e.value), default=_json_default, separators=(",", ":")) for e in events]
-            return ("\n".join(lines) + "\n").encode("utf-8")
+            # each line as the JSON converter wrote it: {"schema":...,"payload":...} (what Kafka
+            # Connect's S3 sink writes with JsonFormat), so the types stay recoverable
+            return b"".join(e.raw.replace(b"\n", b" ") + b"\n" for e in events)
         if events[0].schema is None:
             raise BronzeError(
                 f"Failed to write Avro for topic {topic}: events carry no schema "
@@ -450,14 +446,45 @@ def bronze_files(root: str | Path, topic: str) -> list[Path]:
 
 def _read_file(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".jsonl":
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    yield json.loads(line, parse_float=decimal.Decimal)
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    event = event_from_json(path.name, line.rstrip(b"\n"))
+                except BronzeError as exc:
+                    raise BronzeError(f"Failed to read {path} line {number}: {exc}") from None
+                if event is not None:
+                    yield _decoded(event)
         return
     with open(path, "rb") as handle:
         for record in fastavro.reader(handle):
             yield dict(record)  # type: ignore[arg-type]
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _decoded(event: BronzeEvent) -> dict[str, Any]:
+    """A JSON-lines event with Debezium's encodings decoded as Avro readers decode them (dates,
+    aware UTC datetimes, exact decimals), so both Bronze formats read back alike."""
+    if event.schema is None:
+        return dict(event.value)
+    avro = avro_schema_from_connect(event.schema, event.topic)
+    row = _avro_record(event.value, _converted_fields(avro))
+    for fld in avro["fields"]:
+        t = fld["type"][1] if isinstance(fld["type"], list) else fld["type"]
+        value = row.get(fld["name"])
+        if value is None or not isinstance(t, dict):
+            continue
+        logical = t.get("logicalType")
+        if logical == "date":
+            row[fld["name"]] = dt.date(1970, 1, 1) + dt.timedelta(days=int(value))
+        elif logical == "timestamp-millis":
+            row[fld["name"]] = _EPOCH + dt.timedelta(milliseconds=int(value))
+        elif logical == "timestamp-micros":
+            row[fld["name"]] = _EPOCH + dt.timedelta(microseconds=int(value))
+    return row
 
 
 def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str, Any]]:

@@ -198,17 +198,15 @@ def test_bronze_files_are_daily_by_source_time_named_by_positions_and_idempotent
     assert len(bronze_files(tmp_path, "tickit.ems.t")) == 2
     rows = read_bronze(tmp_path, "tickit.ems.t")
     assert [r["id"] for r in rows] == [1, 2, 3]
-    first = rows[0]
+    first = rows[0]  # both formats read back alike (JSON lines decoded with their schema)
+    assert first["price"] == decimal.Decimal("123456.78")
+    assert first["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=dt.UTC)
+    assert first["zoned"] == dt.datetime(2024, 1, 15, 12, 17, 47, 500000, tzinfo=dt.UTC)
     if fmt == "avro":
-        assert first["price"] == decimal.Decimal("123456.78")
-        assert first["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=dt.UTC)
-        assert first["zoned"] == dt.datetime(2024, 1, 15, 12, 17, 47, 500000, tzinfo=dt.UTC)
         with open(bronze_files(tmp_path, "tickit.ems.t")[0], "rb") as handle:
             schema = fastavro.reader(handle).writer_schema
         price = next(f for f in schema["fields"] if f["name"] == "price")["type"][1]
         assert (price["logicalType"], price["precision"], price["scale"]) == ("decimal", 8, 2)
-    else:
-        assert decimal.Decimal(str(first["price"])) == decimal.Decimal("123456.78")
     assert not list(tmp_path.rglob(".*tmp*"))
 
 
@@ -436,3 +434,37 @@ def test_msk_connect_create_then_update_and_status_via_botocore_stubs() -> None:
     assert (status.state, status.error) == ("FAILED", "Access denied to secret")
     with pytest.raises(CaptureError, match="no pause"):
         backend.pause("tickit-ems")
+
+
+def test_jsonl_and_avro_bronze_read_to_the_same_typed_table(tmp_path: Path) -> None:
+    """The same events through both Bronze formats: Silver's reader gives identical typed rows
+    (Debezium's encodings in JSON lines converted with the schema each line carries)."""
+    from helpers.silver import read_bronze_arrow
+
+    raw = [
+        _event(
+            "tickit.ems.t",
+            100,
+            DAY1,
+            id=1,
+            price="PRICE",
+            at=1_700_000_000_123_456,
+            zoned="2024-01-15T12:17:47.5Z",
+        ),
+        _event("tickit.ems.t", 200, DAY1, id=2, price=None, at=None, zoned=None),
+    ]
+    raw[0] = raw[0].replace('"price": "PRICE"', '"price": 0.10')
+    events = [e for e in (event_from_json("tickit.ems.t", r) for r in raw) if e is not None]
+    avro = BronzeWriter(tmp_path / "a", "avro").write_batch(events)
+    jsonl = BronzeWriter(tmp_path / "j", "jsonl").write_batch(events)
+    from_avro = read_bronze_arrow([f.path for f in avro])
+    from_jsonl = read_bronze_arrow([f.path for f in jsonl])
+    assert from_jsonl.schema == from_avro.schema
+    assert from_jsonl.to_pylist() == from_avro.to_pylist()
+    first = from_jsonl.to_pylist()[0]
+    assert first["price"] == decimal.Decimal("0.10")
+    assert first["zoned"] == dt.datetime(2024, 1, 15, 12, 17, 47, 500000, tzinfo=dt.UTC)
+    bad = tmp_path / "j" / "bad+1+1+x.jsonl"
+    bad.write_bytes(raw[1].encode() + b"\n{broken\n")
+    with pytest.raises(Exception, match="line 2"):
+        read_bronze_arrow([bad])
