@@ -226,6 +226,7 @@ class SilverParams(_Strict):
 
     tables: tuple[SilverTableParams, ...] = ()
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    reader: Literal["arrow", "spark"] = "arrow"
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 

@@ -207,6 +207,36 @@ def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+AVRO_FILE_FORMAT = "org.apache.spark.sql.avro.AvroFileFormat"  # the "avro" short name is not registered
+
+
+def read_bronze_spark(spark: Any, paths: Sequence[Path]) -> pa.Table:
+    """Bronze files read by Spark: Avro through ``AvroFileFormat`` (one read per writer schema,
+    united by name so columns added later are null in older events), JSON lines through
+    :func:`read_bronze_arrow` (their envelopes need the per-line schema). Returned as Arrow (the
+    driver-side writer takes it; inputs here are one round of changes)."""
+    avro = [p for p in paths if p.suffix == ".avro"]
+    by_schema: dict[str, list[str]] = {}
+    for path in avro:
+        with open(path, "rb") as handle:
+            by_schema.setdefault(
+                json.dumps(fastavro.reader(handle).writer_schema, sort_keys=True), []
+            ).append(str(path))
+    frames = [spark.read.format(AVRO_FILE_FORMAT).load(files) for files in by_schema.values()]
+    tables = []
+    if frames:
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other, allowMissingColumns=True)
+        tables.append(df.toArrow())
+    others = [p for p in paths if p.suffix != ".avro"]
+    if others:
+        tables.append(read_bronze_arrow(others))
+    if not tables:
+        return pa.table({})
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
 def _prepare(events: pa.Table) -> pa.Table:
     deleted = pa.compute.equal(events.column("__deleted"), "true")
     events = events.drop_columns(["__deleted"])
@@ -227,7 +257,13 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         new = [p for p in bronze_files(params.path(params.lake.bronze), topic) if p.name not in done]
         if not new:
             return IngestResult(table.name, 0, 0, None)
-        events = _prepare(read_bronze_arrow(new))
+        if params.silver.reader == "spark":
+            from helpers.spark import build_spark_session
+
+            raw = read_bronze_spark(build_spark_session(), new)
+        else:
+            raw = read_bronze_arrow(new)
+        events = _prepare(raw)
         missing = [
             f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names
         ]
