@@ -298,7 +298,7 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
         One row per table: ``source_rows``, ``silver_rows``, ``equal`` (same keys, every source
         column equal; JSON compared parsed).
     """
-    from helpers.capture.api import _comparable, _source_table
+    from helpers.capture.api import _source_table, rows_equal_source
     from helpers.hudi.read import read_snapshot
     from helpers.stack import LocalStack
 
@@ -314,22 +314,12 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
         silver = (
             read_snapshot(base).to_pylist() if Path(base, ".hoodie", "hoodie.properties").exists() else []
         )
-        columns = list(source[0]) if source else []
-        parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
-
-        def cell(row: dict[str, Any], c: str, parsed: set[str] = parsed) -> Any:
-            value = row.get(c)
-            return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
-
-        key = table.record_key
-        want = {tuple(r[k] for k in key): tuple(_comparable(r[c]) for c in columns) for r in source}
-        have = {tuple(r[k] for k in key): tuple(cell(r, c) for c in columns) for r in silver}
         out.append(
             {
                 "table": table.name,
                 "source_rows": len(source),
                 "silver_rows": len(silver),
-                "equal": want == have,
+                "equal": rows_equal_source(source, silver, table.record_key),
             }
         )
     return pd.DataFrame(out)

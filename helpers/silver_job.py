@@ -14,17 +14,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.capture.backends import _pid_alive
 from helpers.capture.worker import read_status, write_status
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
+from helpers.workers import kill_process, live_pid, spawn_module, stop_process
 
 __all__ = ["SilverJob", "main"]
 
@@ -45,11 +44,7 @@ class SilverJob:
         return self.params.state_path / "silver"
 
     def pid(self) -> int | None:
-        try:
-            pid = int((self.directory / "job.pid").read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if _pid_alive(pid) else None
+        return live_pid(self.directory / "job.pid")
 
     def start(self) -> int:
         """Start the job unless it runs; returns its pid."""
@@ -60,48 +55,24 @@ class SilverJob:
         (self.directory / "config.json").write_text(
             json.dumps(self.params.model_dump(mode="json", by_alias=True))
         )
-        root = Path(__file__).resolve().parents[1]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
-        }
-        with open(self.directory / "job.log", "ab") as log:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
-                [sys.executable, "-m", "helpers.silver_job", str(self.directory)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
-        (self.directory / "job.pid").write_text(str(proc.pid))
-        return proc.pid
+        return spawn_module(
+            "helpers.silver_job",
+            self.directory,
+            log_file=self.directory / "job.log",
+            pid_file=self.directory / "job.pid",
+        )
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Stop after the current loop (SIGTERM), or kill after ``timeout_s``."""
         pid = self.pid()
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        if pid is not None:
+            stop_process(pid, timeout_s)
 
     def kill(self) -> int | None:
         """``kill -9`` (crash tests)."""
         pid = self.pid()
         if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+            kill_process(pid)
         return pid
 
     def status(self) -> dict[str, Any]:

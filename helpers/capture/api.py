@@ -322,6 +322,31 @@ def _comparable(value: Any) -> Any:
     return value
 
 
+def rows_equal_source(
+    source: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]], key: Sequence[str]
+) -> bool:
+    """Whether ``rows`` (from Bronze or Silver) hold exactly the source rows: the same keys, every
+    source column equal (aware timestamps as naive UTC, JSON text compared parsed).
+
+    Args:
+        source: the source table's rows (dicts from the database driver).
+        rows: the rows to check (one per key).
+        key: primary key columns.
+    """
+    import json
+
+    columns = list(source[0]) if source else []
+    parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
+
+    def cell(row: dict[str, Any], c: str) -> Any:
+        value = row.get(c)
+        return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
+
+    want = {tuple(r[k] for k in key): tuple(_comparable(r[c]) for c in columns) for r in source}
+    have = {tuple(r[k] for k in key): tuple(cell(r, c) for c in columns) for r in rows}
+    return len(have) == len(rows) and want == have
+
+
 def bronze_vs_source(
     params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
 ) -> pd.DataFrame:
@@ -345,7 +370,6 @@ def bronze_vs_source(
 
 
 def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
-    import json
 
     from helpers.capture.bronze import position_of, read_bronze
     from helpers.stack import LocalStack
@@ -364,23 +388,14 @@ def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec
             latest: dict[tuple[Any, ...], dict[str, Any]] = {}
             for event in sorted(events, key=position_of):
                 latest[tuple(event[c] for c in pk)] = event
-            replayed = {k: e for k, e in latest.items() if e.get("__deleted") != "true"}
-            columns = list(source[0]) if source else []
-            parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
-
-            def cell(row: dict[str, Any], c: str, parsed: set[str] = parsed) -> Any:
-                value = row.get(c)
-                return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
-
-            want = {tuple(r[c] for c in pk): tuple(_comparable(r[c]) for c in columns) for r in source}
-            have = {k: tuple(cell(e, c) for c in columns) for k, e in replayed.items()}
+            replayed = [e for e in latest.values() if e.get("__deleted") != "true"]
             rows.append(
                 {
                     "topic": topic,
                     "source_rows": len(source),
                     "bronze_rows": len(replayed),
                     "events": len(events),
-                    "equal": want == have,
+                    "equal": rows_equal_source(source, replayed, pk),
                 }
             )
     return pd.DataFrame(rows)

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +19,7 @@ from typing import Any, Protocol
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE, read_status, write_status
 from helpers.errors import CaptureError
+from helpers.workers import kill_process, live_pid, spawn_module, stop_process
 
 __all__ = [
     "ConnectorStatus",
@@ -103,20 +101,6 @@ def wait_until_running(
 # ------------------------------------------------------------------------------- embedded
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child counts as dead
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 @dataclass
 class EmbeddedBackend:
     """Debezium embedded engines in background worker processes (the local default).
@@ -143,11 +127,7 @@ class EmbeddedBackend:
         return Path(self.state_dir) / "capture" / name
 
     def _pid(self, name: str) -> int | None:
-        try:
-            pid = int((self.directory(name) / "worker.pid").read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        return pid if _pid_alive(pid) else None
+        return live_pid(self.directory(name) / "worker.pid")
 
     def engine_properties(self, spec: ConnectorSpec) -> dict[str, str]:
         """The connector's configuration plus the embedded engine's storage and batching."""
@@ -199,37 +179,12 @@ class EmbeddedBackend:
             raise CaptureError(
                 f"Failed to start connector {name}: it is not registered (no {d / CONFIG_FILE})"
             )
-        root = Path(__file__).resolve().parents[2]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
-        }
-        with open(d / "worker.log", "ab") as log:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
-                [sys.executable, "-m", "helpers.capture.worker", str(d)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=d,
-                env=env,
-                start_new_session=True,
-            )
-        (d / "worker.pid").write_text(str(proc.pid))
+        spawn_module("helpers.capture.worker", d, log_file=d / "worker.log", pid_file=d / "worker.pid", cwd=d)
 
     def _stop(self, name: str, timeout_s: float = 30.0) -> None:
         pid = self._pid(name)
-        if pid is None:
-            return
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        if pid is not None:
+            stop_process(pid, timeout_s)
 
     def status(self, name: str) -> ConnectorStatus:
         """State from the worker's status file, checked against its process."""
@@ -282,11 +237,7 @@ class EmbeddedBackend:
         """``kill -9`` the worker (for crash tests); returns the pid killed."""
         pid = self._pid(name)
         if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+            kill_process(pid)
         return pid
 
     def delete(self, name: str) -> None:

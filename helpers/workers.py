@@ -1,0 +1,84 @@
+"""Background worker processes of the workbook (capture workers, the continuous Silver job).
+
+One place spawns ``python -m <module> <directory>`` in its own session with the project on
+``PYTHONPATH``, records its pid, and stops (SIGTERM, then SIGKILL after a timeout) or kills it.
+Liveness and pid files use :mod:`helpers.stack`'s own checks (a zombie is not alive).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.stack import _pid_alive, _read_pid
+
+__all__ = ["kill_process", "live_pid", "pid_alive", "spawn_module", "stop_process"]
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (zombies count as dead)."""
+    return _pid_alive(pid)
+
+
+def live_pid(pid_file: Path) -> int | None:
+    """The pid recorded in ``pid_file`` if that process is alive."""
+    pid = _read_pid(pid_file)
+    return pid if pid is not None and _pid_alive(pid) else None
+
+
+def spawn_module(
+    module: str, directory: Path, *, log_file: Path, pid_file: Path, cwd: Path | None = None
+) -> int:
+    """Start ``python -m module directory`` detached, output appended to ``log_file``.
+
+    Returns:
+        The new process's pid (also written to ``pid_file``).
+    """
+    root = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    }
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            [sys.executable, "-m", module, str(directory)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(proc.pid))
+    return proc.pid
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop_process(pid: int, timeout_s: float) -> None:
+    """SIGTERM, wait up to ``timeout_s`` for it to exit, then SIGKILL."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        _reap(pid)
+    if _pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def kill_process(pid: int) -> None:
+    """SIGKILL (crash tests) and collect the exit status if it is our child."""
+    os.kill(pid, signal.SIGKILL)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
