@@ -249,6 +249,40 @@ def toast_unchanged(stack: LocalStack, params: WorkbookParams) -> ScenarioResult
     return r
 
 
+def toast_default_identity(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
+    """Edge case 7 without full row images: under ``REPLICA IDENTITY DEFAULT`` two updates of
+    another column carry ``__debezium_unavailable_value`` for the untouched 12.8 kB ``eventname``
+    (stored out of line); Silver must keep the value. The identity is set back to FULL after."""
+    r = ScenarioResult(
+        "toast_default_identity",
+        f"{params.project}.ems.event",
+        note="placeholders replaced by the stored value",
+    )
+    k = _next_id(stack, params, "event", "eventid")
+    _pg(
+        stack,
+        params,
+        r,
+        [
+            ("ALTER TABLE ems.event ALTER COLUMN eventname TYPE text", ()),
+            ("ALTER TABLE ems.event ALTER COLUMN eventname SET STORAGE EXTERNAL", ()),
+            ("ALTER TABLE ems.event REPLICA IDENTITY DEFAULT", ()),
+            (
+                "INSERT INTO ems.event (eventid, venueid, catid, dateid, eventname, starttime)"
+                " SELECT %s, venueid, catid, dateid,"
+                " (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 400) AS g),"
+                " starttime FROM ems.event ORDER BY eventid LIMIT 1",
+                (k,),
+            ),
+            ("UPDATE ems.event SET starttime = starttime + interval '1 hour' WHERE eventid = %s", (k,)),
+            ("UPDATE ems.event SET starttime = starttime + interval '1 hour' WHERE eventid = %s", (k,)),
+            ("ALTER TABLE ems.event REPLICA IDENTITY FULL", ()),
+        ],
+    )
+    r.keys = [k]
+    return r
+
+
 def exact_values(stack: LocalStack, params: WorkbookParams) -> ScenarioResult:
     """Edge case 8: decimal and timestamp fidelity (largest and smallest cents, microseconds)."""
     r = ScenarioResult(
@@ -303,6 +337,7 @@ SCENARIOS: dict[str, Callable[[LocalStack, WorkbookParams], ScenarioResult]] = {
     "partition_move": partition_move,
     "add_column": add_column,
     "toast_unchanged": toast_unchanged,
+    "toast_default_identity": toast_default_identity,
     "exact_values": exact_values,
     "burst": burst,
 }

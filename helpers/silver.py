@@ -8,7 +8,8 @@ For each configured table (``params.silver.tables``) :func:`ingest_table`
    completed commit never takes them twice, whatever order or timestamps files arrive with;
 2. reads the new files (Avro with its schema, or JSON lines of Connect envelopes whose Debezium
    encodings are converted with the schema each line carries) into one typed Arrow table: exact
-   decimals, UTC timestamps, dates;
+   decimals, UTC timestamps, dates; PostgreSQL's TOAST placeholders replaced by the value the
+   column last had (:func:`fill_unavailable`);
 3. turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
    flagged (soft mode), orders changes by the source's log position (PostgreSQL ``__lsn``; MySQL
    ``__file, __pos, __row``; SQL Server ``__commit_lsn, __change_lsn, __event_serial_no``), so that
@@ -22,6 +23,7 @@ Continuous mode is :mod:`helpers.silver_job`; catalog registration :func:`regist
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 
 from helpers.capture.bronze import bronze_files
+from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
@@ -42,6 +45,7 @@ from helpers.params import SilverTableParams, WorkbookParams
 __all__ = [
     "CHECKPOINT_KEY",
     "IngestResult",
+    "fill_unavailable",
     "ingest_all",
     "ingest_table",
     "register_catalog",
@@ -50,6 +54,8 @@ __all__ = [
     "silver_vs_source",
     "table_config",
 ]
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_KEY = "workbook.bronze.files"
 _ORDERING = {
@@ -71,6 +77,8 @@ class IngestResult:
     inserts: int = 0
     updates: int = 0
     deletes: int = 0
+    unavailable_filled: int = 0
+    unavailable_unresolved: int = 0
 
 
 def topic_of(params: WorkbookParams, table: SilverTableParams) -> str:
@@ -237,6 +245,85 @@ def read_bronze_spark(spark: Any, paths: Sequence[Path]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+def fill_unavailable(
+    events: pa.Table, config: HudiTableConfig, placeholder: str = UNAVAILABLE_VALUE
+) -> tuple[pa.Table, int, int]:
+    """Replace PostgreSQL's TOAST placeholders with the value the column last had.
+
+    Under ``REPLICA IDENTITY DEFAULT`` an update that leaves a large (TOASTed) value untouched
+    carries ``placeholder`` instead of it (bytes columns: its UTF-8). Like Hudi's
+    ``PostgresDebeziumAvroPayload``, the column keeps its previous value: the latest earlier event
+    of the same key in this batch (by log position), else the row stored in the table.
+
+    Args:
+        events: one batch of flattened change events (record key and ordering fields present).
+        config: the Silver table's configuration.
+        placeholder: Debezium's ``unavailable.value.placeholder``.
+
+    Returns:
+        The batch, the number of values filled and the number left null because neither the
+        batch nor the table held the key (logged as a warning; the source still has them).
+    """
+    masks: dict[str, Any] = {}
+    for field in events.schema:
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            value: Any = placeholder
+        elif pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            value = placeholder.encode()
+        else:
+            continue
+        equal = pa.compute.equal(events.column(field.name), pa.scalar(value, field.type))
+        mask = pa.compute.fill_null(equal, False)
+        if pa.compute.any(mask).as_py():
+            masks[field.name] = mask.to_numpy(zero_copy_only=False)
+    if not masks:
+        return events, 0, 0
+    from helpers.hudi.format import RECORD_KEY_COL, record_keys
+
+    keys = record_keys(events, config).to_pylist()
+    order_cols = [events.column(f).to_pylist() for f in config.ordering_fields if f in events.column_names]
+    order = sorted(range(events.num_rows), key=lambda i: (keys[i], *(c[i] for c in order_cols), i))
+    earlier: dict[str, set[str]] = {name: set() for name in masks}
+    lookup: set[str] = set()
+    for i in order:  # keys whose first placeholder has no full value before it in this batch
+        for name, mask in masks.items():
+            if mask[i] and keys[i] not in earlier[name]:
+                lookup.add(keys[i])
+            elif not mask[i]:
+                earlier[name].add(keys[i])
+    stored: dict[str, dict[str, Any]] = {}
+    if lookup and completed_instants(config.base_path):
+        from helpers.hudi.read import read_snapshot
+
+        snap = read_snapshot(config.base_path, columns=[RECORD_KEY_COL, *masks])
+        snap = snap.filter(pa.compute.is_in(snap.column(RECORD_KEY_COL), value_set=pa.array(sorted(lookup))))
+        stored = {r[RECORD_KEY_COL]: r for r in snap.to_pylist()}
+    filled = unresolved = 0
+    for name, mask in masks.items():
+        values = events.column(name).to_pylist()
+        last: dict[str, Any] = {k: r[name] for k, r in stored.items()}
+        for i in order:
+            if not mask[i]:
+                last[keys[i]] = values[i]
+            elif keys[i] in last:
+                values[i] = last[keys[i]]
+                filled += 1
+            else:
+                values[i] = None
+                unresolved += 1
+        index = events.schema.get_field_index(name)
+        field = events.schema.field(index)
+        events = events.set_column(index, field, pa.array(values, field.type))
+    if unresolved:
+        log.warning(
+            "%s: %d TOAST placeholder value(s) for keys not in the table or this batch were left null;"
+            " set REPLICA IDENTITY FULL on the source table to carry full values",
+            config.table_name,
+            unresolved,
+        )
+    return events, filled, unresolved
+
+
 def _prepare(events: pa.Table) -> pa.Table:
     deleted = pa.compute.equal(events.column("__deleted"), "true")
     events = events.drop_columns(["__deleted"])
@@ -269,6 +356,7 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         ]
         if missing:
             raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
+        events, filled, unresolved = fill_unavailable(events, config)
         checkpoint = {CHECKPOINT_KEY: json.dumps(sorted(p.name for p in new))}
         commit = write_arrow(events, config, "upsert", extra_metadata=checkpoint, locked=True)
     return IngestResult(
@@ -279,6 +367,8 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         commit.num_inserts,
         commit.num_updates,
         commit.num_deletes,
+        filled,
+        unresolved,
     )
 
 

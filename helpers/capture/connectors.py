@@ -34,7 +34,12 @@ __all__ = [
     "bronze_s3_sink_config",
     "redacted",
     "topic_name",
+    "UNAVAILABLE_VALUE",
 ]
+
+#: What PostgreSQL's connector puts in a column whose value the change does not carry (an
+#: unchanged TOASTed value under ``REPLICA IDENTITY DEFAULT``); bytes columns get its UTF-8.
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 #: Configuration keys whose values are secrets (masked by :func:`redacted`).
 SECRET_KEYS = ("database.password", "aws.secret.access.key", "password")
@@ -177,6 +182,8 @@ def postgres_source_config(
         "schema.include.list": _require(schema, "schema"),
         "table.include.list": ",".join(f"{schema}.{t}" for t in tables),
         "heartbeat.interval.ms": str(heartbeat_ms),
+        # stated, not left to the default: Silver replaces it with the stored value
+        "unavailable.value.placeholder": UNAVAILABLE_VALUE,
     }
     config.update(flatten_transform("postgres"))
     topics = {f"{schema}.{t}": topic_name(project, schema, t) for t in tables}
