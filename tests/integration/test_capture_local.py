@@ -12,67 +12,22 @@ import datetime as dt
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pipeline import Capture, wait_for
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from helpers.capture import connector_specs, open_backend, read_bronze, register_connectors
-from helpers.capture.api import local_endpoints
-from helpers.capture.backends import EmbeddedBackend, wait_until_running
+from helpers.capture import read_bronze
+from helpers.capture.backends import wait_until_running
 from helpers.capture.bronze import position_of
-from helpers.capture.connectors import ConnectorSpec
 from helpers.errors import CaptureError
-from helpers.sources import LocalSources
-from helpers.stack import LocalStack, quote_mariadb_identifier
+from helpers.stack import quote_mariadb_identifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-
-
-@dataclasses.dataclass
-class Capture:
-    stack: LocalStack
-    backend: EmbeddedBackend
-    specs: dict[str, ConnectorSpec]
-    bronze: Path
-
-
-@pytest.fixture(scope="module")
-def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
-    bronze = tmp_path_factory.mktemp("bronze")
-    overrides = {
-        "lake.bronze": str(bronze),
-        "lake.silver": str(bronze.parent / "silver"),
-        "capture.flush_interval_ms": 100,
-    }
-    with stack_factory("wb-cap-", overrides) as stack:
-        params = stack.params
-        sources = LocalSources(params)
-        sources.load_sample_data()
-        sources.enable_cdc()
-        specs = connector_specs(params, local_endpoints(params))
-        backend = open_backend(params)
-        assert isinstance(backend, EmbeddedBackend)
-        try:
-            register_connectors(backend, specs, timeout_s=180)
-            yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze)
-        finally:
-            for spec in specs:
-                backend.stop(spec.name)
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def source_rows(cap: Capture, source: str, table: str) -> list[dict[str, Any]]:

@@ -1,0 +1,39 @@
+"""Fixtures of the integration tier."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from pipeline import Capture
+
+from helpers.capture import connector_specs, open_backend, register_connectors
+from helpers.capture.api import local_endpoints
+from helpers.capture.backends import EmbeddedBackend
+from helpers.sources import LocalSources
+
+
+@pytest.fixture(scope="session")
+def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
+    """The running pipeline (see ``pipeline.py``), shared by every module that asks for it."""
+    bronze = tmp_path_factory.mktemp("bronze")
+    overrides = {
+        "lake.bronze": str(bronze),
+        "lake.silver": str(bronze.parent / "silver"),
+        "capture.flush_interval_ms": 100,
+    }
+    with stack_factory("wb-cap-", overrides) as stack:
+        params = stack.params
+        sources = LocalSources(params)
+        sources.load_sample_data()
+        sources.enable_cdc()
+        specs = connector_specs(params, local_endpoints(params))
+        backend = open_backend(params)
+        assert isinstance(backend, EmbeddedBackend)
+        try:
+            register_connectors(backend, specs, timeout_s=180)
+            yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze)
+        finally:
+            for spec in specs:
+                backend.stop(spec.name)
