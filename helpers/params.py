@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from helpers.errors import ParamsError
 
 __all__ = [
+    "AthenaParams",
     "AwsParams",
     "LakeParams",
     "CaptureParams",
@@ -156,6 +157,14 @@ class SecretsParams(_Strict):
     sqlserver: str
 
 
+class AthenaParams(_Strict):
+    """Amazon Athena, which runs the workbook's SQL (``sql/``) over the Glue database."""
+
+    workgroup: str = "primary"
+    output_location: str = ""  # s3:// URI for query results; empty: s3://<s3_bucket>/athena-results/
+    database: str = ""  # Glue database; empty: <project>_silver (where notebook 03 registers)
+
+
 class AwsParams(_Strict):
     """Settings of the AWS world; every field is required when ``environment`` is ``aws``."""
 
@@ -163,6 +172,7 @@ class AwsParams(_Strict):
     s3_bucket: str
     rds: RdsParams
     secrets: SecretsParams
+    athena: AthenaParams = AthenaParams()
 
 
 class LakeParams(_Strict):
@@ -227,6 +237,9 @@ class SilverParams(_Strict):
     tables: tuple[SilverTableParams, ...] = ()
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     reader: Literal["arrow", "spark"] = "arrow"
+    #: how long a Bronze file may take from its modification time to being listed (see
+    #: helpers.bronze_checkpoint); S3 multipart uploads date objects from their start
+    checkpoint_margin_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 

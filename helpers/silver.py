@@ -2,10 +2,11 @@
 
 For each configured table (``params.silver.tables``) :func:`ingest_table`
 
-1. lists the table's Bronze files and subtracts those already ingested: every commit records the
-   files it ingested in its ``extraMetadata`` (``workbook.bronze.files``), written atomically
-   with the data, so a crash before the commit completes leaves them to the next run and a
-   completed commit never takes them twice, whatever order or timestamps files arrive with;
+1. lists the table's Bronze files and takes those its checkpoint has not: every commit records,
+   atomically with the data, the files it took and the whole checkpoint after it (a watermark
+   plus the names of recent files; :mod:`helpers.bronze_checkpoint`), so a crash before the
+   commit completes leaves them to the next run and a completed commit never takes them twice,
+   whatever order or timestamps files arrive with;
 2. reads the new files (Avro with its schema, or JSON lines of Connect envelopes whose Debezium
    encodings are converted with the schema each line carries) into one typed Arrow table: exact
    decimals, UTC timestamps, dates; PostgreSQL's TOAST placeholders replaced by the value the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,16 +36,28 @@ import fastavro
 import pandas as pd
 import pyarrow as pa
 
-from helpers.capture.bronze import bronze_files
+from helpers.bronze_checkpoint import (
+    CHECKPOINT_KEY,
+    FILES_KEY,
+    BronzeCheckpoint,
+    BronzeObject,
+    LocalBronze,
+    latest_checkpoint,
+    local_commit_metadata,
+    plan_round,
+)
 from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.timeline import completed_instants, read_commit_metadata
+from helpers.hudi.timeline import completed_instants
 from helpers.hudi.writer import table_lock, write_arrow
 from helpers.params import SilverTableParams, WorkbookParams
 
 __all__ = [
     "CHECKPOINT_KEY",
+    "FILES_KEY",
+    "checkpoint_of",
+    "pending_bronze",
     "IngestResult",
     "fill_unavailable",
     "ingest_all",
@@ -57,7 +71,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_KEY = "workbook.bronze.files"
 _ORDERING = {
     "postgres": ("__lsn",),
     "mariadb": ("__file", "__pos", "__row"),
@@ -101,28 +114,22 @@ def table_config(params: WorkbookParams, table: SilverTableParams) -> HudiTableC
     )
 
 
-_checkpoints: dict[str, tuple[set[str], set[str]]] = {}
-
-
-def ingested_files(base_path: str) -> set[str]:
-    """Bronze file names recorded by the table's completed commits.
-
-    Commit metadata already read is remembered per table (a continuous job asks every second);
-    only commits not seen before are read.
-    """
+def checkpoint_of(base_path: str) -> BronzeCheckpoint:
+    """The table's Bronze checkpoint (:mod:`helpers.bronze_checkpoint`): from its newest commit
+    that carries one; empty for a table not written yet."""
     if not Path(base_path, ".hoodie").exists():
-        _checkpoints.pop(base_path, None)
-        return set()
-    seen, done = _checkpoints.setdefault(base_path, (set(), set()))
-    for instant in completed_instants(base_path):
-        if instant.file_name in seen:
-            continue
-        meta = read_commit_metadata(base_path, instant)
-        raw = (meta.get("extraMetadata") or {}).get(CHECKPOINT_KEY)
-        if raw:
-            done.update(json.loads(raw))
-        seen.add(instant.file_name)
-    return set(done)
+        return BronzeCheckpoint()
+    return latest_checkpoint(local_commit_metadata(base_path))
+
+
+def pending_bronze(
+    params: WorkbookParams, table: SilverTableParams
+) -> tuple[list[BronzeObject], BronzeCheckpoint]:
+    """The table's Bronze files not taken yet, and the checkpoint to commit after taking them."""
+    state = checkpoint_of(table_config(params, table).base_path)
+    listed_at = time.time()
+    listing = LocalBronze(params.path(params.lake.bronze)).list(topic_of(params, table))
+    return plan_round(listing, state, listed_at, params.silver.checkpoint_margin_s)
 
 
 def _arrow_type(avro: Any) -> pa.DataType:
@@ -340,8 +347,8 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
     config = table_config(params, table)
     os.makedirs(Path(config.base_path, ".hoodie"), exist_ok=True)
     with table_lock(config):  # checkpoint read and commit under one lock: two runs never overlap
-        done = ingested_files(config.base_path)
-        new = [p for p in bronze_files(params.path(params.lake.bronze), topic) if p.name not in done]
+        objects, state = pending_bronze(params, table)
+        new = [Path(o.uri) for o in objects]
         if not new:
             return IngestResult(table.name, 0, 0, None)
         if params.silver.reader == "spark":
@@ -357,7 +364,7 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         if missing:
             raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
         events, filled, unresolved = fill_unavailable(events, config)
-        checkpoint = {CHECKPOINT_KEY: json.dumps(sorted(p.name for p in new))}
+        checkpoint = {FILES_KEY: json.dumps(sorted(p.name for p in new)), CHECKPOINT_KEY: state.to_json()}
         commit = write_arrow(events, config, "upsert", extra_metadata=checkpoint, locked=True)
     return IngestResult(
         table.name,

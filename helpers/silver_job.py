@@ -84,19 +84,13 @@ class SilverJob:
 
 
 def _lag(params: WorkbookParams) -> dict[str, Any]:
-    from helpers.capture.bronze import bronze_files
-    from helpers.silver import ingested_files, table_config, topic_of
+    from helpers.silver import pending_bronze
 
     now = time.time()
     out = {}
     for table in params.silver.tables:
-        done = ingested_files(table_config(params, table).base_path)
-        pending = [
-            p
-            for p in bronze_files(params.path(params.lake.bronze), topic_of(params, table))
-            if p.name not in done
-        ]
-        oldest = min((p.stat().st_mtime for p in pending), default=None)
+        pending, _ = pending_bronze(params, table)
+        oldest = min((p.modified for p in pending), default=None)
         out[table.name] = {
             "pending_files": len(pending),
             "oldest_pending_s": round(now - oldest, 3) if oldest else 0.0,

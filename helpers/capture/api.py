@@ -20,6 +20,7 @@ from helpers.capture.backends import (
 )
 from helpers.capture.bronze import bronze_files
 from helpers.capture.connectors import (
+    UNAVAILABLE_VALUE,
     ConnectorSpec,
     mysql_source_config,
     postgres_source_config,
@@ -347,11 +348,15 @@ def rows_equal_source(
     return len(have) == len(rows) and want == have
 
 
+_UNAVAILABLE_BYTES = UNAVAILABLE_VALUE.encode()
+
+
 def bronze_vs_source(
     params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
 ) -> pd.DataFrame:
-    """Replay Bronze (latest event per primary key by log position, deletes dropped) and compare it
-    with each local source table, row by row.
+    """Replay Bronze (latest event per primary key by log position, deletes dropped; a TOAST
+    placeholder keeps the key's previous value, as Silver does) and compare it with each local
+    source table, row by row.
 
     Capture is asynchronous: changes committed just before the call may still be on their way
     (a worker restarting after a crash first starts its JVM). ``wait_s`` re-checks the tables
@@ -387,7 +392,14 @@ def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec
             events = read_bronze(bronze, topic)
             latest: dict[tuple[Any, ...], dict[str, Any]] = {}
             for event in sorted(events, key=position_of):
-                latest[tuple(event[c] for c in pk)] = event
+                key = tuple(event[c] for c in pk)
+                before = latest.get(key)
+                if before is not None:  # an unchanged TOASTed value keeps the one it had
+                    event = {
+                        c: before.get(c) if v == UNAVAILABLE_VALUE or v == _UNAVAILABLE_BYTES else v
+                        for c, v in event.items()
+                    }
+                latest[key] = event
             replayed = [e for e in latest.values() if e.get("__deleted") != "true"]
             rows.append(
                 {

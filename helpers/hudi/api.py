@@ -30,6 +30,8 @@ option                                             meaning / default
 ``hoodie.datasource.hive_sync.*``,                 catalog sync: passed to the official
 ``hoodie.datasource.meta.sync.*``,                 datasource; the workbook writer cannot
 ``hoodie.meta.sync.*``                             sync and reports them in ``sync_skipped``
+``hoodie.datasource.write.commitmeta.key.prefix``  options whose key starts with it are saved in
+                                                   the commit's ``extraMetadata`` (default ``_``)
 ``workbook.hudi.delete.mode``                      ``hard`` (default) / ``soft`` (keep deleted
                                                    rows with ``__deleted=true``)
 ``workbook.hudi.write.driver.max.bytes``           inputs whose Spark size estimate is at most
@@ -111,11 +113,15 @@ PAYLOAD_CLASS = "hoodie.datasource.write.payload.class"
 METADATA_ENABLE = "hoodie.metadata.enable"
 DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
 URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
+#: Options whose key starts with this option's value are saved in the commit's ``extraMetadata``
+#: (Hudi's ``commitmeta.key.prefix``; Hudi's default ``_``), by both engines.
+COMMIT_META_PREFIX = "hoodie.datasource.write.commitmeta.key.prefix"
 #: Workbook option (not a Hudi one; never passed to the official datasource).
 DELETE_MODE_OPTION = "workbook.hudi.delete.mode"
 #: Workbook option: the driver-path threshold of :func:`helpers.hudi.spark_writer.write_dataframe`.
 DRIVER_MAX_BYTES_OPTION = "workbook.hudi.write.driver.max.bytes"
 _DEFAULT_DRIVER_MAX_BYTES = 64 * 1024 * 1024
+_WORKBOOK_KEYS = (DELETE_MODE_OPTION, DRIVER_MAX_BYTES_OPTION)
 
 _OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 _KEYGEN_PACKAGE = "org.apache.hudi.keygen."
@@ -181,6 +187,7 @@ _SYNC_ENABLE_KEYS = (
     "hoodie.datasource.meta_sync.condition.sync",
 )
 _CORE_KEYS = (
+    COMMIT_META_PREFIX,
     TABLE_NAME,
     TABLE_NAME_ALIAS,
     RECORD_KEY,
@@ -252,6 +259,8 @@ class HudiWriteOptions:
         sync_options: Catalog sync options (official datasource only).
         pass_through: Options for the official datasource only (tuning, payload, ...).
         given: The options as given (strings), for the official datasource.
+        commit_metadata: Options saved in the commit's ``extraMetadata`` (keys starting with
+            ``commitmeta.key.prefix``).
     """
 
     table_name: str
@@ -268,6 +277,7 @@ class HudiWriteOptions:
     pass_through: tuple[tuple[str, str], ...]
     given: tuple[tuple[str, str], ...]
     driver_max_bytes: int = _DEFAULT_DRIVER_MAX_BYTES
+    commit_metadata: tuple[tuple[str, str], ...] = ()
 
     @property
     def sync_enabled(self) -> bool:
@@ -315,10 +325,17 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
             value, or a contradiction (e.g. SimpleKeyGenerator with two record key fields).
     """
     opts = {str(k): str(v) for k, v in options.items()}
+    meta_prefix = opts.get(COMMIT_META_PREFIX, "_")
+    if not meta_prefix or meta_prefix.startswith("hoodie."):
+        raise _fail(f"{COMMIT_META_PREFIX}={meta_prefix!r} must be a non-empty prefix outside hoodie.*")
+    commit_metadata = tuple(
+        sorted((k, v) for k, v in opts.items() if k.startswith(meta_prefix) and k not in _WORKBOOK_KEYS)
+    )
     unknown = sorted(
         k
         for k in opts
         if k not in _CORE_KEYS
+        and k not in dict(commit_metadata)
         and k not in MAPPED_OPTIONS
         and not _matches(k, SYNC_PATTERNS)
         and not _matches(k, PASS_THROUGH_PATTERNS)
@@ -394,6 +411,7 @@ def parse_write_options(options: Mapping[str, Any]) -> HudiWriteOptions:
         pass_through=passed,
         given=tuple(sorted(opts.items())),
         driver_max_bytes=driver_max_bytes,
+        commit_metadata=commit_metadata,
     )
 
 
@@ -480,7 +498,7 @@ def official_write_options(options: HudiWriteOptions) -> dict[str, str]:
             f"(Hudi 0.14/0.15) takes one precombine field, got {list(options.ordering_fields)}; "
             "combine them into one sortable column"
         )
-    workbook_only = (DELETE_MODE_OPTION, DRIVER_MAX_BYTES_OPTION, KEYGEN_TYPE, TABLE_NAME_ALIAS)
+    workbook_only = (*_WORKBOOK_KEYS, KEYGEN_TYPE, TABLE_NAME_ALIAS)
     out = {k: v for k, v in options.given if k not in workbook_only}
     out[TABLE_NAME] = options.table_name
     out[RECORD_KEY] = ",".join(options.record_key_fields)
@@ -593,11 +611,19 @@ def write_hudi(
     if local_input is not None:
         from helpers.hudi.writer import write_arrow
 
-        commit = write_arrow(local_input, config, parsed.operation)
+        commit = write_arrow(
+            local_input, config, parsed.operation, extra_metadata=dict(parsed.commit_metadata)
+        )
     else:
         from helpers.hudi.spark_writer import write_dataframe
 
-        commit = write_dataframe(df, config, parsed.operation, driver_max_bytes=parsed.driver_max_bytes)
+        commit = write_dataframe(
+            df,
+            config,
+            parsed.operation,
+            driver_max_bytes=parsed.driver_max_bytes,
+            extra_metadata=dict(parsed.commit_metadata),
+        )
     return HudiWriteResult(
         engine="workbook",
         path=str(path),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -204,6 +204,7 @@ def write_dataframe(
     operation: Operation = "upsert",
     *,
     driver_max_bytes: int = DRIVER_WRITE_MAX_BYTES,
+    extra_metadata: Mapping[str, str] | None = None,
 ) -> CommitResult:
     """Write a Spark DataFrame to a Hudi v6 table (tasks write files, the driver commits).
 
@@ -220,6 +221,7 @@ def write_dataframe(
         operation: ``bulk_insert``, ``insert``, ``upsert`` or ``delete``.
         driver_max_bytes: largest Spark size estimate (:func:`estimated_size_bytes`) written by
             the driver; 0 always distributes.
+        extra_metadata: entries added to the commit's ``extraMetadata`` (atomic with the data).
 
     Returns:
         The commit result.
@@ -238,11 +240,13 @@ def write_dataframe(
     if driver_max_bytes > 0:
         size = estimated_size_bytes(df)
         if size is not None and size <= driver_max_bytes:
-            return write_arrow(df.toArrow(), config, operation)
-    return _write_distributed(df, config, operation)
+            return write_arrow(df.toArrow(), config, operation, extra_metadata=extra_metadata)
+    return _write_distributed(df, config, operation, extra_metadata)
 
 
-def _write_distributed(df: Any, config: HudiTableConfig, operation: Operation) -> CommitResult:
+def _write_distributed(
+    df: Any, config: HudiTableConfig, operation: Operation, extra_metadata: Mapping[str, str] | None = None
+) -> CommitResult:
     """The distributed pipeline of the module docstring (steps 1-6)."""
     if config.delete_mode == "soft" and operation == "delete":
         # Completing key-only soft deletes with the stored values happens on the driver
@@ -400,4 +404,6 @@ def _write_distributed(df: Any, config: HudiTableConfig, operation: Operation) -
             raise HudiCommitError(
                 f"Failed to write Hudi table {config.table_name} at {txn.instant}: {exc}"
             ) from exc
-        return finish_write(config, txn, stats, schema, operation, rolled, executed_by="spark")
+        return finish_write(
+            config, txn, stats, schema, operation, rolled, executed_by="spark", extra_metadata=extra_metadata
+        )

@@ -420,7 +420,7 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     from helpers.capture.api import bronze_vs_source
     from helpers.changes import apply_scenario
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
-    from helpers.silver import CHECKPOINT_KEY, ingest_table, silver_vs_source, table_config
+    from helpers.silver import FILES_KEY, ingest_table, silver_vs_source, table_config
 
     params = capture.stack.params
     apply_scenario(params, "burst")
@@ -434,7 +434,7 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     base = table_config(params, category).base_path
     recorded: list[str] = []
     for instant in completed_instants(base):
-        raw = (read_commit_metadata(base, instant).get("extraMetadata") or {}).get(CHECKPOINT_KEY)
+        raw = (read_commit_metadata(base, instant).get("extraMetadata") or {}).get(FILES_KEY)
         recorded += json_.loads(raw) if raw else []
     assert len(recorded) == len(set(recorded))
     assert silver_vs_source(params, ["category"])["equal"].all()

@@ -1,0 +1,239 @@
+"""Which Bronze files a Silver table has taken: a checkpoint kept inside the table's commits.
+
+Every ingestion commit carries, atomically with its data, in ``extraMetadata``:
+
+* ``workbook.bronze.files``: the Bronze files this commit took (lineage);
+* ``workbook.bronze.checkpoint``: the whole state after it: a *watermark* (files last modified
+  before it are all taken) and the names of the taken files modified at or after it.
+
+Reading the state needs only the newest commit that carries it, so it survives Hudi's timeline
+archival (EMR's writer moves old commits to ``.hoodie/archived``) and stays small however long
+the pipeline runs. The watermark trails the listing time by ``margin_s``, which must exceed the
+time a file can take from its modification time to becoming visible in a listing (a local rename
+takes milliseconds; an S3 multipart upload's ``LastModified`` is its start, so minutes): files
+inside the margin are remembered by name, so files sharing a modification second, arriving out of
+order or late within the margin are each taken exactly once.
+
+Bronze is listed from the local file system or from S3 (boto3); the timeline likewise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from helpers.errors import HudiError
+
+__all__ = [
+    "CHECKPOINT_KEY",
+    "FILES_KEY",
+    "BronzeCheckpoint",
+    "BronzeObject",
+    "BronzeStore",
+    "LocalBronze",
+    "S3Bronze",
+    "latest_checkpoint",
+    "local_commit_metadata",
+    "plan_round",
+    "s3_commit_metadata",
+]
+
+FILES_KEY = "workbook.bronze.files"
+CHECKPOINT_KEY = "workbook.bronze.checkpoint"
+_SUFFIXES = (".avro", ".jsonl")
+
+
+@dataclass(frozen=True)
+class BronzeObject:
+    """One Bronze file: its name (unique per topic), where to read it, last modification (epoch s)."""
+
+    name: str
+    uri: str
+    modified: float
+
+
+@dataclass(frozen=True)
+class BronzeCheckpoint:
+    """Files modified before ``watermark`` are taken; of later ones, those in ``files``."""
+
+    watermark: float = 0.0
+    files: frozenset[str] = field(default_factory=frozenset)
+
+    def to_json(self) -> str:
+        """The form stored in commit metadata."""
+        return json.dumps({"watermark": self.watermark, "files": sorted(self.files)})
+
+    @classmethod
+    def from_json(cls, text: str) -> BronzeCheckpoint:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            HudiError: when the text is not a checkpoint.
+        """
+        try:
+            raw = json.loads(text)
+            return cls(float(raw["watermark"]), frozenset(str(n) for n in raw["files"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HudiError(f"Failed to read the Bronze checkpoint {text[:80]!r}: {exc}") from None
+
+
+def plan_round(
+    listing: Sequence[BronzeObject], checkpoint: BronzeCheckpoint, listed_at: float, margin_s: float
+) -> tuple[list[BronzeObject], BronzeCheckpoint]:
+    """The files to take now and the checkpoint to commit with them.
+
+    Args:
+        listing: every Bronze file of the topic, listed after ``listed_at``.
+        checkpoint: the state of the table's newest commit.
+        listed_at: when the listing started (epoch s, same clock as the modification times).
+        margin_s: how long a file may take from its modification time to being listed.
+
+    Returns:
+        New files sorted by name, and the state after taking them.
+    """
+    new = sorted(
+        (o for o in listing if o.modified >= checkpoint.watermark and o.name not in checkpoint.files),
+        key=lambda o: o.name,
+    )
+    watermark = max(checkpoint.watermark, listed_at - margin_s)
+    taken = checkpoint.files | {o.name for o in new}
+    keep = frozenset(o.name for o in listing if o.modified >= watermark and o.name in taken)
+    return new, BronzeCheckpoint(watermark, keep)
+
+
+def latest_checkpoint(metadata_newest_first: Iterable[dict[str, Any]]) -> BronzeCheckpoint:
+    """The state in the newest commit that has one.
+
+    Commits written before the checkpoint existed carry only their own files: those are united
+    (watermark 0), which is exact while the timeline is complete.
+    """
+    legacy: set[str] = set()
+    for meta in metadata_newest_first:
+        extra = meta.get("extraMetadata") or {}
+        if extra.get(CHECKPOINT_KEY):
+            state = BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
+            return BronzeCheckpoint(state.watermark, state.files | frozenset(legacy))
+        if extra.get(FILES_KEY):
+            legacy.update(json.loads(extra[FILES_KEY]))
+    return BronzeCheckpoint(0.0, frozenset(legacy))
+
+
+def local_commit_metadata(base_path: str) -> Iterator[dict[str, Any]]:
+    """Completed data commits of a local table, newest first (read lazily)."""
+    from helpers.hudi.timeline import completed_instants, read_commit_metadata
+
+    for instant in reversed(completed_instants(base_path)):
+        yield read_commit_metadata(base_path, instant)
+
+
+_COMPLETED = re.compile(r"^(\d{14,17})\.(commit|deltacommit|replacecommit)$")
+
+
+def _split_s3(uri: str) -> tuple[str, str]:
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
+        raise HudiError(f"Failed to use {uri!r}: not an s3:// URI")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def s3_commit_metadata(s3: Any, base_uri: str) -> Iterator[dict[str, Any]]:
+    """Completed data commits of a table on S3, newest first (read lazily with ``s3``, a boto3
+    S3 client). Only the active timeline (``.hoodie/``, not ``archived/``) is listed.
+
+    Raises:
+        HudiError: naming the table when S3 cannot be listed or a commit file cannot be parsed.
+    """
+    bucket, prefix = _split_s3(base_uri)
+    timeline = f"{prefix}/.hoodie/" if prefix else ".hoodie/"
+    names: list[str] = []
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=timeline, Delimiter="/"
+        ):
+            names += [c["Key"].rsplit("/", 1)[-1] for c in page.get("Contents", [])]
+    except Exception as exc:  # noqa: BLE001 - botocore errors, re-raised with the place
+        raise HudiError(f"Failed to list the timeline of {base_uri}: {exc}") from None
+    completed = sorted((m.group(1), n) for n in names if (m := _COMPLETED.match(n)))
+    for _, name in reversed(completed):
+        try:
+            body = s3.get_object(Bucket=bucket, Key=timeline + name)["Body"].read()
+            yield json.loads(body) if body.strip() else {}
+        except Exception as exc:  # noqa: BLE001
+            raise HudiError(f"Failed to read commit {name} of {base_uri}: {exc}") from None
+
+
+class BronzeStore(Protocol):
+    """Where Bronze lives: lists a topic's files and reads their first bytes (Avro headers)."""
+
+    def list(self, topic: str) -> list[BronzeObject]:
+        """Every visible Bronze file of ``topic``."""
+        ...
+
+    def head(self, obj: BronzeObject, size: int = 65536) -> bytes:
+        """The first ``size`` bytes of a file."""
+        ...
+
+
+class LocalBronze:
+    """Bronze on the local file system (``lake.bronze`` a path)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def list(self, topic: str) -> list[BronzeObject]:
+        """Every visible Bronze file of ``topic`` (hidden temporary files excluded)."""
+        from helpers.capture.bronze import bronze_files
+
+        out = []
+        for path in bronze_files(self.root, topic):
+            try:
+                out.append(BronzeObject(path.name, str(path), path.stat().st_mtime))
+            except FileNotFoundError:  # removed between listing and stat
+                continue
+        return out
+
+    def head(self, obj: BronzeObject, size: int = 65536) -> bytes:
+        """The first ``size`` bytes of a file."""
+        with open(obj.uri, "rb") as handle:
+            return handle.read(size)
+
+
+class S3Bronze:
+    """Bronze on S3 (``lake.bronze`` an ``s3://bucket/prefix`` URI), listed with boto3."""
+
+    def __init__(self, s3: Any, uri: str) -> None:
+        self.s3 = s3
+        self.bucket, self.prefix = _split_s3(uri)
+
+    def list(self, topic: str) -> list[BronzeObject]:
+        """Every Bronze object of ``topic`` (``<prefix>/<topic>/year=/month=/day=/...``).
+
+        Raises:
+            HudiError: when S3 cannot be listed.
+        """
+        root = f"{self.prefix}/{topic}/" if self.prefix else f"{topic}/"
+        out = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=root):
+                for item in page.get("Contents", []):
+                    name = item["Key"].rsplit("/", 1)[-1]
+                    if name.startswith(".") or not name.endswith(_SUFFIXES):
+                        continue
+                    uri = f"s3://{self.bucket}/{item['Key']}"
+                    out.append(BronzeObject(name, uri, item["LastModified"].timestamp()))
+        except Exception as exc:  # noqa: BLE001 - botocore errors, re-raised with the place
+            raise HudiError(f"Failed to list Bronze s3://{self.bucket}/{root}: {exc}") from None
+        return sorted(out, key=lambda o: o.uri)
+
+    def head(self, obj: BronzeObject, size: int = 65536) -> bytes:
+        """The first ``size`` bytes of an object (a ranged GET)."""
+        key = obj.uri.split("/", 3)[3]
+        body: bytes = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")[
+            "Body"
+        ].read()
+        return body

@@ -1,0 +1,128 @@
+"""The Bronze checkpoint kept in Silver commits: exactly once under any arrival order, on the
+local file system and on S3 (moto)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from helpers.bronze_checkpoint import (
+    CHECKPOINT_KEY,
+    FILES_KEY,
+    BronzeCheckpoint,
+    BronzeObject,
+    LocalBronze,
+    S3Bronze,
+    latest_checkpoint,
+    plan_round,
+    s3_commit_metadata,
+)
+from helpers.errors import HudiError
+
+
+def _obj(name: str, modified: float) -> BronzeObject:
+    return BronzeObject(name, f"/b/{name}", modified)
+
+
+def test_each_file_is_taken_exactly_once_whatever_order_and_timestamps() -> None:
+    """Files appear in random order, many sharing a modification second, some visible only
+    shortly after their modification time (within the margin); rounds run at random moments.
+    Every file is taken exactly once, and the remembered names stay within the margin."""
+    rng = random.Random(7)
+    margin = 30.0
+    files = []
+    for i in range(400):
+        modified = 1000.0 + rng.randrange(0, 300)  # whole seconds: many share one
+        visible = modified + rng.uniform(0, margin * 0.9)
+        files.append((f"t+{i:04d}+x.avro", modified, visible))
+    state = BronzeCheckpoint()
+    taken: list[str] = []
+    now = 990.0
+    while now < 1400:
+        now += rng.uniform(0.1, 7)
+        listing = [_obj(n, m) for n, m, v in files if v <= now]
+        rng.shuffle(listing)
+        new, state = plan_round(listing, state, now, margin)
+        taken += [o.name for o in new]
+        assert all(m >= state.watermark for n, m, _ in files if n in state.files)
+    assert sorted(taken) == sorted(n for n, _, _ in files)
+    assert len(taken) == len(set(taken))
+    assert len(state.files) == 0  # all older than the watermark now
+
+
+def test_a_round_remembers_only_files_inside_the_margin() -> None:
+    listing = [_obj("a", 100.0), _obj("b", 195.0), _obj("c", 199.0)]
+    new, state = plan_round(listing, BronzeCheckpoint(), listed_at=200.0, margin_s=10.0)
+    assert [o.name for o in new] == ["a", "b", "c"]
+    assert state == BronzeCheckpoint(190.0, frozenset({"b", "c"}))
+    again, same = plan_round(listing, state, listed_at=201.0, margin_s=10.0)
+    assert again == [] and same.files == {"b", "c"} and same.watermark == 191.0
+
+
+def test_latest_checkpoint_reads_the_newest_state_and_older_file_lists() -> None:
+    newest_first = [
+        {"extraMetadata": {FILES_KEY: json.dumps(["z"])}},  # e.g. written by an older version
+        {"extraMetadata": {}},  # a compaction
+        {"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json()}},
+        {"extraMetadata": {CHECKPOINT_KEY: "never read"}},
+    ]
+    assert latest_checkpoint(newest_first) == BronzeCheckpoint(5.0, frozenset({"y", "z"}))
+    assert latest_checkpoint([]) == BronzeCheckpoint()
+    with pytest.raises(HudiError, match="Bronze checkpoint"):
+        latest_checkpoint([{"extraMetadata": {CHECKPOINT_KEY: "{not json"}}])
+
+
+def test_local_listing_skips_hidden_temporary_files(tmp_path: Path) -> None:
+    day = tmp_path / "t" / "year=2026" / "month=11" / "day=23"
+    day.mkdir(parents=True)
+    (day / "t+1+2+d.avro").write_bytes(b"Obj\x01")
+    (day / ".t+3+4+d.avro.tmp").write_bytes(b"partial")
+    listed = LocalBronze(tmp_path).list("t")
+    assert [o.name for o in listed] == ["t+1+2+d.avro"]
+    assert LocalBronze(tmp_path).head(listed[0], 2) == b"Ob"
+
+
+@mock_aws
+def test_s3_listing_and_timeline_reading() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="lake")
+    for key in (
+        "bronze/t/year=2026/month=11/day=23/t+1+5+a.avro",
+        "bronze/t/year=2026/month=11/day=23/t+6+9+b.jsonl",
+        "bronze/t/year=2026/month=11/day=23/.t+7+8+c.avro",
+        "bronze/t2/year=2026/month=11/day=23/t2+1+1+a.avro",
+    ):
+        s3.put_object(Bucket="lake", Key=key, Body=b"Obj\x01header")
+    store = S3Bronze(s3, "s3://lake/bronze")
+    listed = store.list("t")
+    assert [o.name for o in listed] == ["t+1+5+a.avro", "t+6+9+b.jsonl"]
+    assert listed[0].uri == "s3://lake/bronze/t/year=2026/month=11/day=23/t+1+5+a.avro"
+    assert abs(listed[0].modified - dt.datetime.now(dt.UTC).timestamp()) < 120
+    assert store.head(listed[0], 3) == b"Obj"
+
+    state = BronzeCheckpoint(1.0, frozenset({"t+6+9+b.jsonl"}))
+    timeline = "silver/sale/.hoodie/"
+    s3.put_object(Bucket="lake", Key=timeline + "hoodie.properties", Body=b"")
+    s3.put_object(
+        Bucket="lake",
+        Key=timeline + "20261123100000000.commit",
+        Body=json.dumps({"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint().to_json()}}).encode(),
+    )
+    s3.put_object(
+        Bucket="lake",
+        Key=timeline + "20261123100500000.commit",
+        Body=json.dumps({"extraMetadata": {CHECKPOINT_KEY: state.to_json()}}).encode(),
+    )
+    s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.commit.requested", Body=b"")
+    s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.inflight", Body=b"")
+    s3.put_object(Bucket="lake", Key=timeline + "archived/20261101000000000.commit", Body=b"{}")
+    assert latest_checkpoint(s3_commit_metadata(s3, "s3://lake/silver/sale")) == state
+    assert latest_checkpoint(s3_commit_metadata(s3, "s3://lake/silver/none")) == BronzeCheckpoint()
+    with pytest.raises(HudiError, match="not an s3:// URI"):
+        S3Bronze(s3, "/local/path")
