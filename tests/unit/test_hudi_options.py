@@ -387,7 +387,7 @@ def test_write_hudi_workbook_branch(
     monkeypatch.setattr("helpers.spark.hudi_datasource_available", lambda spark: False)
     seen: list[tuple[Any, ...]] = []
     fake_writer = types.ModuleType("helpers.hudi.spark_writer")
-    fake_writer.write_dataframe = lambda df, config, operation, driver_max_bytes: (
+    fake_writer.write_dataframe = lambda df, config, operation, driver_max_bytes, extra_metadata: (
         seen.append((df, config, operation, driver_max_bytes)) or "commit"
     )  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "helpers.hudi.spark_writer", fake_writer)
@@ -420,7 +420,7 @@ def test_write_hudi_arrow_and_pandas_input_need_the_workbook_writer(monkeypatch:
     seen: list[tuple[Any, ...]] = []
     monkeypatch.setattr(
         "helpers.hudi.writer.write_arrow",
-        lambda table, config, operation: seen.append((table, config, operation)) or "commit",
+        lambda table, config, operation, extra_metadata: seen.append((table, config, operation)) or "commit",
     )
     table = pa.table({"salesid": [1], "saletime": [5]})
     result = write_hudi(table, BASE, "/tmp/sales")
@@ -487,3 +487,24 @@ def test_hudi_datasource_detection() -> None:
 def test_avro_format_falls_back_to_the_class_name() -> None:
     """Without a JVM that resolves the short name, the fully qualified Avro format is used."""
     assert avro_format_name(_spark_with(None)) == AVRO_FORMAT_CLASS
+
+
+def test_commit_metadata_options_follow_the_commitmeta_prefix() -> None:
+    base = {
+        "hoodie.table.name": "t",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+    }
+    parsed = parse_write_options(
+        {**base, "hoodie.datasource.write.commitmeta.key.prefix": "job.", "job.files": "[1]", "job.x": "y"}
+    )
+    assert parsed.commit_metadata == (("job.files", "[1]"), ("job.x", "y"))
+    official = official_write_options(parsed)
+    assert (
+        official["job.files"] == "[1]" and official["hoodie.datasource.write.commitmeta.key.prefix"] == "job."
+    )
+    assert parse_write_options({**base, "_note": "kept"}).commit_metadata == (("_note", "kept"),)
+    with pytest.raises(HudiError, match="unknown option"):
+        parse_write_options({**base, "job.files": "[1]"})  # no prefix given: Hudi's default is "_"
+    with pytest.raises(HudiError, match="outside hoodie"):
+        parse_write_options({**base, "hoodie.datasource.write.commitmeta.key.prefix": "hoodie."})
