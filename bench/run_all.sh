@@ -18,3 +18,7 @@ echo "== bench/bench_capture.py: commit-to-Bronze latency and snapshot throughpu
 echo
 echo "== bench/bench_silver.py: full load from Bronze and commit-to-Silver latency (own servers)"
 "$py" bench/bench_silver.py
+
+echo
+echo "== bench/bench_timetravel.py: as-of read of sale, helpers.timetravel.as_of vs the official reader (no servers)"
+"$py" bench/bench_timetravel.py

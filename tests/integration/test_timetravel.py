@@ -1,0 +1,216 @@
+"""Time travel on live Silver tables (``helpers.timetravel``), checked against the source database.
+
+The test changes ``ecomm.sale`` at the source in scripted steps, records the source rows after
+each step (queried from MariaDB), waits until Silver shows the step, and takes each table's
+instant from its timeline. As-of, incremental, history and diff results must equal exactly what
+was recorded: row by row, every source column, decimals to the cent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+import pytest
+from pipeline import Capture
+
+from helpers.instants import instant_to_datetime
+from helpers.params import SilverTableParams, WorkbookParams
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+SALE = "sale"
+TABLES = ("sale", "sale_mor", "sale_soft")  # CoW, MoR, CoW with soft deletes
+
+
+def _with_soft_delete_table(params: WorkbookParams) -> WorkbookParams:
+    """The session's params plus a soft-delete CoW copy of ``sale`` (its own base path)."""
+    soft = SilverTableParams(
+        name="sale_soft", source="ecomm", table="sale", record_key=("salesid",), delete_mode="soft"
+    )
+    silver = params.silver.model_copy(update={"tables": (*params.silver.tables, soft)})
+    return params.model_copy(update={"silver": silver})
+
+
+def _plain(value: Any) -> Any:
+    """A Silver value as the database driver gives it: naive UTC datetimes, Python ints."""
+    if value is None or (not isinstance(value, Decimal | str) and pd.isna(value)):
+        return None
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    if hasattr(value, "item") and not isinstance(value, Decimal):
+        return value.item()
+    return value
+
+
+def _assert_row(silver: dict[str, Any], source: dict[str, Any], what: str) -> None:
+    """Every source column equal; decimals also in their text (same scale, to the cent)."""
+    for column, want in source.items():
+        got = _plain(silver.get(column))
+        assert got == want, f"{what}: {column} is {got!r}, the source had {want!r}"
+        if isinstance(want, Decimal):
+            assert str(got) == str(want), f"{what}: {column} {got!r} is not exactly {want!r}"
+
+
+def _one(frame: pd.DataFrame, what: str) -> dict[str, Any]:
+    assert len(frame) == 1, f"{what}: expected one row, got {len(frame)}"
+    row: dict[str, Any] = frame.iloc[0].to_dict()
+    return row
+
+
+def _flagged(row: dict[str, Any]) -> bool:
+    return str(row.get("__deleted", "")).lower() == "true"
+
+
+def _expected_diff(
+    key: str,
+    updated: dict[int, tuple[dict[str, Any], dict[str, Any]]],
+    inserted: list[dict[str, Any]],
+    deleted: list[dict[str, Any]],
+) -> set[tuple[Any, ...]]:
+    out: set[tuple[Any, ...]] = set()
+    for ident, (old, new) in updated.items():
+        out |= {("update", ident, c, old[c], new[c]) for c in old if c != key and old[c] != new[c]}
+    for row in inserted:
+        out |= {("insert", row[key], c, None, v) for c, v in row.items() if c != key}
+    for row in deleted:
+        out |= {("delete", row[key], c, v, None) for c, v in row.items() if c != key}
+    return out
+
+
+def _diff_set(frame: pd.DataFrame, key: str) -> set[tuple[Any, ...]]:
+    return {
+        (r["change"], _plain(r[key]), r["column"], _plain(r["before"]), _plain(r["after"]))
+        for r in frame.to_dict("records")
+    }
+
+
+def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capture: Capture) -> None:
+    """Steps at the source: (1) one transaction updates sale A (qtysold, pricepaid), inserts sale N
+    and deletes sale B; (2) updates A again (commission); (3) deletes A. Expected, for CoW, MoR and
+    a soft-delete CoW table: as of each step's instant, A, N and B equal the source rows recorded
+    after that step (absent once deleted; flagged in soft mode); the increment of each step holds
+    exactly the keys it wrote; A's history after the start is update, update, delete with the
+    recorded values; the diff of step 1 is exactly A's two changed columns, N inserted and B
+    deleted, and of step 3 exactly A deleted."""
+    from helpers import timetravel as tt
+    from helpers.capture.api import bronze_vs_source
+
+    params = _with_soft_delete_table(capture.stack.params)
+    assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
+    key_a, key_b = 200, 201
+    for key in (key_a, key_b):
+        tt.restore_sample_row(params, SALE, key)
+    tt.wait_for_silver(params, TABLES, key_a)
+    tt.wait_for_silver(params, TABLES, key_b)
+    start = pd.Series({t: tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES})
+    a0 = tt.source_rows(params, SALE, key_a)[0]
+    b0 = tt.source_rows(params, SALE, key_b)[0]
+
+    # step 1: one transaction, bound parameters
+    conn = capture.stack.connect_mariadb(params.source("ecomm").database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT max(salesid) + 1 FROM sale")
+            fetched = cur.fetchone()
+            assert fetched is not None
+            key_n = int(fetched[0])
+            cur.execute(
+                "UPDATE sale SET qtysold = %s, pricepaid = %s WHERE salesid = %s",
+                (a0["qtysold"] + 1, a0["pricepaid"] + Decimal("10.05"), key_a),
+            )
+            columns = list(a0)
+            values = [key_n if c == "salesid" else a0[c] for c in columns]
+            values[columns.index("pricepaid")] = Decimal("123456.78")
+            cur.execute(
+                f"INSERT INTO sale ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",  # noqa: S608
+                values,
+            )
+            cur.execute("DELETE FROM sale WHERE salesid = %s", (key_b,))
+        conn.commit()
+    finally:
+        conn.close()
+    a1 = tt.source_rows(params, SALE, key_a)[0]
+    n1 = tt.source_rows(params, SALE, key_n)[0]
+    assert tt.source_rows(params, SALE, key_b) == []
+    for key in (key_a, key_b, key_n):
+        tt.wait_for_silver(params, TABLES, key)
+    step1 = pd.Series({t: tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES})
+
+    # step 2 and 3
+    a2 = tt.update_source_row(params, SALE, key_a, {"commission": a1["commission"] + Decimal("0.01")})[0]
+    step2 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
+    tt.delete_source_row(params, SALE, key_a)
+    assert tt.source_rows(params, SALE, key_a) == []
+    step3 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
+
+    for table in TABLES:
+        soft = table == "sale_soft"
+        t0, t1, t2, t3 = start[table], step1[table], step2[table], step3[table]
+        assert t0 < t1 < t2 < t3, (table, t0, t1, t2, t3)
+        # as of each instant
+        _assert_row(_one(tt.as_of(params, table, t0, key_a), table), a0, f"{table} A as of start")
+        _assert_row(_one(tt.as_of(params, table, t0, key_b), table), b0, f"{table} B as of start")
+        assert tt.as_of(params, table, t0, key_n).empty
+        _assert_row(_one(tt.as_of(params, table, t1, key_a), table), a1, f"{table} A as of step 1")
+        _assert_row(_one(tt.as_of(params, table, t1, key_n), table), n1, f"{table} N as of step 1")
+        _assert_row(_one(tt.as_of(params, table, t2, key_a), table), a2, f"{table} A as of step 2")
+        for when in (t3, None):
+            gone = tt.as_of(params, table, when, key_a)
+            if soft:
+                row = _one(gone, table)
+                assert _flagged(row)
+                _assert_row(row, a2, f"{table} flagged A")
+            else:
+                assert gone.empty, f"{table}: A still there as of {when}"
+        b_after = tt.as_of(params, table, t1, key_b)
+        assert (len(b_after) == 1 and _flagged(_one(b_after, table))) if soft else b_after.empty
+        # the time given as a datetime works like the instant
+        _assert_row(_one(tt.as_of(params, table, instant_to_datetime(t1), key_a), table), a1, table)
+
+        # increments: exactly the keys each step wrote
+        inc1 = tt.incremental(params, table, t0, t1)
+        expected_keys = {key_a, key_n} | ({key_b} if soft else set())
+        assert set(inc1["salesid"]) == expected_keys, (table, inc1["salesid"].tolist())
+        _assert_row(_one(tt.incremental(params, table, t0, t1, key_a), table), a1, f"{table} increment 1")
+        _assert_row(_one(tt.incremental(params, table, t1, t2, key_a), table), a2, f"{table} increment 2")
+        assert set(tt.incremental(params, table, t1, t2)["salesid"]) == {key_a}
+        inc3 = tt.incremental(params, table, t2, t3)
+        assert set(inc3["salesid"]) == ({key_a} if soft else set())
+
+        # history of A: before the start it ends with a0; after it update, update, delete
+        history = tt.record_history(params, table, key_a)
+        old = history[history["commit_time"] <= t0]
+        new = history[history["commit_time"] > t0]
+        assert len(old) >= 1 and old["operation"].iloc[-1] != "delete"
+        _assert_row(old.iloc[-1].to_dict(), a0, f"{table} history before the start")
+        assert new["operation"].tolist() == ["update", "update", "delete"], new
+        commits = new["commit_time"].tolist()
+        assert t0 < commits[0] <= t1 < commits[1] <= t2 < commits[2] <= t3, (commits, t0, t1, t2, t3)
+        _assert_row(new.iloc[0].to_dict(), a1, f"{table} history version 1")
+        _assert_row(new.iloc[1].to_dict(), a2, f"{table} history version 2")
+        if soft:
+            _assert_row(new.iloc[2].to_dict(), a2, f"{table} history soft delete")
+        else:
+            assert new.iloc[2]["salesid"] == key_a and new.iloc[2]["qtysold"] is None
+
+        # diffs: exactly the scripted changes
+        got1 = _diff_set(tt.diff(params, table, t0, t1), "salesid")
+        assert got1 == _expected_diff("salesid", {key_a: (a0, a1)}, [n1], [b0]), table
+        got2 = _diff_set(tt.diff(params, table, t1, t2), "salesid")
+        assert got2 == {("update", key_a, "commission", a1["commission"], a2["commission"])}, table
+        got3 = _diff_set(tt.diff(params, table, t2, t3), "salesid")
+        assert got3 == _expected_diff("salesid", {}, [], [a2]), table
+
+    # consistent "as of": each table's latest commit at the moment, and the skew between them
+    moment = instant_to_datetime(step2["sale"])
+    consistent = tt.consistent_as_of(params, TABLES, moment).set_index("table")
+    for table in TABLES:
+        timeline = tt.timeline_frame(params, table)["instant"]
+        assert consistent.loc[table, "instant"] == timeline[timeline <= step2["sale"]].iloc[-1]
+    assert consistent.loc["sale", "lag_s"] == 0.0
+    assert consistent["skew_s"].min() == 0.0 and (consistent["skew_s"] >= 0).all()
