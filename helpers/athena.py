@@ -1,0 +1,788 @@
+"""Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena or on a local engine.
+
+The workbook's queries are written once, in Athena's dialect (Trino), in the top-level ``sql/``
+folder, one statement per file. Each file starts with a comment header saying what it returns
+(or creates) and its parameters; parameters are ``?`` placeholders, bound by position, never
+pasted into the SQL text. Table names are the catalog names notebook 03 registers (``sale``,
+``sale_mor_ro``, ``sale_mor_rt``, ``event``, ``outbox``...), unqualified: the engine sets the
+database. A file whose statement is ``CREATE OR REPLACE VIEW`` defines a view; queries that read
+a view get it created first.
+
+Two engines behind one interface (:class:`QueryEngine`, from :func:`open_engine`):
+
+* **Athena** (``env: aws``): statements go through pyathena to ``StartQueryExecution`` on the
+  Glue database (``aws.athena.database``, default ``<project>_silver``), parameters as
+  ``ExecutionParameters`` (SQL literal text made by :func:`athena_literal`); prepared statements
+  are real ``PREPARE name FROM ...`` / ``EXECUTE name`` with execution parameters.
+* **local** (DuckDB in the process): each statement is transpiled with sqlglot from Trino to
+  DuckDB; every catalog table a statement needs (``<silver>/_catalog.json``) is read through the
+  official Hudi reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
+  registered without copying. A table is read again only when its latest completed commit
+  changed (the continuous Silver job commits often); parameters are bound by DuckDB.
+
+Both return pandas DataFrames with the same column names and values: integers as integers,
+decimals as :class:`decimal.Decimal`, doubles as floats, dates as :class:`datetime.date`.
+
+Example:
+    >>> engine = open_engine(load_params("ci"))                          # doctest: +SKIP
+    >>> engine.query("top_events", ["Shows"])                             # doctest: +SKIP
+    >>> engine.prepare("sales_by_seller", "sales_by_seller")              # doctest: +SKIP
+    >>> engine.execute("sales_by_seller", [42])                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from helpers.errors import WorkbookError
+from helpers.params import WorkbookParams, project_root
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import duckdb
+
+__all__ = [
+    "ParameterValue",
+    "QueryEngine",
+    "QueryError",
+    "AthenaEngine",
+    "LocalEngine",
+    "SqlFile",
+    "athena_database",
+    "athena_literal",
+    "compare_frames",
+    "load_sql",
+    "open_engine",
+    "referenced_tables",
+    "source_revenue_by_customer",
+    "sql_dir",
+    "sql_files",
+    "to_duckdb",
+]
+
+ParameterValue = int | str | Decimal | dt.date
+"""Types a ``?`` parameter may take: integers, strings, decimals and dates (not datetimes)."""
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VIEW_RE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+
+
+class QueryError(WorkbookError):
+    """A SQL file could not be loaded, transpiled or run (the message names the file and engine)."""
+
+
+def sql_dir() -> Path:
+    """The folder of the workbook's SQL files (``<project root>/sql``)."""
+    return project_root() / "sql"
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    """One SQL statement, from a file of ``sql/`` or given inline.
+
+    Attributes:
+        name: file name without ``.sql`` (``"<inline>"`` for inline SQL).
+        text: the whole text, header comment included.
+        header: the header comment (what the statement returns, its parameters), without ``--``.
+        statement: the statement alone (header and trailing ``;`` removed): what is sent.
+        placeholders: number of ``?`` parameters.
+        view: name of the view the statement creates, or None.
+    """
+
+    name: str
+    text: str
+    header: str
+    statement: str
+    placeholders: int
+    view: str | None
+
+    @property
+    def label(self) -> str:
+        """How errors name it: ``sql/<name>.sql`` or ``inline SQL``."""
+        return "inline SQL" if self.name == "<inline>" else f"sql/{self.name}.sql"
+
+
+def sql_files(folder: Path | None = None) -> list[str]:
+    """Names (without ``.sql``) of the SQL files in ``folder`` (default :func:`sql_dir`), sorted."""
+    return sorted(p.stem for p in (folder or sql_dir()).glob("*.sql"))
+
+
+def _split_header(text: str) -> tuple[str, str]:
+    lines = text.strip().splitlines()
+    header: list[str] = []
+    while lines and (lines[0].lstrip().startswith("--") or not lines[0].strip()):
+        line = lines.pop(0).strip()
+        if line:
+            header.append(line[2:].strip())
+    return "\n".join(header), "\n".join(lines).strip().rstrip(";").strip()
+
+
+def _count_placeholders(statement: str, label: str) -> int:
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(statement, read="trino")
+    except sqlglot.errors.ParseError as exc:
+        raise QueryError(f"Failed to parse {label} as Trino SQL: {exc}") from None
+    return sum(1 for _ in tree.find_all(exp.Placeholder))
+
+
+def load_sql(sql: str, folder: Path | None = None) -> SqlFile:
+    """Load a statement: a file name of ``sql/`` (with or without ``.sql``), or SQL text.
+
+    Args:
+        sql: ``"top_events"``, ``"top_events.sql"``, or a statement such as ``"SELECT 1"``.
+        folder: where SQL files live (default :func:`sql_dir`).
+
+    Returns:
+        The parsed file.
+
+    Raises:
+        QueryError: for a missing file, more than one statement, or SQL sqlglot cannot parse.
+    """
+    folder = folder or sql_dir()
+    stem = sql.removesuffix(".sql")
+    if _NAME_RE.match(stem):
+        path = folder / f"{stem}.sql"
+        if not path.exists():
+            files = ", ".join(sql_files(folder))
+            raise QueryError(f"Failed to load sql/{stem}.sql: no such file in {folder} (files: {files})")
+        name, text = stem, path.read_text(encoding="utf-8")
+    else:
+        name, text = "<inline>", sql
+    header, statement = _split_header(text)
+    label = "inline SQL" if name == "<inline>" else f"sql/{name}.sql"
+    if not statement:
+        raise QueryError(f"Failed to load {label}: it holds no statement")
+    import sqlglot
+
+    try:
+        statements = [s for s in sqlglot.parse(statement, read="trino") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        raise QueryError(f"Failed to parse {label} as Trino SQL: {exc}") from None
+    if len(statements) != 1:
+        raise QueryError(f"Failed to load {label}: one statement per file, found {len(statements)}")
+    view = _VIEW_RE.match(statement)
+    return SqlFile(
+        name=name,
+        text=text,
+        header=header,
+        statement=statement,
+        placeholders=_count_placeholders(statement, label),
+        view=view.group(1).lower() if view else None,
+    )
+
+
+def referenced_tables(statement: str) -> set[str]:
+    """Names of the tables and views a Trino statement reads (CTE names excluded), lower case.
+
+    Raises:
+        QueryError: if the statement cannot be parsed.
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(statement, read="trino")
+    except sqlglot.errors.ParseError as exc:
+        raise QueryError(f"Failed to parse SQL: {exc}") from None
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    created = _VIEW_RE.match(statement)
+    names = {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
+    if created:
+        names.discard(created.group(1).lower())
+    return names - ctes
+
+
+def to_duckdb(statement: str, label: str = "inline SQL") -> str:
+    """Transpile one Trino (Athena) statement to DuckDB's dialect with sqlglot.
+
+    Args:
+        statement: the statement.
+        label: how errors name it.
+
+    Returns:
+        The DuckDB statement (``?`` placeholders kept, bound by DuckDB).
+
+    Raises:
+        QueryError: naming ``label`` when sqlglot cannot parse or translate it.
+    """
+    import sqlglot
+
+    try:
+        out = sqlglot.transpile(
+            statement, read="trino", write="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE
+        )
+    except (sqlglot.errors.ParseError, sqlglot.errors.UnsupportedError) as exc:
+        raise QueryError(f"Failed to transpile {label} from Trino to DuckDB: {exc}") from None
+    if len(out) != 1:
+        raise QueryError(f"Failed to transpile {label}: one statement expected, got {len(out)}")
+    return out[0]
+
+
+def _check_value(value: object, position: int, label: str) -> ParameterValue:
+    if isinstance(value, bool) or not isinstance(value, int | str | Decimal | dt.date):
+        raise QueryError(
+            f"Failed to bind parameter {position} of {label}: {type(value).__name__} values are not "
+            "supported; use int, str, decimal.Decimal or datetime.date"
+        )
+    if isinstance(value, dt.datetime):
+        raise QueryError(
+            f"Failed to bind parameter {position} of {label}: datetime values are not supported; "
+            "pass a datetime.date, or compare with a date column"
+        )
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise QueryError(f"Failed to bind parameter {position} of {label}: {value} is not a finite decimal")
+    return value
+
+
+def athena_literal(value: ParameterValue) -> str:
+    """The SQL literal text Athena's ``ExecutionParameters`` take for one value.
+
+    Integers become digits, strings a quoted literal with every ``'`` doubled (so a value can never
+    end the literal), decimals ``DECIMAL '12.50'``, dates ``DATE '2008-01-05'``.
+
+    Args:
+        value: int, str, Decimal or date.
+
+    Returns:
+        The literal, e.g. ``"'O''Brien'"`` for ``"O'Brien"``.
+
+    Raises:
+        QueryError: for any other type (bool, float, datetime, None...), a non-finite decimal, or
+            a string holding a NUL character.
+
+    Example:
+        >>> athena_literal("x' OR '1'='1")
+        "'x'' OR ''1''=''1'"
+    """
+    checked = _check_value(value, 1, "a parameter")
+    if isinstance(checked, int):
+        return str(int(checked))
+    if isinstance(checked, str):
+        if "\x00" in checked:
+            raise QueryError("Failed to bind a parameter: strings may not contain NUL characters")
+        return "'" + checked.replace("'", "''") + "'"
+    if isinstance(checked, Decimal):
+        return f"DECIMAL '{checked:f}'"
+    return f"DATE '{checked.isoformat()}'"
+
+
+def _bind(sql_file: SqlFile, parameters: Sequence[object], engine: str) -> list[ParameterValue]:
+    if isinstance(parameters, str | bytes):
+        raise QueryError(
+            f"Failed to run {sql_file.label} on {engine}: parameters must be a sequence of values"
+        )
+    values = [_check_value(v, i + 1, sql_file.label) for i, v in enumerate(parameters)]
+    if len(values) != sql_file.placeholders:
+        raise QueryError(
+            f"Failed to run {sql_file.label} on {engine}: it has {sql_file.placeholders} parameter(s) (?), "
+            f"got {len(values)} value(s)"
+        )
+    return values
+
+
+class QueryEngine(ABC):
+    """Runs the workbook's SQL files; :class:`AthenaEngine` and :class:`LocalEngine` implement it."""
+
+    #: Engine name used in messages (``athena`` or ``duckdb``).
+    name: str = "engine"
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or sql_dir()
+        self._prepared: dict[str, SqlFile] = {}
+        self._views_created: set[str] = set()
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def load(self, sql: str) -> SqlFile:
+        """The :class:`SqlFile` for a file name or SQL text (see :func:`load_sql`)."""
+        return load_sql(sql, self.folder)
+
+    def query(self, sql: str, parameters: Sequence[ParameterValue] = ()) -> pd.DataFrame:
+        """Run one statement and return its rows.
+
+        Args:
+            sql: a file name of ``sql/`` (``"top_events"``) or Trino SQL text.
+            parameters: values for the ``?`` placeholders, in order (bound, never pasted).
+
+        Returns:
+            The result (empty with no columns for statements without rows).
+
+        Raises:
+            QueryError: naming the file and the engine, for a wrong parameter count or type, or
+                when the engine fails.
+        """
+        sql_file = self.load(sql)
+        values = _bind(sql_file, parameters, self.name)
+        self._ensure_views(sql_file)
+        return self._run(sql_file, values)
+
+    def prepare(self, name: str, sql: str) -> None:
+        """Create (or replace) the prepared statement ``name`` from a file or SQL text.
+
+        Raises:
+            QueryError: for an invalid name, a statement that is not a query, or an engine failure.
+        """
+        if not _NAME_RE.match(name):
+            raise QueryError(f"Failed to prepare {name!r}: a statement name is letters, digits and _")
+        sql_file = self.load(sql)
+        if sql_file.view is not None:
+            raise QueryError(f"Failed to prepare {sql_file.label}: only queries can be prepared")
+        self._ensure_views(sql_file)
+        self._prepare(name, sql_file)
+        self._prepared[name] = sql_file
+
+    def execute(self, name: str, parameters: Sequence[ParameterValue] = ()) -> pd.DataFrame:
+        """Execute the prepared statement ``name`` with ``parameters`` bound to its ``?``.
+
+        Raises:
+            QueryError: if ``name`` was not prepared by this engine, for a wrong parameter count
+                or type, or when the engine fails.
+        """
+        sql_file = self._prepared.get(name)
+        if sql_file is None:
+            raise QueryError(
+                f"Failed to execute prepared statement {name!r} on {self.name}: prepare it first "
+                f"(prepared: {sorted(self._prepared)})"
+            )
+        values = _bind(sql_file, parameters, self.name)
+        return self._execute(name, sql_file, values)
+
+    def views(self) -> dict[str, str]:
+        """View name -> SQL file name, for every file of the folder that creates a view."""
+        out = {}
+        for stem in sql_files(self.folder):
+            sql_file = self.load(stem)
+            if sql_file.view is not None:
+                out[sql_file.view] = stem
+        return out
+
+    def create_views(self) -> list[str]:
+        """Create (or replace) every view defined in the SQL folder; their names."""
+        created = []
+        for view, stem in sorted(self.views().items()):
+            self._run(self.load(stem), [])
+            self._views_created.add(view)
+            created.append(view)
+        return created
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the engine's connection."""
+
+    def __enter__(self) -> QueryEngine:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- engine specifics ---------------------------------------------------------------------
+
+    def _ensure_views(self, sql_file: SqlFile) -> None:
+        views = self.views()
+        for name in sorted(referenced_tables(sql_file.statement)):
+            if name in views and name not in self._views_created and name != sql_file.view:
+                view_file = self.load(views[name])
+                self._ensure_views(view_file)
+                self._run(view_file, [])
+                self._views_created.add(name)
+
+    @abstractmethod
+    def _run(self, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame: ...
+
+    @abstractmethod
+    def _prepare(self, name: str, sql_file: SqlFile) -> None: ...
+
+    @abstractmethod
+    def _execute(self, name: str, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Athena
+
+
+def _with_elapsed(run: Callable[[], pd.DataFrame], label: str) -> pd.DataFrame:
+    """Run ``run`` in a worker thread; a progress line with the elapsed time appears if it takes
+    longer than a second (pyathena waits for Athena by polling GetQueryExecution)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from tqdm.auto import tqdm
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(run)
+        with tqdm(desc=label, bar_format="{desc}: running {elapsed}", delay=1.0, leave=False) as bar:
+            while True:
+                try:
+                    return future.result(timeout=0.5)
+                except FutureTimeout:
+                    bar.refresh()
+
+
+class AthenaEngine(QueryEngine):
+    """Amazon Athena through a pyathena connection (the default cursor: results through
+    ``GetQueryResults``, no S3 read by the client)."""
+
+    name = "athena"
+
+    def __init__(self, connection: Any, folder: Path | None = None, *, progress: bool = True) -> None:
+        """Args:
+        connection: ``pyathena.connect(...)`` with the Glue database as ``schema_name``.
+        folder: where SQL files live (default :func:`sql_dir`).
+        progress: show the elapsed time of a query still running after a second.
+        """
+        super().__init__(folder)
+        self.connection = connection
+        self.progress = progress
+
+    def _fetch(self, text: str, literals: list[str]) -> pd.DataFrame:
+        cursor = self.connection.cursor()
+        try:
+            # qmark: pyathena sends the text unchanged and the literals as ExecutionParameters
+            cursor.execute(text, literals or None, paramstyle="qmark")
+            if cursor.description is None:
+                return pd.DataFrame()
+            columns = [d[0] for d in cursor.description]
+            return pd.DataFrame.from_records(list(cursor.fetchall()), columns=columns)
+        finally:
+            cursor.close()
+
+    def _send(self, text: str, values: Sequence[ParameterValue], label: str) -> pd.DataFrame:
+        literals = [athena_literal(v) for v in values]
+        try:
+            if not self.progress:
+                return self._fetch(text, literals)
+            return _with_elapsed(lambda: self._fetch(text, literals), f"Athena: {label}")
+        except WorkbookError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - pyathena/botocore raise many types
+            raise QueryError(f"Failed to run {label} on Athena: {exc}") from exc
+
+    def _run(self, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        return self._send(sql_file.statement, values, sql_file.label)
+
+    def _prepare(self, name: str, sql_file: SqlFile) -> None:
+        self._send(f"PREPARE {name} FROM\n{sql_file.statement}", [], f"PREPARE {name} ({sql_file.label})")
+
+    def _execute(self, name: str, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        return self._send(f"EXECUTE {name}", values, f"EXECUTE {name} ({sql_file.label})")
+
+    def close(self) -> None:
+        """Close the pyathena connection."""
+        self.connection.close()
+
+
+# --------------------------------------------------------------------------------------------
+# local: DuckDB over the Silver tables
+
+
+@dataclass
+class _Loaded:
+    instant: str
+    rows: int
+
+
+class LocalEngine(QueryEngine):
+    """DuckDB in the process over the Silver tables of the local catalog file."""
+
+    name = "duckdb"
+
+    def __init__(
+        self, catalog_path: Path, database: str, *, folder: Path | None = None, progress: bool = True
+    ) -> None:
+        """Args:
+        catalog_path: ``<silver>/_catalog.json`` written by :func:`helpers.silver.register_catalog`.
+        database: catalog database (``<project>_silver``).
+        folder: where SQL files live (default :func:`sql_dir`).
+        progress: show a progress bar while tables are read.
+        """
+        import duckdb
+
+        super().__init__(folder)
+        self.catalog_path = catalog_path
+        self.database = database
+        self.progress = progress
+        self.connection: duckdb.DuckDBPyConnection = duckdb.connect()
+        self.connection.execute("SET TimeZone = 'UTC'")
+        self._loaded: dict[str, _Loaded] = {}
+        self._view_tables: dict[str, set[str]] = {}
+        self._transpiled: dict[str, str] = {}
+
+    def catalog(self) -> dict[str, dict[str, Any]]:
+        """The catalog tables (name -> entry with ``location``, ``query_type``...).
+
+        Raises:
+            QueryError: when the catalog file or the database in it is missing.
+        """
+        from helpers.catalog import read_local_catalog
+
+        doc = read_local_catalog(self.catalog_path)
+        tables = doc.get("databases", {}).get(self.database)
+        if not tables:
+            raise QueryError(
+                f"Failed to read the local catalog {self.catalog_path}: no database {self.database!r}; "
+                "run notebook 03 (helpers.silver.register_catalog) first"
+            )
+        return dict(tables)
+
+    def loaded_tables(self) -> pd.DataFrame:
+        """The tables read so far: ``table``, ``instant`` (the Silver commit read), ``rows``."""
+        return pd.DataFrame(
+            [{"table": k, "instant": v.instant, "rows": v.rows} for k, v in sorted(self._loaded.items())],
+            columns=["table", "instant", "rows"],
+        )
+
+    def _needed(self, sql_file: SqlFile) -> set[str]:
+        out: set[str] = set()
+        for name in referenced_tables(sql_file.statement):
+            out |= self._view_tables.get(name, {name})
+        return out
+
+    def _refresh(self, tables: Iterable[str], label: str) -> None:
+        from tqdm.auto import tqdm
+
+        from helpers.hudi.read import read_snapshot
+        from helpers.hudi.timeline import completed_instants
+
+        catalog = self.catalog()
+        unknown = sorted(t for t in tables if t not in catalog)
+        if unknown:
+            raise QueryError(
+                f"Failed to run {label} on duckdb: unknown table(s) {unknown}; the catalog "
+                f"{self.catalog_path} has {sorted(catalog)}"
+            )
+        stale: list[tuple[str, str]] = []
+        for name in sorted(tables):
+            instants = completed_instants(catalog[name]["location"])
+            if not instants:
+                raise QueryError(f"Failed to run {label} on duckdb: table {name} has no completed commit")
+            latest = instants[-1].timestamp
+            if name not in self._loaded or self._loaded[name].instant != latest:
+                stale.append((name, latest))
+        if not stale:
+            return
+        bar = tqdm(stale, desc="reading Silver tables", unit="table", disable=not self.progress, leave=False)
+        for name, instant in bar:
+            bar.set_postfix_str(name)
+            entry = catalog[name]
+            table = read_snapshot(
+                entry["location"], as_of=instant, read_optimized=entry["query_type"] == "read_optimized"
+            )
+            self.connection.register(name, table)
+            self._loaded[name] = _Loaded(instant, table.num_rows)
+
+    def _duckdb_sql(self, sql_file: SqlFile) -> str:
+        key = sql_file.statement
+        if key not in self._transpiled:
+            self._transpiled[key] = to_duckdb(sql_file.statement, sql_file.label)
+        return self._transpiled[key]
+
+    def _run(self, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        needed = self._needed(sql_file)
+        self._refresh(needed, sql_file.label)
+        statement = self._duckdb_sql(sql_file)
+        import duckdb
+
+        try:
+            relation = self.connection.sql(statement, params=values or None)
+        except duckdb.Error as exc:
+            raise QueryError(f"Failed to run {sql_file.label} on duckdb: {exc}") from exc
+        if sql_file.view is not None:
+            self._view_tables[sql_file.view] = needed
+            return pd.DataFrame()  # as Athena: a DDL statement has no rows
+        if relation is None:
+            return pd.DataFrame()
+        try:
+            table = relation.to_arrow_table()
+        except duckdb.Error as exc:
+            raise QueryError(f"Failed to run {sql_file.label} on duckdb: {exc}") from exc
+        return _to_pandas(table, [str(t) for t in relation.types])
+
+    def _prepare(self, name: str, sql_file: SqlFile) -> None:
+        self._duckdb_sql(sql_file)  # transpile errors surface at prepare time, as on Athena
+
+    def _execute(self, name: str, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        return self._run(sql_file, values)
+
+    def close(self) -> None:
+        """Close the DuckDB connection."""
+        self.connection.close()
+
+
+def _to_pandas(table: pa.Table, duckdb_types: Sequence[str]) -> pd.DataFrame:
+    """Arrow to pandas as pyathena returns Athena's rows: integers (and DuckDB's HUGEINT sums,
+    Arrow decimal(38,0), which are Trino's bigint sums) as 64-bit integers; decimals stay exact
+    (Decimal objects); dates as ``datetime.date``."""
+    columns = []
+    for column, kind in zip(table.columns, duckdb_types, strict=True):
+        wide = (
+            kind == "HUGEINT"
+            or pa.types.is_signed_integer(column.type)
+            or pa.types.is_unsigned_integer(column.type)
+        )
+        columns.append(pc.cast(column, pa.int64()) if wide else column)
+    fixed = pa.table(columns, names=table.column_names)
+    return fixed.to_pandas()
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def athena_database(params: WorkbookParams) -> str:
+    """The catalog database the SQL runs against: ``aws.athena.database`` or ``<project>_silver``."""
+    if params.aws is not None and params.aws.athena.database:
+        return params.aws.athena.database
+    return f"{params.project}_silver"
+
+
+def open_engine(
+    params: WorkbookParams,
+    *,
+    athena_connection: Any = None,
+    folder: Path | None = None,
+    progress: bool = True,
+) -> QueryEngine:
+    """The query engine of the environment: Athena on AWS, DuckDB over the Silver tables locally.
+
+    Args:
+        params: workbook parameters.
+        athena_connection: a pyathena connection to use on AWS (tests pass one whose client is
+            stubbed); default: ``pyathena.connect`` with ``aws.region``, ``aws.athena.workgroup``,
+            ``aws.athena.output_location`` (default ``s3://<s3_bucket>/athena-results/``) and the
+            database of :func:`athena_database`.
+        folder: where SQL files live (default :func:`sql_dir`).
+        progress: show progress: tables being read (local), a query's elapsed time (Athena).
+
+    Returns:
+        The engine.
+
+    Raises:
+        QueryError: when AWS settings are missing.
+    """
+    if params.environment == "aws" or athena_connection is not None:
+        if athena_connection is None:
+            if params.aws is None:
+                raise QueryError("Failed to open Athena: the 'aws' parameters are missing")
+            import pyathena
+
+            athena = params.aws.athena
+            athena_connection = pyathena.connect(
+                region_name=params.aws.region,
+                work_group=athena.workgroup,
+                s3_staging_dir=athena.output_location or f"s3://{params.aws.s3_bucket}/athena-results/",
+                schema_name=athena_database(params),
+            )
+        return AthenaEngine(athena_connection, folder, progress=progress)
+    catalog = params.path(params.lake.silver) / "_catalog.json"
+    return LocalEngine(catalog, athena_database(params), folder=folder, progress=progress)
+
+
+def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
+    """Revenue per customer computed in the local PostgreSQL orders database, from the ``orders``
+    and ``order_items`` tables (not the outbox): the oracle of ``order_revenue_by_customer.sql``.
+
+    Returns:
+        One row per customer with at least one order item: ``customer_id``, ``customer_name``,
+        ``city``, ``order_count``, ``avg_quantity``, ``avg_revenue``, ``total_revenue`` (Decimal),
+        sorted as the SQL file sorts.
+    """
+    from psycopg import sql
+
+    from helpers.stack import LocalStack
+
+    source = params.source("orders")
+    schema = source.namespace
+    query = sql.SQL(
+        """
+        WITH per_order AS (
+            SELECT o.customer_id, o.order_id, sum(i.quantity) AS quantity,
+                   sum(i.quantity * i.unit_price) AS revenue
+              FROM {orders} AS o JOIN {items} AS i ON i.order_id = o.order_id
+             GROUP BY o.customer_id, o.order_id)
+        SELECT p.customer_id, c.name AS customer_name, c.city, count(*) AS order_count,
+               avg(p.quantity::double precision) AS avg_quantity,
+               avg(p.revenue::double precision) AS avg_revenue, sum(p.revenue) AS total_revenue
+          FROM per_order AS p JOIN {customers} AS c ON c.customer_id = p.customer_id
+         GROUP BY p.customer_id, c.name, c.city
+         ORDER BY total_revenue DESC, p.customer_id
+        """
+    ).format(
+        orders=sql.Identifier(schema, "orders"),
+        items=sql.Identifier(schema, "order_items"),
+        customers=sql.Identifier(schema, "customers"),
+    )
+    with LocalStack(params).connect_postgres(source.database) as conn:
+        cur = conn.execute(query)
+        columns = [d.name for d in cur.description or []]
+        return pd.DataFrame.from_records(cur.fetchall(), columns=columns)
+
+
+def compare_frames(
+    left: pd.DataFrame,
+    right: pd.DataFrame,
+    key: Sequence[str],
+    *,
+    approx: Sequence[str] = (),
+    rel_tol: float = 1e-9,
+) -> pd.DataFrame:
+    """Compare two results column by column, rows matched on ``key``.
+
+    Exact equality for every column (decimals compared as decimals) except those in ``approx``
+    (floating point averages: relative tolerance ``rel_tol``).
+
+    Returns:
+        One row per column of ``left``: ``column``, ``left_rows``, ``right_rows``, ``differing``
+        (rows whose values differ or that one side lacks), ``equal``.
+    """
+    keys = list(key)
+    merged = left.merge(right, on=keys, how="outer", suffixes=("_left", "_right"), indicator=True)
+    unmatched = int((merged["_merge"] != "both").sum())
+    rows = []
+    for column in left.columns:
+        if column in keys:
+            differing = unmatched
+        else:
+            a, b = merged[f"{column}_left"], merged[f"{column}_right"]
+            if column in approx:
+                same = [
+                    x is not None and y is not None and math.isclose(float(x), float(y), rel_tol=rel_tol)
+                    for x, y in zip(a, b, strict=True)
+                ]
+            else:
+                same = [_same(x, y) for x, y in zip(a, b, strict=True)]
+            differing = sum(1 for s in same if not s)
+        rows.append(
+            {
+                "column": column,
+                "left_rows": len(left),
+                "right_rows": len(right),
+                "differing": differing,
+                "equal": differing == 0 and len(left) == len(right),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _same(x: object, y: object) -> bool:
+    if x is None or y is None or (isinstance(x, float) and math.isnan(x)):
+        return x is y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+    if isinstance(x, Decimal) or isinstance(y, Decimal):
+        return Decimal(str(x)) == Decimal(str(y))
+    return bool(x == y)

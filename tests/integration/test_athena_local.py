@@ -1,0 +1,204 @@
+"""The workbook's Athena SQL (sql/) run locally (DuckDB over the Silver Hudi tables read by the
+official reader) against the same figures computed directly in the source databases: orders and
+ems/crm in PostgreSQL, ecomm's sale in MariaDB (joined in pandas where a query spans both).
+
+Expected final state: after capture caught up and one Silver ingestion, every SQL file's result
+equals the source figure; decimals are exact, averages equal within 1e-9 relative.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+import pytest
+from pipeline import Capture
+
+from helpers.athena import LocalEngine, compare_frames, open_engine, source_revenue_by_customer
+from helpers.capture.api import bronze_vs_source
+from helpers.params import WorkbookParams
+from helpers.silver import ingest_all, register_catalog
+from helpers.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def silver(capture: Capture) -> WorkbookParams:
+    """Silver ingested from a Bronze equal to the sources, and registered in the local catalog."""
+    params = capture.stack.params
+    check = bronze_vs_source(params, list(capture.specs.values()), wait_s=60)
+    assert check["equal"].all(), check[~check["equal"]]
+    ingest_all(params)
+    register_catalog(params)
+    return params
+
+
+@pytest.fixture(scope="module")
+def engine(silver: WorkbookParams) -> Iterator[LocalEngine]:
+    engine = open_engine(silver, progress=False)
+    assert isinstance(engine, LocalEngine)
+    with engine:
+        yield engine
+
+
+def _postgres(params: WorkbookParams, database: str, query: str) -> pd.DataFrame:
+    with LocalStack(params).connect_postgres(database) as conn:
+        cur = conn.execute(query)
+        return pd.DataFrame.from_records(cur.fetchall(), columns=[d.name for d in cur.description or []])
+
+
+def _mariadb(params: WorkbookParams, query: str, args: tuple[Any, ...] = ()) -> pd.DataFrame:
+    conn = LocalStack(params).connect_mariadb("ecomm")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(query, args)
+            return pd.DataFrame.from_records(list(cur.fetchall()), columns=[d[0] for d in cur.description])
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def source_sales(silver: WorkbookParams) -> pd.DataFrame:
+    """Every sale (MariaDB) with its event, category and venue (PostgreSQL ems), joined in pandas."""
+    sale = _mariadb(
+        silver, "SELECT salesid, sellerid, eventid, qtysold, pricepaid, commission, saletime FROM sale"
+    )
+    event = _postgres(silver, "ems", "SELECT eventid, eventname, catid, venueid FROM ems.event")
+    category = _postgres(silver, "ems", "SELECT catid, catgroup, catname FROM ems.category")
+    venue = _postgres(silver, "ems", "SELECT venueid, venuename FROM ems.venue")
+    out = sale.merge(event, on="eventid").merge(category, on="catid").merge(venue, on="venueid")
+    assert len(out) == len(sale) > 0
+    out["sale_date"] = [t.date() for t in out["saletime"]]  # MariaDB DATETIME holds UTC
+    return out
+
+
+def _exact(frame: pd.DataFrame, columns: list[str]) -> list[tuple[Any, ...]]:
+    return [
+        tuple(int(v) if isinstance(v, int) else v for v in row)
+        for row in frame[columns].itertuples(index=False)
+    ]
+
+
+def test_revenue_per_customer_equals_postgresql(engine: LocalEngine, silver: WorkbookParams) -> None:
+    """order_revenue_by_customer.sql (outbox JSON items unnested, in Silver) equals the same figures
+    computed in PostgreSQL from orders and order_items: counts and total revenue exactly."""
+    local = engine.query("order_revenue_by_customer")
+    source = source_revenue_by_customer(silver)
+    assert len(local) == len(source) > 0
+    check = compare_frames(local, source, ["customer_id"], approx=["avg_quantity", "avg_revenue"])
+    assert check["equal"].all(), check
+    columns = ["customer_id", "customer_name", "city", "order_count", "total_revenue"]
+    assert _exact(local, columns) == _exact(source, columns)  # same order too
+    assert all(isinstance(v, Decimal) for v in local["total_revenue"])
+    total = _postgres(silver, "orders", "SELECT sum(quantity * unit_price) FROM orders.order_items").iloc[
+        0, 0
+    ]
+    assert sum(local["total_revenue"]) == total
+
+
+def test_sales_by_seller_prepared_for_a_seller_from_the_data(
+    engine: LocalEngine, silver: WorkbookParams, source_sales: pd.DataFrame
+) -> None:
+    """The seller with the most revenue in MariaDB; the prepared sales_by_seller.sql executed for
+    them equals their sales per event computed from the sources; top_sellers.sql agrees."""
+    seller = int(
+        _mariadb(
+            silver,
+            "SELECT sellerid FROM sale GROUP BY sellerid ORDER BY sum(pricepaid) DESC, sellerid LIMIT 1",
+        ).iloc[0, 0]
+    )
+    top = engine.query("top_sellers")
+    assert int(top["sellerid"].iloc[0]) == seller
+    per_seller = source_sales.groupby("sellerid").agg(
+        sales=("salesid", "size"), tickets=("qtysold", "sum"), revenue=("pricepaid", "sum")
+    )
+    for row in top.itertuples():
+        want = per_seller.loc[row.sellerid]
+        assert (row.sales, row.tickets, row.revenue) == (want.sales, want.tickets, want.revenue)
+
+    engine.prepare("sales_by_seller", "sales_by_seller")
+    got = engine.execute("sales_by_seller", [seller])
+    mine = source_sales[source_sales["sellerid"] == seller]
+    want = (
+        mine.groupby(["eventid", "eventname"], as_index=False)
+        .agg(
+            sales=("salesid", "size"),
+            tickets=("qtysold", "sum"),
+            revenue=("pricepaid", "sum"),
+            commission=("commission", "sum"),
+        )
+        .sort_values(["revenue", "eventid"], ascending=[False, True])
+    )
+    columns = ["eventid", "eventname", "sales", "tickets", "revenue", "commission"]
+    assert _exact(got, columns) == _exact(want, columns)
+    other = int(top["sellerid"].iloc[1])  # the same prepared statement, another value
+    assert (
+        engine.execute("sales_by_seller", [other])["sales"].sum() == (source_sales["sellerid"] == other).sum()
+    )
+
+
+def test_sales_by_day_and_category_equal_the_sources(engine: LocalEngine, source_sales: pd.DataFrame) -> None:
+    """The view sales_by_day_category and the dashboard queries over it (sales_by_day.sql,
+    sales_by_category.sql) equal sale (MariaDB) joined with event and category (PostgreSQL)."""
+    aggregates = {
+        "sales": ("salesid", "size"),
+        "tickets": ("qtysold", "sum"),
+        "revenue": ("pricepaid", "sum"),
+    }
+    keys = ["sale_date", "catgroup", "catname"]
+    view = engine.query("SELECT * FROM sales_by_day_category ORDER BY sale_date, catgroup, catname")
+    want = source_sales.groupby(keys, as_index=False).agg(**aggregates).sort_values(keys)
+    assert _exact(view, [*keys, "sales", "tickets", "revenue"]) == _exact(
+        want, [*keys, "sales", "tickets", "revenue"]
+    )
+    assert all(isinstance(d, dt.date) for d in view["sale_date"])
+
+    by_day = engine.query("sales_by_day")
+    want_day = source_sales.groupby("sale_date", as_index=False).agg(**aggregates).sort_values("sale_date")
+    columns = ["sale_date", "sales", "tickets", "revenue"]
+    assert _exact(by_day, columns) == _exact(want_day, columns)
+
+    by_category = engine.query("sales_by_category")
+    want_category = (
+        source_sales.groupby(["catgroup", "catname"], as_index=False)
+        .agg(**aggregates)
+        .sort_values(["revenue", "catname"], ascending=[False, True])
+    )
+    columns = ["catgroup", "catname", "sales", "tickets", "revenue"]
+    assert _exact(by_category, columns) == _exact(want_category, columns)
+
+
+def test_top_events_of_a_category_group_equal_the_sources(
+    engine: LocalEngine, source_sales: pd.DataFrame
+) -> None:
+    """top_events.sql with a category group bound as a parameter (one taken from the data)."""
+    group = str(source_sales["catgroup"].iloc[0])
+    got = engine.query("top_events", [group])
+    want = (
+        source_sales[source_sales["catgroup"] == group]
+        .groupby(["eventid", "eventname", "catname", "venuename"], as_index=False)
+        .agg(sales=("salesid", "size"), tickets=("qtysold", "sum"), revenue=("pricepaid", "sum"))
+        .sort_values(["revenue", "eventid"], ascending=[False, True])
+        .head(10)
+    )
+    columns = ["eventid", "eventname", "catname", "venuename", "sales", "tickets", "revenue"]
+    assert len(got) > 0 and _exact(got, columns) == _exact(want, columns)
+    assert engine.query("top_events", ["x' OR '1'='1"]).empty  # a literal, not SQL
+
+
+def test_table_row_counts_equal_the_sources(engine: LocalEngine, silver: WorkbookParams) -> None:
+    """Every Copy-on-Write table and the MoR real-time view count the source's rows; the
+    read-optimized view sees at most as many (log files not compacted yet are not read)."""
+    from helpers.cdc import source_row_counts
+
+    counts = engine.query("table_row_counts").set_index("table_name")["row_count"].to_dict()
+    source = {r.table: int(r.rows) for r in source_row_counts(LocalStack(silver), silver).itertuples()}
+    for table in silver.silver.tables:
+        if table.table_type == "COPY_ON_WRITE":
+            assert counts[table.name] == source[table.table], table.name
+    assert counts["sale_mor_rt"] == source["sale"]
+    assert 0 < counts["sale_mor_ro"] <= counts["sale_mor_rt"]
