@@ -22,9 +22,10 @@ Deletes: hard mode marks them with ``_hoodie_is_deleted``; soft mode keeps the r
 ``__deleted``. One writer per table at a time (as one DeltaStreamer per table): the local
 in-process path holds a table lock, the official datasource here relies on that.
 
-Not done on this path: PostgreSQL TOAST placeholders are not replaced (the in-process path's
-:func:`helpers.silver.fill_unavailable`); notebook 01 sets ``REPLICA IDENTITY FULL`` so they do
-not occur. JSON-lines Bronze is read by the in-process path only.
+PostgreSQL TOAST placeholders are replaced as on the in-process path
+(:func:`fill_unavailable_spark`): the key's previous value in the batch by log position (a window),
+else the stored row (read through the official datasource on EMR, the official reader here).
+JSON-lines Bronze is read by the in-process path only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from helpers.bronze_checkpoint import (
     plan_round,
     s3_commit_metadata,
 )
+from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.errors import HudiError
 from helpers.hudi.api import WriteEngine, write_hudi
 from helpers.params import SilverTableParams, WorkbookParams
@@ -58,6 +60,7 @@ from helpers.silver import IngestResult, topic_of
 __all__ = [
     "POSITION_COLUMN",
     "bronze_dataframe",
+    "fill_unavailable_spark",
     "ingest_all_spark",
     "ingest_table_spark",
     "lake_uri",
@@ -148,6 +151,82 @@ def prepare_events(df: Any, engine: str, delete_mode: str) -> Any:
     if delete_mode == "soft":
         return df.withColumn("__deleted", deleted)
     return df.withColumn("_hoodie_is_deleted", deleted).drop("__deleted")
+
+
+def fill_unavailable_spark(
+    df: Any, table: SilverTableParams, stored: Any, placeholder: str = UNAVAILABLE_VALUE
+) -> tuple[Any, int]:
+    """Replace TOAST placeholders in string and binary columns (see the module docstring).
+
+    Args:
+        df: output of :func:`prepare_events`.
+        table: the Silver table (its record key).
+        stored: ``() -> DataFrame | None`` of the stored table (None: no table yet); called only
+            when the batch alone cannot resolve a placeholder, which then stays null.
+        placeholder: Debezium's ``unavailable.value.placeholder``.
+
+    Returns:
+        The events and the number of placeholder values found (0: ``df`` unchanged).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    columns = [
+        f.name
+        for f in df.schema.fields
+        if isinstance(f.dataType, T.StringType | T.BinaryType) and f.name not in table.record_key
+    ]
+    if not columns:
+        return df, 0
+
+    def is_placeholder(name: str) -> Any:
+        value = placeholder.encode() if isinstance(df.schema[name].dataType, T.BinaryType) else placeholder
+        return F.coalesce(F.col(name) == F.lit(value), F.lit(False))
+
+    found = df.select(*[F.sum(is_placeholder(c).cast("long")).alias(c) for c in columns]).first()
+    affected = [c for c in columns if found is not None and (found[c] or 0) > 0]
+    if not affected:
+        return df, 0
+    earlier = (
+        Window.partitionBy(*table.record_key)
+        .orderBy(POSITION_COLUMN)
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    for name in affected:
+        previous = F.last(F.when(~is_placeholder(name), F.col(name)), ignorenulls=True).over(earlier)
+        df = df.withColumn(f"_toast_{name}", is_placeholder(name)).withColumn(
+            name, F.when(is_placeholder(name), previous).otherwise(F.col(name))
+        )
+    unresolved = F.lit(False)
+    for name in affected:
+        unresolved = unresolved | (F.col(f"_toast_{name}") & F.col(name).isNull())
+    table_now = stored() if df.filter(unresolved).limit(1).count() else None
+    if table_now is not None:
+        old = table_now.select(*table.record_key, *[F.col(c).alias(f"_stored_{c}") for c in affected])
+        df = df.join(old, list(table.record_key), "left")
+        for name in affected:
+            df = df.withColumn(
+                name,
+                F.when(F.col(f"_toast_{name}") & F.col(name).isNull(), F.col(f"_stored_{name}")).otherwise(
+                    F.col(name)
+                ),
+            ).drop(f"_stored_{name}")
+    return df.drop(*[f"_toast_{name}" for name in affected]), int(sum(found[c] or 0 for c in affected))
+
+
+def _stored_reader(spark: Any, base: str, engine: WriteEngine | None) -> Any:
+    def read() -> Any:
+        from helpers.hudi.api import choose_write_engine
+
+        if (engine or choose_write_engine(spark)) == "official":
+            return spark.read.format("hudi").load(base)
+        from helpers.hudi.read import read_snapshot
+        from helpers.hudi.timeline import completed_instants
+
+        return spark.createDataFrame(read_snapshot(base)) if completed_instants(base) else None
+
+    return read
 
 
 def silver_write_options(
@@ -256,6 +335,7 @@ def ingest_table_spark(
     if not new:
         return IngestResult(table.name, 0, 0, None)
     events = prepare_events(bronze_dataframe(spark, store, new), _engine_of(params, table), table.delete_mode)
+    events, _ = fill_unavailable_spark(events, table, _stored_reader(spark, base, engine))
     options = silver_write_options(params, table, [o.name for o in new], after.to_json(), sync=sync)
     try:
         result = write_hudi(events, options, base, engine=engine)

@@ -106,3 +106,49 @@ def test_official_options_carry_the_checkpoint_and_never_the_workbook_keys(captu
     assert official["hoodie.datasource.hive_sync.database"] == f"{params.project}_silver"
     assert official["hoodie.datasource.write.payload.class"].endswith("DefaultHoodieRecordPayload")
     assert not [k for k in official if k.startswith("workbook.hudi.")]
+
+
+def test_toast_placeholders_are_filled_from_the_batch_then_the_stored_table(tmp_path: Path) -> None:
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from helpers.capture.connectors import UNAVAILABLE_VALUE as P
+    from helpers.hudi.config import HudiTableConfig
+    from helpers.hudi.writer import write_arrow
+    from helpers.params import SilverTableParams
+    from helpers.silver_spark import _stored_reader, fill_unavailable_spark
+
+    spark = build_spark_session()
+    base = str(tmp_path / "event")
+    config = HudiTableConfig(
+        table_name="event", base_path=base, record_key_fields=("id",), ordering_fields=("__lsn",)
+    )
+    table = SilverTableParams(name="event", source="ems", table="event", record_key=("id",))
+    events = spark.createDataFrame(
+        [(1, 2, P, "u"), (1, 1, "full one", "c"), (2, 5, P, "u"), (3, 6, P, "u"), (4, 7, None, "u")],
+        "id int, __lsn long, name string, __op string",
+    ).withColumn("__deleted", F.lit("false"))
+    prepared = prepare_events(events, "postgres", "hard")
+    out, found = fill_unavailable_spark(prepared, table, _stored_reader(spark, base, "workbook"))
+    assert found == 3
+    rows = {(r["id"], r["__lsn"]): r["name"] for r in out.collect()}
+    assert rows == {(1, 1): "full one", (1, 2): "full one", (2, 5): None, (3, 6): None, (4, 7): None}
+
+    write_arrow(
+        pa.table({"id": pa.array([2], pa.int32()), "__lsn": [0], "name": ["stored two"]}), config, "upsert"
+    )
+    out, found = fill_unavailable_spark(prepared, table, _stored_reader(spark, base, "workbook"))
+    rows = {(r["id"], r["__lsn"]): r["name"] for r in out.collect()}
+    assert found == 3 and rows == {
+        (1, 1): "full one",
+        (1, 2): "full one",
+        (2, 5): "stored two",
+        (3, 6): None,
+        (4, 7): None,
+    }
+    assert (
+        fill_unavailable_spark(
+            prepare_events(events.filter("id = 4"), "postgres", "hard"), table, lambda: None
+        )[1]
+        == 0
+    )
