@@ -293,3 +293,224 @@ def test_nbval_catches_a_changed_checked_output(first_run: RunResult, tmp_path: 
     )
     target.unlink()
     assert proc.returncode != 0 and "outbax" in proc.stdout, proc.stdout[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Notebook 04 (time travel): its artefacts against the generator and the live source database.
+
+
+def _generated_sale(params: WorkbookParams, salesid: int) -> dict[str, Any]:
+    from helpers.tickit import generate_tickit
+
+    sale = generate_tickit(params.tickit.scale, seed=params.tickit.seed)["sale"].to_pylist()
+    return next(r for r in sale if r["salesid"] == salesid)
+
+
+def test_04_as_of_equals_the_source_before_and_after_the_change(
+    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
+) -> None:
+    """Notebook 04 updated sale 200, deleted it at the source, then put it back as generated.
+    Expected: the source holds the generated row again; as of the instant before the change both
+    Silver tables (CoW, MoR) showed the sale as the generator made it (the source state the
+    notebook recorded), as of the change's instant the recorded changed state (one more ticket,
+    10 more paid), after the delete nothing; and the instants are ordered and taken from each
+    table's timeline."""
+    from decimal import Decimal
+
+    _, params, _ = workbook
+    original = _generated_sale(params, 200)
+    stack = LocalStack(params)
+    conn = stack.connect_mariadb(params.source("ecomm").database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT qtysold, pricepaid FROM sale WHERE salesid = %s", (200,))
+            fetched = cur.fetchall()
+    finally:
+        conn.close()
+    # the notebook ends by putting the sample back as the generator made it
+    assert list(fetched) == [(original["qtysold"], original["pricepaid"])], fetched
+
+    recorded = pd.read_csv(first_run.run_dir / "04_source_states.csv", dtype=str).set_index("point")
+    assert int(recorded.loc["before change", "qtysold"]) == original["qtysold"]
+    assert Decimal(recorded.loc["before change", "pricepaid"]) == original["pricepaid"]
+    assert int(recorded.loc["after change", "qtysold"]) == original["qtysold"] + 1
+    assert Decimal(recorded.loc["after change", "pricepaid"]) == original["pricepaid"] + 10
+
+    shown = pd.read_csv(first_run.run_dir / "04_as_of.csv", dtype=str)
+    timeline = pd.read_csv(first_run.run_dir / "04_timeline.csv", dtype=str)
+    for table in ("sale", "sale_mor"):
+        rows = shown[shown["table"] == table].set_index("point")
+        assert set(rows.index) == {"before change", "after change"}, rows.index.tolist()
+        for point in ("before change", "after change"):
+            row, want = rows.loc[point], recorded.loc[point]
+            for column in ("salesid", "listid", "sellerid", "buyerid", "qtysold", "pricepaid", "commission"):
+                assert row[column] == want[column], (table, point, column, row[column], want[column])
+        instants = rows["instant"].tolist()
+        assert instants[0] < instants[1], instants
+        assert instants[0] in set(timeline.loc[timeline["table"] == table, "instant"])
+
+
+def test_04_history_diff_and_increments_are_exactly_the_scripted_changes(first_run: RunResult) -> None:
+    """The history of sale 200 after the recorded start is one update then one delete (values as
+    recorded); the update's diff is exactly qtysold and pricepaid with their before/after values,
+    the delete's diff is sale 200 deleted; the increments hold the sale before, around and not
+    after the change; the consistent "as of" covers every Silver table with a non-negative skew."""
+    from decimal import Decimal
+
+    recorded = pd.read_csv(first_run.run_dir / "04_source_states.csv", dtype=str).set_index("point")
+    before, after = recorded.loc["before change"], recorded.loc["after change"]
+    shown = pd.read_csv(first_run.run_dir / "04_as_of.csv", dtype=str)
+    history = pd.read_csv(first_run.run_dir / "04_history.csv", dtype=str)
+    diffs = pd.read_csv(first_run.run_dir / "04_diff.csv", dtype=str)
+    increments = pd.read_csv(first_run.run_dir / "04_incremental.csv", dtype=str)
+    for table in ("sale", "sale_mor"):
+        start = shown[(shown["table"] == table) & (shown["point"] == "before change")]["instant"].iloc[0]
+        versions = history[(history["table"] == table) & (history["commit_time"] > start)]
+        assert versions["operation"].tolist() == ["update", "delete"], versions
+        assert versions["qtysold"].iloc[0] == after["qtysold"]
+        assert Decimal(versions["pricepaid"].iloc[0]) == Decimal(after["pricepaid"])
+
+        update = diffs[(diffs["table"] == table) & (diffs["step"] == "update")]
+        got = {(r.change, r.salesid, r.column, r.before, r.after) for r in update.itertuples()}
+        assert got == {
+            ("update", "200", "qtysold", before["qtysold"], after["qtysold"]),
+            ("update", "200", "pricepaid", before["pricepaid"], after["pricepaid"]),
+        }
+        delete = diffs[(diffs["table"] == table) & (diffs["step"] == "delete")]
+        assert set(delete["change"]) == {"delete"} and set(delete["salesid"]) == {"200"}
+        assert set(delete.loc[delete["column"] == "qtysold", "before"]) == {after["qtysold"]}
+
+        ranges = increments[increments["table"] == table].set_index("range")
+        assert ranges.loc["before", "rows"] == "1" and ranges.loc["before", "qtysold"] == before["qtysold"]
+        assert ranges.loc["around", "rows"] == "1" and ranges.loc["around", "qtysold"] == after["qtysold"]
+        assert ranges.loc["after", "rows"] == "0"
+
+    consistent = pd.read_csv(first_run.run_dir / "04_consistent.csv")
+    assert consistent["instant"].notna().all() and (consistent["skew_s"] >= 0).all()
+    assert consistent["skew_s"].min() == 0 and consistent["lag_s"].min() >= 0
+
+
+def test_05_athena_sql_artefacts_equal_the_sources(
+    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
+) -> None:
+    """Notebook 05 ran every SQL file of sql/ locally and saved its result; revenue per customer
+    equals PostgreSQL's (its own cross-check) and the generator's orders: every generated order
+    counted once, total revenue exact. Row counts equal the generator's for the tables no
+    notebook changes; the view's two roll-ups agree with each other and with the sale count."""
+    from decimal import Decimal
+
+    from helpers.athena import sql_files
+    from helpers.outbox import generate_orders
+
+    _, params, _ = workbook
+    for name in sql_files():
+        if not name.endswith("_view"):
+            assert (first_run.run_dir / f"05_{name}.csv").exists(), name
+    check = pd.read_csv(first_run.run_dir / "05_revenue_check.csv")
+    assert check["equal"].all() and (check["left_rows"] > 0).all(), check
+
+    revenue = pd.read_csv(
+        first_run.run_dir / "05_order_revenue_by_customer.csv", dtype={"total_revenue": str}
+    )
+    generated = generate_orders(params.orders.customers, params.orders.orders, params.orders.seed)
+    items = generated["order_items"].to_pylist()
+    assert int(revenue["order_count"].sum()) == params.orders.orders
+    assert sum(Decimal(v) for v in revenue["total_revenue"]) == sum(
+        (i["quantity"] * i["unit_price"] for i in items), Decimal(0)
+    )
+
+    counts = pd.read_csv(first_run.run_dir / "05_table_row_counts.csv").set_index("table_name")["row_count"]
+    expected = _expected_counts(params)
+    for table in params.silver.tables:
+        if table.source in ("orders", "ems", "crm") or table.table in ("date", "listing"):
+            assert int(counts[table.name]) == expected[(table.source, table.table)], table.name
+    by_day = pd.read_csv(first_run.run_dir / "05_sales_by_day.csv", dtype={"revenue": str})
+    by_category = pd.read_csv(first_run.run_dir / "05_sales_by_category.csv", dtype={"revenue": str})
+    assert by_day["sales"].sum() == by_category["sales"].sum() == counts["sale"] == counts["sale_mor_rt"]
+    assert sum(map(Decimal, by_day["revenue"])) == sum(map(Decimal, by_category["revenue"]))
+    seller = pd.read_csv(first_run.run_dir / "05_sales_by_seller.csv")
+    top = pd.read_csv(first_run.run_dir / "05_top_sellers.csv")
+    assert seller["sales"].sum() == top["sales"].iloc[0] and len(seller) > 0
+
+
+# --- Notebook 06: dashboard (issue 4) ---------------------------------------------------------
+
+
+def _embedded_trace(page_text: str, div_id: str, trace_type: str) -> dict[str, Any]:
+    """The first trace of ``trace_type`` the page plots into ``div_id`` (plotly's inline JSON),
+    typed arrays (``{"dtype", "bdata", "shape"}``) decoded to lists."""
+    import base64
+    import re
+
+    import numpy as np
+
+    match = re.search(r'Plotly\.newPlot\(\s*"' + re.escape(div_id) + r'",\s*', page_text)
+    assert match, f"{div_id} is not plotted in the page"
+    traces, _ = json.JSONDecoder().raw_decode(page_text, match.end())
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict) and "bdata" in value:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+            if value.get("shape"):
+                array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
+            return array.tolist()
+        if isinstance(value, dict):
+            return {k: decode(v) for k, v in value.items()}
+        return value
+
+    trace: dict[str, Any] = decode(next(t for t in traces if t.get("type") == trace_type))
+    return trace
+
+
+def test_06_dashboard_page_renders_every_figure_in_chromium(first_run: RunResult) -> None:
+    """The run folder holds dashboard.html, a standalone page (plotly.js inlined, no script from
+    the network); opened from disk in headless Chromium every figure rendered (SVG with traces),
+    and the screenshot, saved beside it, is not blank."""
+    from helpers.dashboard import FIGURE_IDS, check_rendered, screenshot_ink_fraction
+
+    page = first_run.run_dir / "dashboard.html"
+    assert page.is_file()
+    text = page.read_text()
+    assert "<script src=" not in text and text.count("plotly.js v") == 1
+    shot = first_run.run_dir / "dashboard.png"
+    rendered = check_rendered(page, FIGURE_IDS, shot, timeout_s=180)
+    assert rendered == {figure: True for figure in FIGURE_IDS}
+    assert shot.is_file() and screenshot_ink_fraction(shot) > 0.05
+
+
+def test_06_revenue_per_customer_equals_the_orders_source(
+    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
+) -> None:
+    """Revenue per customer as the page shows it (the scatter's per-customer total, and the pie's
+    slices) equals sum(quantity * unit_price) of the order items in PostgreSQL, and the pipeline
+    health artefact has a commit with a non-negative lag for every Silver table."""
+    from decimal import Decimal
+
+    _, params, _ = workbook
+    stack = LocalStack(params)
+    schema = params.source("orders").namespace
+    with stack.connect_postgres(params.source("orders").database) as conn:
+        source = conn.execute(
+            f"SELECT o.customer_id, count(DISTINCT o.order_id), sum(i.quantity * i.unit_price) "  # noqa: S608
+            f"FROM {schema}.orders AS o JOIN {schema}.order_items AS i ON i.order_id = o.order_id "
+            "GROUP BY o.customer_id"
+        ).fetchall()
+    expected = {int(cid): Decimal(total) for cid, _, total in source}
+    orders = {int(cid): int(n) for cid, n, _ in source}
+    text = (first_run.run_dir / "dashboard.html").read_text()
+    scatter = _embedded_trace(text, "fig-quantity-vs-revenue", "scatter")
+    shown = {int(cid): round(Decimal(str(total)), 2) for cid, _, total in scatter["customdata"]}
+    assert shown == expected
+    assert {int(cid): int(n) for cid, n, _ in scatter["customdata"]} == orders
+    pie = _embedded_trace(text, "fig-revenue-share", "pie")
+    ranked = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))
+    top = len(pie["labels"]) - (1 if pie["labels"][-1].startswith("other customers") else 0)
+    assert [round(Decimal(str(v)), 2) for v in pie["values"][:top]] == [t for _, t in ranked[:top]]
+    assert [label.rsplit("#", 1)[1].rstrip(")") for label in pie["labels"][:top]] == [
+        str(cid) for cid, _ in ranked[:top]
+    ]
+    assert round(Decimal(str(sum(pie["values"]))), 2) == sum(expected.values())
+    health = pd.read_csv(first_run.run_dir / "06_pipeline_health.csv")
+    assert set(health["table"]) == {t.name for t in params.silver.tables}
+    lagged = health.dropna(subset=["lag_s"])
+    assert set(lagged["table"]) == set(health["table"]) and (lagged["lag_s"] >= 0).all()
