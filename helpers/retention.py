@@ -1,0 +1,333 @@
+"""Retention monitor: can each connector still resume from where it stopped?
+
+A stopped or slow capture worker pins PostgreSQL WAL through its replication slot (the disk
+fills up; past ``max_slot_wal_keep_size`` the slot is invalidated) and, on MySQL/MariaDB, may
+find the binlog file it stopped in purged (``binlog_expire_*``, ``PURGE BINARY LOGS``, RDS
+retention). :func:`retention_status` shows both per connector against thresholds:
+
+* PostgreSQL: the slot (``<project>_<source>_slot``) from ``pg_replication_slots``: whether it is
+  active, its ``wal_status``, the WAL it holds back (``pg_current_wal_lsn() -
+  confirmed_flush_lsn`` in bytes) and ``safe_wal_size``; ``wal_status = 'lost'`` is ``PURGED``;
+* MySQL/MariaDB: the connector's stored binlog position (read from the embedded worker's
+  ``offsets.dat``) against ``SHOW BINARY LOGS``: whether the file is still there and how many
+  bytes of binlog follow the position; a file that is gone is ``PURGED``.
+
+``PURGED`` means the connector cannot continue without losing changes: with
+``snapshot.mode=initial`` Debezium then fails on start ("... is no longer available on the
+server") rather than re-snapshotting; recover by re-registering with a new snapshot.
+
+Example:
+    >>> from helpers.retention import retention_status
+    >>> retention_status(params, warn_bytes=64 << 20)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.errors import CaptureError, WorkbookError
+from helpers.params import WorkbookParams
+from helpers.reconcile import SourcePosition
+
+__all__ = [
+    "RetentionError",
+    "STATUSES",
+    "read_offsets",
+    "retention_status",
+    "slot_name",
+    "stored_offset",
+    "stored_position",
+]
+
+STATUSES = ("OK", "WARN", "FAIL", "PURGED")
+"""Retention states, from good to lost."""
+
+MIB = 1 << 20
+
+
+class RetentionError(CaptureError):
+    """A connector's stored position is gone from the source log (or could not be checked)."""
+
+
+def slot_name(params: WorkbookParams, source: str) -> str:
+    """The replication slot of a PostgreSQL source's connector (as :mod:`helpers.capture` names it)."""
+    return f"{params.project}_{source}_slot"
+
+
+def read_offsets(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The entries of a Kafka ``FileOffsetBackingStore`` file (``offsets.dat``).
+
+    The file is a Java-serialised ``HashMap<byte[], byte[]>`` whose keys and values are JSON
+    (``["tickit-ecomm",{"server":"tickit"}]`` -> ``{"file":"mariadb-bin.000003","pos":1234}``).
+    Every byte array is a 4-byte big-endian length followed by its bytes; this finds each JSON
+    array or object so framed, and pairs them in order (key, value).
+
+    Args:
+        path: the file.
+
+    Returns:
+        Key JSON text -> value (parsed); empty when the file does not exist or holds no entries.
+
+    Raises:
+        RetentionError: when the file exists but holds an odd number of JSON entries (damaged).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    found: list[Any] = []
+    i = 4
+    while i < len(data):
+        if data[i] in (0x7B, 0x5B):  # '{' or '['
+            (length,) = struct.unpack(">i", data[i - 4 : i])
+            if 0 < length <= len(data) - i:
+                chunk = data[i : i + length]
+                try:
+                    found.append(json.loads(chunk.decode("utf-8")))
+                except (UnicodeDecodeError, ValueError):
+                    pass
+                else:
+                    i += length
+                    continue
+        i += 1
+    if len(found) % 2:
+        raise RetentionError(
+            f"Failed to read offsets {path}: {len(found)} JSON entries, expected key/value pairs"
+        )
+    return {
+        json.dumps(found[k], separators=(",", ":")): found[k + 1]
+        for k in range(0, len(found), 2)
+        if isinstance(found[k + 1], dict)
+    }
+
+
+def _connector_dir(params: WorkbookParams, connector: str) -> Path:
+    return params.state_path / "capture" / connector
+
+
+def stored_offset(params: WorkbookParams, connector: str) -> dict[str, Any] | None:
+    """The embedded connector's stored source offset (the value for its own partition), if any."""
+    offsets = read_offsets(_connector_dir(params, connector) / "offsets.dat")
+    for key, value in offsets.items():
+        try:
+            name = json.loads(key)[0]
+        except (ValueError, IndexError, KeyError, TypeError):
+            continue
+        if name == connector:
+            return value
+    return None
+
+
+def stored_position(params: WorkbookParams, connector: str) -> SourcePosition | None:
+    """The log position the connector resumes from (``None`` before its first offset flush)."""
+    value = stored_offset(params, connector)
+    if value is None:
+        return None
+    if "lsn" in value:
+        lsn = max(int(value.get(k) or 0) for k in ("lsn", "lsn_commit", "lsn_proc") if k in value)
+        return SourcePosition("postgres", lsn=lsn)
+    if "file" in value and "pos" in value:
+        return SourcePosition("mysql", file=str(value["file"]), pos=int(value["pos"]))
+    return None
+
+
+def _grade(lag: int | None, warn_bytes: int, fail_bytes: int) -> str:
+    if lag is None:
+        return "OK"
+    if lag >= fail_bytes:
+        return "FAIL"
+    if lag >= warn_bytes:
+        return "WARN"
+    return "OK"
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:,.1f} MiB"
+
+
+def _postgres_row(
+    params: WorkbookParams, source: str, database: str, warn_bytes: int, fail_bytes: int
+) -> dict[str, Any]:
+    from helpers.stack import LocalStack
+
+    slot = slot_name(params, source)
+    with LocalStack(params).connect_postgres(database, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT active, wal_status, confirmed_flush_lsn::text, restart_lsn::text, safe_wal_size,"
+            " pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,"
+            " pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, database"
+            " FROM pg_replication_slots WHERE slot_name = %s",
+            (slot,),
+        ).fetchone()
+    base: dict[str, Any] = {"slot_or_file": slot}
+    if row is None:
+        return {
+            **base,
+            "status": "WARN",
+            "message": f"no replication slot {slot}: the connector has not started yet (nothing is retained)",
+        }
+    active, wal_status, confirmed, restart, safe, lag, held, slot_db = row
+    lag = None if lag is None else int(lag)
+    out = {
+        **base,
+        "stored_position": confirmed,
+        "lag_bytes": lag,
+        "retained_bytes": None if held is None else int(held),
+        "active": bool(active),
+        "wal_status": wal_status,
+        "safe_wal_size": None if safe is None else int(safe),
+    }
+    if wal_status == "lost":
+        return {
+            **out,
+            "status": "PURGED",
+            "message": f"slot {slot} lost the WAL it needs (wal_status 'lost', restart_lsn {restart}): "
+            "the connector cannot resume without losing changes; re-register it with a new snapshot",
+        }
+    status = _grade(lag, warn_bytes, fail_bytes)
+    if wal_status == "unreserved" and status == "OK":
+        status = "WARN"
+    state = "active" if active else "inactive (capture worker not connected)"
+    message = f"slot {slot} on {slot_db} {state}, wal_status {wal_status}, {_mib(lag or 0)} behind"
+    if safe is not None:
+        message += f", {_mib(int(safe))} until the slot is invalidated"
+    return {**out, "status": status, "message": message}
+
+
+def _mariadb_row(
+    params: WorkbookParams, connector: str, database: str, warn_bytes: int, fail_bytes: int
+) -> dict[str, Any]:
+    from helpers.stack import LocalStack
+
+    conn = LocalStack(params).connect_mariadb(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            logs = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
+    finally:
+        conn.close()
+    position = stored_position(params, connector)
+    offsets = _connector_dir(params, connector) / "offsets.dat"
+    first = logs[0][0] if logs else None
+    if position is None:
+        return {
+            "slot_or_file": None,
+            "binlog_file_present": None,
+            "status": "WARN",
+            "message": f"no stored binlog position in {offsets} yet (connector not started or not flushed); "
+            f"oldest binlog on the server: {first}",
+        }
+    names = [name for name, _size in logs]
+    base: dict[str, Any] = {
+        "slot_or_file": position.file,
+        "stored_position": str(position),
+    }
+    if position.file not in names:
+        return {
+            **base,
+            "binlog_file_present": False,
+            "status": "PURGED",
+            "message": f"binlog file {position.file} of the stored position {position} is no longer on the "
+            f"server (oldest now {first}): the connector cannot resume without losing changes; "
+            "re-register it with a new snapshot",
+        }
+    at = names.index(position.file)
+    lag = max(0, logs[at][1] - int(position.pos or 0)) + sum(size for _name, size in logs[at + 1 :])
+    status = _grade(lag, warn_bytes, fail_bytes)
+    return {
+        **base,
+        "binlog_file_present": True,
+        "lag_bytes": lag,
+        "status": status,
+        "message": f"stored position {position}; {_mib(lag)} of binlog after it in {len(logs) - at} file(s); "
+        f"oldest binlog {first}",
+    }
+
+
+def retention_status(
+    params: WorkbookParams,
+    *,
+    warn_bytes: int = 256 * MIB,
+    fail_bytes: int = 1024 * MIB,
+    raise_on_purged: bool = False,
+) -> pd.DataFrame:
+    """Per connector of the local sources: how much log is retained for it, and whether its
+    stored position is still available (see the module docstring).
+
+    Args:
+        params: workbook parameters (local stack, sources, state directory).
+        warn_bytes: lag (WAL held by the slot / binlog after the stored position) shown as ``WARN``.
+        fail_bytes: lag shown as ``FAIL``.
+        raise_on_purged: raise instead of returning when a connector's position is gone.
+
+    Returns:
+        One row per connector: ``connector``, ``source``, ``engine``, ``slot_or_file``,
+        ``stored_position``, ``lag_bytes``, ``retained_bytes`` / ``active`` / ``wal_status`` /
+        ``safe_wal_size`` (PostgreSQL), ``binlog_file_present`` (MySQL/MariaDB), ``warn_bytes``,
+        ``fail_bytes``, ``status`` (``OK``, ``WARN``, ``FAIL``, ``PURGED``) and ``message``.
+
+    Raises:
+        RetentionError: with ``raise_on_purged``, naming each connector whose position is gone;
+            and when a source cannot be queried.
+    """
+    if warn_bytes <= 0 or fail_bytes < warn_bytes:
+        raise RetentionError(
+            "Failed to check retention: thresholds need 0 < warn_bytes <= fail_bytes "
+            f"(got {warn_bytes}, {fail_bytes})"
+        )
+    columns = [
+        "connector",
+        "source",
+        "engine",
+        "slot_or_file",
+        "stored_position",
+        "lag_bytes",
+        "retained_bytes",
+        "active",
+        "wal_status",
+        "safe_wal_size",
+        "binlog_file_present",
+        "warn_bytes",
+        "fail_bytes",
+        "status",
+        "message",
+    ]
+    rows = []
+    for source, sp in params.sources.items():
+        connector = f"{params.project}-{source}"
+        try:
+            if sp.engine == "postgres":
+                row = _postgres_row(params, source, sp.database, warn_bytes, fail_bytes)
+            elif sp.engine in ("mariadb", "mysql"):
+                row = _mariadb_row(params, connector, sp.database, warn_bytes, fail_bytes)
+            else:
+                row = {"status": "WARN", "message": f"engine {sp.engine} is not monitored locally"}
+        except RetentionError:
+            raise
+        except WorkbookError as exc:
+            raise RetentionError(f"Failed to check retention of {connector}: {exc}") from None
+        rows.append(
+            {
+                "connector": connector,
+                "source": source,
+                "engine": sp.engine,
+                "warn_bytes": warn_bytes,
+                "fail_bytes": fail_bytes,
+                **row,
+            }
+        )
+    frame = pd.DataFrame(rows).reindex(columns=columns)
+    if raise_on_purged:
+        purged = frame[frame["status"] == "PURGED"]
+        if len(purged):
+            raise RetentionError(
+                "Failed to resume capture: "
+                + "; ".join(f"{r.connector}: {r.message}" for r in purged.itertuples())
+            )
+    return frame

@@ -1,0 +1,301 @@
+"""Reconciliation at a source position and the retention monitor, on the real servers.
+
+* ``reconcile`` on Silver tables ingested from the running pipeline (CoW, MoR, soft deletes;
+  MariaDB and PostgreSQL, JSON and a composite key) reports them equal to the sources;
+* a Silver row changed behind the pipeline's back (in a copy of the table) is listed as exactly
+  that key, ``different``; a key deleted at the source and captured but not ingested yet is
+  listed as ``extra_in_silver`` until ingestion;
+* PostgreSQL slot lag grows while the capture worker is stopped and changes are made, and drops
+  back after it restarts and catches up, without losing a change;
+* MariaDB (private stack, destroyed afterwards): with the worker stopped, changes made and the
+  binlogs purged past its stored position, the monitor reports ``PURGED`` naming the file, and
+  restarting the worker ends ``FAILED`` with Debezium's "no longer available" message, with no
+  new snapshot (``op=r``) events in Bronze.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pipeline import Capture, wait_for
+
+from helpers.capture.api import bronze_vs_source
+from helpers.capture.backends import wait_until_running
+from helpers.errors import CaptureError
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.reconcile import reconcile
+from helpers.retention import RetentionError, retention_status, stored_position
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+TABLES = ("sale", "sale_mor", "sale_soft", "category", "order_items", "outbox")
+
+
+def _variant(params: WorkbookParams, silver_root: Path) -> WorkbookParams:
+    """The session's params with Silver under ``silver_root`` and a soft-delete copy of sale."""
+    soft = SilverTableParams(
+        name="sale_soft", source="ecomm", table="sale", record_key=("salesid",), delete_mode="soft"
+    )
+    silver = params.silver.model_copy(update={"tables": (*params.silver.tables, soft)})
+    lake = params.lake.model_copy(update={"silver": str(silver_root)})
+    return params.model_copy(update={"silver": silver, "lake": lake})
+
+
+@pytest.fixture(scope="module")
+def silver(capture: Capture, tmp_path_factory: pytest.TempPathFactory) -> WorkbookParams:
+    """Params whose Silver (a private root) holds the tested tables, ingested once the sources
+    are in Bronze."""
+    params = capture.stack.params
+    specs = [capture.specs["ecomm"], capture.specs["ems"], capture.specs["orders"]]
+    frame = bronze_vs_source(params, specs, wait_s=120)
+    assert frame["equal"].all(), frame
+    return _variant(params, tmp_path_factory.mktemp("silver-reconcile"))
+
+
+def test_reconcile_equal_after_ingestion(capture: Capture, silver: WorkbookParams) -> None:
+    """Expected: every tested table equal to its source (counts and checksums), no keys listed."""
+    started = time.monotonic()
+    frame = reconcile(capture.stack.params, TABLES, silver_params=silver, ingest=True, wait_s=60)
+    elapsed = time.monotonic() - started
+    print(f"reconcile of {len(TABLES)} tables with ingestion: {elapsed:.1f} s")
+    assert list(frame["table"]) == list(TABLES)
+    bad = frame[~frame["equal"]]
+    assert bad.empty, bad[["table", "source_rows", "silver_rows", "differing_keys", "note"]].to_dict(
+        "records"
+    )
+    assert (frame["source_checksum"] == frame["silver_checksum"]).all()
+    assert (frame["source_rows"] == frame["silver_rows"]).all()
+    assert (frame["source_rows"] > 0).all()
+    assert (frame["diff_count"] == 0).all()
+    positions = dict(zip(frame["table"], frame["source_position"], strict=True))
+    assert positions["sale"].startswith("mariadb-bin.") and ":" in positions["sale"]
+    assert "/" in positions["category"]  # an LSN
+
+
+def test_changed_silver_row_is_listed(capture: Capture, silver: WorkbookParams, tmp_path: Path) -> None:
+    """A copy of Silver ``sale`` with one row's ``pricepaid`` changed by a direct Hudi upsert.
+
+    Expected: reconcile lists exactly that key as ``different``; the original still equals.
+    """
+    from helpers.hudi.read import read_snapshot
+    from helpers.hudi.writer import write_arrow
+    from helpers.silver import table_config
+
+    params = capture.stack.params
+    reconcile(params, ["sale"], silver_params=silver, ingest=True, wait_s=60)
+    copy = silver.model_copy(update={"lake": silver.lake.model_copy(update={"silver": str(tmp_path)})})
+    sale = next(t for t in copy.silver.tables if t.name == "sale")
+    shutil.copytree(table_config(silver, sale).base_path, table_config(copy, sale).base_path)
+    rows = read_snapshot(table_config(copy, sale).base_path)
+    rows = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
+    key = sorted(rows.column("salesid").to_pylist())[len(rows) // 2]
+    row = rows.filter(pc.equal(rows.column("salesid"), key))
+    price = row.column("pricepaid")
+    changed = pc.add(price, pa.scalar(1, price.type)).cast(price.type)
+    row = row.set_column(row.schema.get_field_index("pricepaid"), row.schema.field("pricepaid"), changed)
+    row = row.set_column(
+        row.schema.get_field_index("__row"),
+        row.schema.field("__row"),
+        pc.add(row.column("__row"), 1).cast(row.schema.field("__row").type),
+    )
+    write_arrow(row, table_config(copy, sale), "upsert")
+
+    frame = reconcile(params, ["sale"], silver_params=copy, wait_s=5)
+    result = frame.iloc[0]
+    assert not result["equal"]
+    assert result["differing_keys"] == [{"salesid": key, "difference": "different"}]
+    assert result["diff_count"] == 1 and result["source_rows"] == result["silver_rows"]
+    original = reconcile(params, ["sale"], silver_params=silver, ingest=True, wait_s=60).iloc[0]
+    assert original["equal"], original.to_dict()
+
+
+def test_deleted_key_is_extra_until_ingested(capture: Capture, silver: WorkbookParams) -> None:
+    """A sale row deleted at the source and captured, Silver not ingested yet.
+
+    Expected: ``extra_in_silver`` lists exactly that key (hard and soft tables: the soft one keeps
+    it with ``__deleted=false`` until ingestion); after ingestion both equal the source.
+    """
+    params = capture.stack.params
+    names = ["sale", "sale_soft"]
+    before = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
+    assert before["equal"].all(), before.to_dict("records")
+    conn = capture.stack.connect_mariadb("ecomm", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT MAX(salesid) FROM sale")
+            (key,) = cur.fetchone()
+            cur.execute("DELETE FROM sale WHERE salesid = %s", (key,))
+    finally:
+        conn.close()
+    frame = bronze_vs_source(params, [capture.specs["ecomm"]], wait_s=60)
+    assert frame["equal"].all(), frame
+
+    pending = reconcile(params, names, silver_params=silver, ingest=False, wait_s=0)
+    for result in pending.to_dict("records"):
+        assert not result["equal"], result
+        assert result["differing_keys"] == [{"salesid": key, "difference": "extra_in_silver"}], result
+        assert result["silver_rows"] == result["source_rows"] + 1
+        assert not result["caught_up"] and "not ingested" in result["note"], result
+    after = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
+    assert after["equal"].all(), after.to_dict("records")
+    assert after["caught_up"].all()
+
+
+def _slot_row(params: WorkbookParams, connector: str) -> dict[str, Any]:
+    frame = retention_status(params)
+    rows = frame[frame["connector"] == connector].to_dict("records")
+    assert len(rows) == 1, frame
+    return dict(rows[0])
+
+
+def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) -> None:
+    """Stop the ems worker; update every venue row 50 times (WAL for the slot to hold).
+
+    Expected: the slot is inactive and its lag is at least the WAL written; after a restart the
+    worker runs and Bronze replays to the source (no change lost); once the connector confirms its
+    next change the lag drops below what was written, status OK.
+    """
+    params = capture.stack.params
+    connector = f"{params.project}-ems"
+    spec = capture.specs["ems"]
+    wait_for(lambda: _slot_row(params, connector)["active"], 60, "an active ems slot")
+    capture.backend.stop(connector)
+    try:
+        with capture.stack.connect_postgres("ems", autocommit=True) as conn:
+            start_lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
+            for _ in range(50):
+                conn.execute("UPDATE ems.venue SET venueseats = venueseats")
+            written = conn.execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)::bigint", (start_lsn,)
+            ).fetchone()[0]  # type: ignore[index]
+        assert written > 0
+        stopped = _slot_row(params, connector)
+        assert not stopped["active"], stopped
+        assert stopped["lag_bytes"] >= written, (stopped, written)
+        assert stopped["status"] == "OK" and "inactive" in stopped["message"], stopped
+        tight = retention_status(params, warn_bytes=written // 2, fail_bytes=written * 100)
+        assert tight.set_index("connector").loc[connector, "status"] == "WARN"
+        failing = retention_status(params, warn_bytes=written // 4, fail_bytes=written // 2)
+        assert failing.set_index("connector").loc[connector, "status"] == "FAIL"
+    finally:
+        capture.backend.resume(connector)
+    wait_until_running(capture.backend, connector, timeout_s=180)
+    assert bronze_vs_source(params, [spec], wait_s=120)["equal"].all()
+    # Debezium confirms the slot position with its next processed change after a restart
+    with capture.stack.connect_postgres("ems", autocommit=True) as conn:
+        conn.execute(
+            "UPDATE ems.venue SET venueseats = venueseats"
+            " WHERE venueid = (SELECT MIN(venueid) FROM ems.venue)"
+        )
+    assert bronze_vs_source(params, [spec], wait_s=120)["equal"].all()
+    last: list[dict[str, Any]] = []
+
+    def caught_up() -> bool:
+        last[:] = [_slot_row(params, connector)]
+        return bool(last[0]["active"]) and last[0]["lag_bytes"] < written // 4
+
+    try:
+        wait_for(caught_up, 120, "the ems slot to catch up")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last status {last}") from None
+    assert last[0]["status"] == "OK", last[0]
+
+
+def _bronze_events(bronze: Path) -> list[dict[str, Any]]:
+    from helpers.capture.bronze import read_bronze
+
+    return read_bronze(bronze, ["tickit.ecomm.sale", "tickit.ecomm.listing", "tickit.ecomm.date"])
+
+
+def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], tmp_path: Path) -> None:
+    """Private stack; only the ecomm connector. Stop it, change sale, purge the binlogs it needs.
+
+    Expected: the monitor says PURGED and names the stored file (and raises when asked); the
+    restarted worker ends FAILED with Debezium's "no longer available" message, and Bronze gets
+    no new snapshot (``op=r``) events nor any other new event.
+    """
+    from helpers.capture import connector_specs, open_backend
+    from helpers.capture.api import local_endpoints
+    from helpers.capture.backends import EmbeddedBackend
+    from helpers.sources import LocalSources
+
+    bronze = tmp_path / "bronze"
+    overrides = {
+        "lake.bronze": str(bronze),
+        "lake.silver": str(tmp_path / "silver"),
+        "capture.flush_interval_ms": 100,
+    }
+    with stack_factory("wb-ret-", overrides) as stack:
+        params = stack.params
+        sources = LocalSources(params)
+        sources.load_sample_data()
+        sources.enable_cdc()
+        spec = next(s for s in connector_specs(params, local_endpoints(params)) if s.name.endswith("-ecomm"))
+        backend = open_backend(params)
+        assert isinstance(backend, EmbeddedBackend)
+        backend.create_or_update(spec)
+        try:
+            wait_until_running(backend, spec.name, timeout_s=180)
+            assert bronze_vs_source(params, [spec], wait_s=180)["equal"].all()
+            conn = stack.connect_mariadb("ecomm", autocommit=True)
+            try:
+                with conn.cursor() as cur:  # a streamed change, so the stored offset is a binlog one
+                    cur.execute("UPDATE sale SET commission = commission + 1 WHERE salesid = 1")
+                assert bronze_vs_source(params, [spec], wait_s=60)["equal"].all()
+                time.sleep(1.5)  # offsets are flushed at most every second
+                backend.stop(spec.name)
+                stored = stored_position(params, spec.name)
+                assert stored is not None and stored.file
+                ok = retention_status(params).set_index("connector").loc[spec.name]
+                assert ok["status"] == "OK" and bool(ok["binlog_file_present"]), ok.to_dict()
+
+                with conn.cursor() as cur:
+                    cur.execute("UPDATE sale SET commission = commission + 1 WHERE salesid <= 20")
+            finally:
+                conn.close()
+            admin = stack.connect_mariadb_admin()
+            try:
+                with admin.cursor() as cur:
+                    cur.execute("FLUSH BINARY LOGS")
+                    cur.execute("SHOW MASTER STATUS")
+                    current = cur.fetchone()[0]
+
+                    def purged_all() -> bool:  # a binlog dump thread may linger a moment
+                        cur.execute("PURGE BINARY LOGS TO %s", (current,))
+                        cur.execute("SHOW WARNINGS")
+                        warnings.append(cur.fetchall())
+                        cur.execute("SHOW BINARY LOGS")
+                        return [r[0] for r in cur.fetchall()] == [current]
+
+                    warnings: list[Any] = []
+                    wait_for(purged_all, 60, f"binlogs purged to {current}")
+            finally:
+                admin.close()
+
+            purged = retention_status(params).set_index("connector").loc[spec.name]
+            assert purged["status"] == "PURGED", purged.to_dict()
+            assert stored.file in purged["message"] and not purged["binlog_file_present"]
+            with pytest.raises(RetentionError, match=stored.file):
+                retention_status(params, raise_on_purged=True)
+
+            events_before = _bronze_events(bronze)
+            backend.resume(spec.name)
+            failed = wait_for(
+                lambda: (st := backend.status(spec.name)).state == "FAILED" and st, 180, "the worker to fail"
+            )
+            assert "no longer available" in (failed.error or ""), failed.error
+            with pytest.raises(CaptureError, match="no longer available"):
+                wait_until_running(backend, spec.name, timeout_s=5)
+            events_after = _bronze_events(bronze)
+            assert len(events_after) == len(events_before)
+            new_snapshot = [e for e in events_after if e.get("__op") == "r"]
+            assert len(new_snapshot) == len([e for e in events_before if e.get("__op") == "r"])
+        finally:
+            backend.stop(spec.name)
