@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import errno
 import hashlib
 import io
 import json
@@ -40,6 +41,7 @@ from helpers.errors import BronzeError
 __all__ = [
     "BronzeEvent",
     "BronzeFile",
+    "BronzeNotWritableError",
     "BronzeWriter",
     "BronzeFormat",
     "avro_schema_from_connect",
@@ -53,6 +55,11 @@ BronzeFormat = Literal["avro", "jsonl"]
 _EXT = {"avro": "avro", "jsonl": "jsonl"}
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _AVRO_NAME = re.compile(r"[^A-Za-z0-9_]")
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+class BronzeNotWritableError(BronzeError):
+    """The Bronze folder refuses writes (permissions, read-only or immutable file system)."""
 
 
 @dataclass(frozen=True)
@@ -382,6 +389,12 @@ class BronzeWriter:
             os.replace(tmp, directory / name)
             _fsync_dir(directory)
         except OSError as exc:
+            if exc.errno in _NOT_WRITABLE:
+                raise BronzeNotWritableError(
+                    f"Failed to write Bronze file {directory / name}: Bronze folder {directory} is not "
+                    f"writable: {exc.strerror}; make it writable and restart the connector (the batch "
+                    "was not marked processed: it is delivered again)"
+                ) from exc
             raise BronzeError(f"Failed to write Bronze file {directory / name}: {exc}") from exc
         snapshot = sum(1 for e in events if e.value.get("__op") == "r")
         return BronzeFile(topic, directory / name, len(events), first, last, snapshot)

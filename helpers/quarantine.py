@@ -1,0 +1,224 @@
+"""Bad Bronze input kept aside, with the reason: never applied, never silently dropped.
+
+Silver ingestion (:func:`helpers.silver.ingest_table`, in-process reader) sets aside
+
+* a Bronze file that cannot be read: a malformed or truncated Avro file (the whole file:
+  Bronze files are written to a temporary name, fsynced and renamed, so a damaged one means
+  corruption after the write and its readable blocks are not trusted); a JSON-lines file keeps
+  its good lines, only the lines that do not parse are set aside;
+* an event whose schema no longer matches the table: a column whose type changed incompatibly
+  (e.g. text where the table holds a decimal), or a record key / ordering / Debezium field that
+  is missing or null;
+* an event with an unknown ``__op``: only ``c``, ``u``, ``d`` and ``r`` are applied. Debezium's
+  ``t`` (truncate; the connectors skip it by default) and ``m`` (logical decoding message) are set
+  aside too: a truncate cannot be replayed row by row (re-snapshot the table), and a message is
+  not a row.
+
+Where: ``<lake.silver>/_errors/<silver table>/`` (Bronze itself is never modified), one record per
+Bronze file, ``<bronze file name>.quarantine.json``::
+
+    {"table": ..., "topic": ..., "bronze_file": <full path>, "whole_file": true|false,
+     "settled": true|false, "quarantined_at": <epoch s>,
+     "records": [{"record": <1-based record / line number or null>, "reason": ..., "event": {...}}]}
+
+plus, for a whole unreadable file, a byte-exact copy under ``files/<bronze file name>``.
+Records are written atomically (temporary name, fsync, rename) and named by the Bronze file, so
+writing one again (a run that crashed before its commit, then the next run) replaces it instead of
+adding a duplicate; an existing record keeps its first ``quarantined_at``.
+
+Checkpoint: a Bronze file with good events is taken by the Silver commit that holds them, which
+also lists the quarantined counts (``workbook.quarantine`` in the commit metadata); the record is
+written before that commit, so a failed commit leaves the file to be read again and its record
+rewritten identically. A file with nothing to apply (``settled``: unreadable, or every event bad)
+is taken by its record alone, because a round of only such files has no data to commit and the
+record is as durable as a commit: the file is skipped from then on, not retried forever.
+Deleting a record (after fixing the cause) makes ingestion read that file again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from helpers.params import WorkbookParams
+
+__all__ = [
+    "ERRORS_DIR",
+    "RECORD_SUFFIX",
+    "VALID_OPS",
+    "BadRecord",
+    "quarantine_dir",
+    "quarantine_frame",
+    "settled_files",
+    "write_quarantine",
+]
+
+ERRORS_DIR = "_errors"
+RECORD_SUFFIX = ".quarantine.json"
+VALID_OPS = frozenset({"c", "u", "d", "r"})
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """One piece of bad input.
+
+    Attributes:
+        record: 1-based record number (Avro) or line number (JSON lines) in the Bronze file;
+            ``None`` when the whole file is unreadable.
+        reason: what is wrong, in words.
+        event: the event's values when they could be read (JSON-safe form is made on write).
+    """
+
+    record: int | None
+    reason: str
+    event: dict[str, Any] | None = None
+
+
+def quarantine_dir(params: WorkbookParams, table: str) -> Path:
+    """``<lake.silver>/_errors/<table>/``: where a Silver table's bad input goes."""
+    return params.path(params.lake.silver) / ERRORS_DIR / table
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, decimal.Decimal | dt.date | dt.datetime | dt.time):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_quarantine(
+    directory: Path,
+    *,
+    table: str,
+    topic: str,
+    bronze_file: Path,
+    records: Sequence[BadRecord],
+    whole_file: bool,
+    settled: bool,
+) -> Path:
+    """Record the bad input of one Bronze file (see the module docstring); durable on return.
+
+    Args:
+        directory: the table's quarantine directory (:func:`quarantine_dir`).
+        table: Silver table name.
+        topic: Bronze topic.
+        bronze_file: the Bronze file (never modified; copied when ``whole_file``).
+        records: what is bad in it.
+        whole_file: the file could not be read at all.
+        settled: nothing of the file is applied, so the record alone marks it taken.
+
+    Returns:
+        The record's path.
+    """
+    (directory / "files").mkdir(parents=True, exist_ok=True)
+    path = directory / f"{bronze_file.name}{RECORD_SUFFIX}"
+    quarantined_at = time.time()
+    if path.exists():  # written by a run that did not commit: same content, first time kept
+        try:
+            quarantined_at = float(json.loads(path.read_text(encoding="utf-8"))["quarantined_at"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    if whole_file:
+        copy = directory / "files" / bronze_file.name
+        tmp = copy.with_name(f".{copy.name}.tmp-{os.getpid()}")
+        shutil.copyfile(bronze_file, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, copy)
+    doc = {
+        "table": table,
+        "topic": topic,
+        "bronze_file": str(bronze_file),
+        "whole_file": whole_file,
+        "settled": settled,
+        "quarantined_at": quarantined_at,
+        "records": [{"record": r.record, "reason": r.reason, "event": _json_safe(r.event)} for r in records],
+    }
+    _atomic_write(path, json.dumps(doc, indent=1).encode("utf-8"))
+    return path
+
+
+def _records(directory: Path) -> list[dict[str, Any]]:
+    if not directory.is_dir():
+        return []
+    out = []
+    for path in sorted(directory.glob(f"*{RECORD_SUFFIX}")):
+        if path.name.startswith("."):
+            continue
+        out.append(dict(json.loads(path.read_text(encoding="utf-8"))))
+    return out
+
+
+def settled_files(params: WorkbookParams, table: str) -> frozenset[str]:
+    """Names of the Bronze files a table's quarantine records mark as taken (nothing to apply)."""
+    return frozenset(
+        Path(doc["bronze_file"]).name for doc in _records(quarantine_dir(params, table)) if doc.get("settled")
+    )
+
+
+def quarantine_frame(params: WorkbookParams, names: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every quarantined item of the Silver tables (or those named), one row each.
+
+    Args:
+        params: workbook parameters (``lake.silver``, ``silver.tables``).
+        names: Silver table names; all configured tables when ``None``.
+
+    Returns:
+        Columns ``table``, ``bronze_file``, ``record`` (1-based record / line number, ``None`` for
+        a whole unreadable file), ``reason``, ``quarantined_at`` (UTC), ``whole_file``,
+        ``record_file`` (where the record and the event are). Empty when nothing was set aside.
+
+    Example:
+        >>> quarantine_frame(params).groupby("table").size()  # doctest: +SKIP
+    """
+    rows = []
+    for table in params.silver.tables:
+        if names is not None and table.name not in names:
+            continue
+        directory = quarantine_dir(params, table.name)
+        for doc in _records(directory):
+            for item in doc.get("records", []):
+                rows.append(
+                    {
+                        "table": doc["table"],
+                        "bronze_file": doc["bronze_file"],
+                        "record": item.get("record"),
+                        "reason": item.get("reason"),
+                        "quarantined_at": pd.Timestamp(float(doc["quarantined_at"]), unit="s", tz="UTC"),
+                        "whole_file": bool(doc.get("whole_file")),
+                        "record_file": str(directory / f"{Path(doc['bronze_file']).name}{RECORD_SUFFIX}"),
+                    }
+                )
+    columns = ["table", "bronze_file", "record", "reason", "quarantined_at", "whole_file", "record_file"]
+    return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,295 @@
+"""Fault injection on the running pipeline (real PostgreSQL, MariaDB, Debezium, Hudi writer and the
+official reader): after each fault and its recovery, Bronze and Silver equal the sources.
+
+* ``kill -9`` of a capture worker while changes stream, then a restart;
+* ``kill -9`` of the continuous Silver job while a Merge-on-Read delta commit is in flight;
+* ``kill -9`` of a source database server while capturing, changes before and after;
+* the Bronze folder made read-only: the worker reports it and marks nothing processed; once
+  writable again and restarted, nothing is lost.
+
+Read-only as root: ``chmod`` does not stop root, so the topic's Bronze folder is bind-mounted
+read-only over itself (``mount --bind`` then ``mount -o remount,bind,ro``: writes fail with
+EROFS "Read-only file system"); where mounting is not permitted, ``chattr -R +i`` (immutable:
+EPERM "Operation not permitted") is used. Both are undone in ``finally``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline import Capture, wait_for
+
+from helpers.capture.api import bronze_vs_source
+from helpers.capture.backends import wait_until_running
+from helpers.params import WorkbookParams
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def _insert_venues(cap: Capture, keys: range) -> None:
+    db = cap.stack.params.source("ems").database
+    with cap.stack.connect_postgres(db, autocommit=True) as conn:
+        for key in keys:
+            conn.execute(
+                "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
+                " VALUES (%s, %s, 'c', 'ST', 1)",
+                (key, f"fault{key}"),
+            )
+
+
+def _insert_dates(cap: Capture, keys: range) -> None:
+    conn = cap.stack.connect_mariadb(cap.stack.params.source("ecomm").database, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for key in keys:
+                cur.execute(
+                    "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
+                    " VALUES (%s, '2031-01-01', 'MO', 1, 'JAN', '1', 2031, 0)",
+                    (key,),
+                )
+    finally:
+        conn.close()
+
+
+INSERT = {"ems": (_insert_venues, "venue"), "ecomm": (_insert_dates, "date")}
+
+
+def _silver_equals_source(params: WorkbookParams, names: list[str]) -> None:
+    from helpers.silver import ingest_all, silver_vs_source
+
+    ingest_all(params, names)
+    check = silver_vs_source(params, names)
+    assert check["equal"].all(), check
+
+
+def _ensure_running(cap: Capture, source: str) -> None:
+    name = cap.specs[source].name
+    if cap.backend.status(name).state != "RUNNING":
+        cap.backend.restart(name)
+    wait_until_running(cap.backend, name, timeout_s=180)
+
+
+@pytest.mark.parametrize(("source", "first"), [("ems", 21_000), ("ecomm", 31_000)])
+def test_kill_9_capture_worker_mid_stream_then_silver_equals_the_source(
+    capture: Capture, source: str, first: int
+) -> None:
+    """120 single-row commits; the worker is killed with SIGKILL after some reached Bronze, then
+    restarted: Bronze and the Silver table (CoW) equal the source, redeliveries collapsed."""
+    insert, table = INSERT[source]
+    name = capture.specs[source].name
+    keys = range(first, first + 120)
+    thread = threading.Thread(target=insert, args=(capture, keys))
+    thread.start()
+    try:
+        from helpers.capture import read_bronze
+
+        topic = capture.specs[source].topics[f"{capture.stack.params.source(source).namespace}.{table}"]
+        key_col = "venueid" if source == "ems" else "dateid"
+        wait_for(
+            lambda: sum(1 for r in read_bronze(capture.bronze, topic) if r[key_col] in keys) >= 20,
+            60,
+            "the first changes before the kill",
+        )
+        assert capture.backend.kill(name) is not None
+        assert capture.backend.status(name).state == "FAILED"
+    finally:
+        thread.join()
+        _ensure_running(capture, source)
+    params = capture.stack.params
+    assert bronze_vs_source(params, [capture.specs[source]], wait_s=90)["equal"].all()
+    _silver_equals_source(params, [table])
+
+
+def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """A Merge-on-Read table (``sale``) of its own Silver root, ingested by the continuous job while
+    sales are updated; the job is killed with SIGKILL while a delta commit is in flight (checked),
+    then restarted: the interrupted instant is rolled back, its Bronze files taken again, and the
+    table equals the source with nothing pending."""
+    from helpers.hudi.timeline import pending_instants
+    from helpers.silver import silver_vs_source, table_config
+    from helpers.silver_job import SilverJob
+
+    base = capture.stack.params
+    mor = next(t for t in base.silver.tables if t.name == "sale_mor")
+    params = base.model_copy(
+        update={
+            "lake": base.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
+            "silver": base.silver.model_copy(update={"tables": (mor,), "min_interval_s": 0.2}),
+        }
+    )
+    # the job's own state folder, so it never meets the shared pipeline's continuous job
+    job_params = params.model_copy(update={"state_dir": str(tmp_path / "state")})
+    job = SilverJob(job_params)
+    path = table_config(params, mor).base_path
+    stop = threading.Event()
+
+    def update_sales() -> None:
+        conn = capture.stack.connect_mariadb(base.source("ecomm").database, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT salesid FROM sale ORDER BY salesid LIMIT 200")
+                ids = [r[0] for r in cur.fetchall()]
+                for i, key in enumerate(ids):
+                    if stop.is_set():
+                        break
+                    cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = %s", (1 + i % 7, key))
+                    time.sleep(0.01)
+        finally:
+            conn.close()
+
+    writer = threading.Thread(target=update_sales)
+    job.start()
+    try:
+        writer.start()
+        deadline = time.monotonic() + 90
+        while not pending_instants(path) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert job.kill() is not None
+        assert pending_instants(path), "the kill did not hit a delta commit in flight"
+        assert job.status()["state"] == "DEAD"
+        writer.join()
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=60)["equal"].all()
+        job.start()
+
+        def caught_up() -> bool:
+            return bool(silver_vs_source(params)["equal"].all()) and not pending_instants(path)
+
+        wait_for(caught_up, 180, "the MoR table to equal the source after the restart")
+        lag = wait_for(lambda: job.status().get("lag"), 30, "the job's lag")
+        assert lag["sale_mor"]["pending_files"] == 0, lag
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
+        job.stop()
+
+
+def _kill_server(cap: Capture, engine: str) -> None:
+    import os
+    import signal
+
+    paths = cap.stack.paths
+    pid_file = paths.pg_pid if engine == "postgres" else paths.maria_pid
+    pid = int(pid_file.read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, f"{engine} to die")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("source", "first"),
+    [
+        ("ems", 21_500),
+        pytest.param(
+            "ecomm",
+            31_500,
+            marks=[
+                pytest.mark.slow,
+                pytest.mark.xfail(
+                    reason="known, open: after kill -9 of MariaDB the MySQL connector's worker stayed "
+                    "RUNNING without catching up within 90 s in 2 of 3 runs (the binlog client does not "
+                    "reconnect; see the report of issue 5); the test restarts it so the pipeline stays "
+                    "consistent, and fails to say so",
+                    strict=False,
+                ),
+            ],
+        ),
+    ],
+)
+def test_source_server_killed_while_capturing_then_bronze_and_silver_equal_the_source(
+    capture: Capture, source: str, first: int
+) -> None:
+    """Changes, then ``kill -9`` of the source's database server and a start, then more changes:
+    the capture worker recovers by itself (Debezium's retries) or reports FAILED; after that (and a
+    restart when it failed) Bronze and Silver equal the source."""
+    insert, table = INSERT[source]
+    engine = capture.stack.params.source(source).engine
+    name = capture.specs[source].name
+    insert(capture, range(first, first + 20))
+    params = capture.stack.params
+    assert bronze_vs_source(params, [capture.specs[source]], wait_s=60)["equal"].all()
+    _kill_server(capture, engine)
+    capture.stack.start()
+    insert(capture, range(first + 20, first + 40))
+    recovered = bool(bronze_vs_source(params, [capture.specs[source]], wait_s=90)["equal"].all())
+    state = capture.backend.status(name)
+    print(f"{source}: after the server restart the worker is {state.state}; caught up alone: {recovered}")
+    if not recovered:  # leave the shared pipeline consistent whatever the outcome
+        capture.backend.restart(name)
+        wait_until_running(capture.backend, name, timeout_s=180)
+        assert bronze_vs_source(params, [capture.specs[source]], wait_s=120)["equal"].all()
+    _silver_equals_source(params, [table])
+    assert recovered or state.state == "FAILED", f"worker neither caught up nor reported a failure: {state}"
+
+
+@contextlib.contextmanager
+def _read_only(folder: Path) -> Iterator[str]:
+    """The folder read-only for every process, root included (module docstring); yields how."""
+    mounted = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True)
+    if mounted.returncode == 0:
+        ro = subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True)
+        if ro.returncode != 0:
+            subprocess.run(["umount", str(folder)], check=True)
+            raise AssertionError(f"cannot remount {folder} read-only: {ro.stderr.decode()}")
+        try:
+            yield "read-only bind mount"
+        finally:
+            subprocess.run(["umount", str(folder)], check=True)
+        return
+    chattr = shutil.which("chattr")
+    assert chattr, f"neither mount ({mounted.stderr.decode().strip()}) nor chattr can make {folder} read-only"
+    subprocess.run([chattr, "-R", "+i", str(folder)], check=True)
+    try:
+        yield "chattr +i"
+    finally:
+        subprocess.run([chattr, "-R", "-i", str(folder)], check=True)
+
+
+def test_read_only_bronze_fails_clearly_then_loses_nothing_once_writable(capture: Capture) -> None:
+    """The venue topic's Bronze folder made read-only; new venues: the ems worker turns FAILED
+    with "Bronze folder ... is not writable" and the venues are not in Bronze. Made writable and
+    restarted, the worker delivers them again: Bronze and Silver equal the source."""
+    from helpers.capture import read_bronze
+
+    params = capture.stack.params
+    name = capture.specs["ems"].name
+    topic = capture.specs["ems"].topics["ems.venue"]
+    folder = capture.bronze / topic
+    assert folder.is_dir()
+    keys = range(22_000, 22_030)
+    status: Any = None
+    try:
+        with _read_only(folder) as how:
+
+            def failed() -> Any:
+                st = capture.backend.status(name)
+                return st if st.state == "FAILED" else None
+
+            _insert_venues(capture, keys)
+            status = wait_for(failed, 60, "the worker to report the unwritable Bronze folder")
+            print(f"Bronze made read-only with {how}; worker: {status.error}")
+            assert "is not writable" in (status.error or "")
+            assert str(folder) in (status.error or "")
+            assert not any(r["venueid"] in keys for r in read_bronze(capture.bronze, topic))
+            time.sleep(1.5)  # an offset flush would have happened by now
+    finally:
+        _ensure_running(capture, "ems")
+    assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=90)["equal"].all()
+    assert {r["venueid"] for r in read_bronze(capture.bronze, topic)} >= set(keys)
+    _silver_equals_source(params, ["venue"])

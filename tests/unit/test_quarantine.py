@@ -1,0 +1,213 @@
+"""Bad Bronze input is set aside with its reason, counted and listed; the rest is ingested.
+
+No servers: Bronze files are written by the workbook's own Bronze writer from Connect JSON
+events built here (the shape Debezium's flattened events have), Silver by the in-process Hudi
+writer, read back with the official reader. Expected final state, stated per test.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.capture.bronze import BronzeWriter, event_from_json
+from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import completed_instants, read_commit_metadata
+from helpers.params import WorkbookParams, load_params
+from helpers.quarantine import quarantine_dir, quarantine_frame
+from helpers.silver import QUARANTINE_KEY, ingest_table, pending_bronze, table_config
+
+TOPIC = "tickit.ems.category"
+DAY = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def _fields(name_type: str) -> list[dict[str, Any]]:
+    if name_type == "decimal":
+        name = {
+            "type": "bytes",
+            "optional": True,
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "parameters": {"scale": "2", "connect.decimal.precision": "8"},
+            "field": "price",
+        }
+    else:
+        name = {"type": "string", "optional": True, "field": "price"}
+    return [
+        {"type": "int32", "optional": False, "field": "catid"},
+        {"type": "string", "optional": True, "field": "catname"},
+        name,
+        {"type": "string", "optional": True, "field": "__deleted"},
+        {"type": "string", "optional": True, "field": "__op"},
+        {"type": "int64", "optional": True, "field": "__lsn"},
+        {"type": "int64", "optional": True, "field": "__source_ts_ms"},
+    ]
+
+
+def _raw(lsn: int, catid: int, name: str, *, op: str = "c", price: Any = 1.25, kind: str = "decimal") -> str:
+    schema = {"type": "struct", "fields": _fields(kind), "optional": False, "name": f"{TOPIC}.Value"}
+    payload = {
+        "catid": catid,
+        "catname": name,
+        "price": price,
+        "__deleted": "true" if op == "d" else "false",
+        "__op": op,
+        "__lsn": lsn,
+        "__source_ts_ms": DAY + lsn,
+    }
+    return json.dumps({"schema": schema, "payload": payload})
+
+
+def _write(params: WorkbookParams, raws: list[str], fmt: str = "avro") -> Path:
+    events = [e for e in (event_from_json(TOPIC, r) for r in raws) if e is not None]
+    (written,) = BronzeWriter(params.path(params.lake.bronze), fmt).write_batch(events)  # type: ignore[arg-type]
+    return written.path
+
+
+@pytest.fixture
+def params(tmp_path: Path) -> WorkbookParams:
+    return load_params(
+        "ci",
+        overrides={
+            "state_dir": str(tmp_path / "state"),
+            "lake.bronze": str(tmp_path / "bronze"),
+            "lake.silver": str(tmp_path / "silver"),
+        },
+    )
+
+
+def _category(params: WorkbookParams) -> Any:
+    return next(t for t in params.silver.tables if t.name == "category")
+
+
+def _silver(params: WorkbookParams) -> dict[int, tuple[str, Any]]:
+    base = table_config(params, _category(params)).base_path
+    return {r["catid"]: (r["catname"], r["price"]) for r in read_snapshot(base).to_pylist()}
+
+
+def test_truncated_avro_file_is_set_aside_whole_and_the_rest_is_ingested(params: WorkbookParams) -> None:
+    """Two good files and one truncated: Silver holds the two good files' rows; the truncated
+    file is copied byte for byte to the error folder with the reason, counted, listed, taken (not
+    read again) and never modified in Bronze."""
+    good1 = _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b")])
+    bad = _write(params, [_raw(20, 3, "c"), _raw(21, 4, "d")])
+    good2 = _write(params, [_raw(30, 5, "e")])
+    damaged = bad.read_bytes()[: len(bad.read_bytes()) - 9]
+    bad.write_bytes(damaged)
+
+    result = ingest_table(params, _category(params))
+
+    assert (result.files, result.events, result.quarantined) == (3, 3, 1)
+    assert _silver(params) == {
+        1: ("a", decimal.Decimal("1.25")),
+        2: ("b", decimal.Decimal("1.25")),
+        5: ("e", decimal.Decimal("1.25")),
+    }
+    frame = quarantine_frame(params)
+    assert frame[["table", "bronze_file", "record", "whole_file"]].to_dict("records") == [
+        {"table": "category", "bronze_file": str(bad), "record": None, "whole_file": True}
+    ]
+    assert "unreadable Avro file" in frame.iloc[0]["reason"]
+    copy = quarantine_dir(params, "category") / "files" / bad.name
+    assert copy.read_bytes() == damaged == bad.read_bytes()
+    assert good1.exists() and good2.exists()
+    pending, _ = pending_bronze(params, _category(params))
+    assert pending == []
+    again = ingest_table(params, _category(params))
+    assert (again.files, again.quarantined, again.instant) == (0, 0, None)
+    assert len(quarantine_frame(params)) == 1
+
+
+def test_unknown_op_and_changed_column_type_are_set_aside_per_event(params: WorkbookParams) -> None:
+    """A file with c, u, t and m events: c and u are applied, t and m set aside (record numbers
+    2 and 4); then a file whose ``price`` arrives as text while the table holds a decimal: every
+    event of it is set aside, none applied. The commit lists the counts."""
+    _write(params, [_raw(10, 1, "a")])
+    ingest_table(params, _category(params))
+    mixed = _write(
+        params,
+        [_raw(20, 2, "b"), _raw(21, 9, "x", op="t"), _raw(22, 1, "a2", op="u"), _raw(23, 9, "y", op="m")],
+    )
+    typed = _write(params, [_raw(30, 1, "wrong", price="12.50", kind="string")])
+
+    result = ingest_table(params, _category(params))
+
+    assert (result.files, result.events, result.quarantined) == (2, 2, 3)
+    assert _silver(params) == {1: ("a2", decimal.Decimal("1.25")), 2: ("b", decimal.Decimal("1.25"))}
+    frame = quarantine_frame(params).sort_values(["bronze_file", "record"])
+    rows = frame[["bronze_file", "record"]].values.tolist()
+    assert rows == sorted([[str(mixed), 2], [str(mixed), 4], [str(typed), 1]])
+    reasons = dict(
+        zip(frame["record"].astype(int).astype(str) + frame["bronze_file"], frame["reason"], strict=True)
+    )
+    assert "unknown __op 't'" in reasons["2" + str(mixed)]
+    assert "unknown __op 'm'" in reasons["4" + str(mixed)]
+    assert "'price' is string in this event but decimal128(8, 2)" in reasons["1" + str(typed)]
+    record = json.loads((quarantine_dir(params, "category") / f"{typed.name}.quarantine.json").read_text())
+    assert record["records"][0]["event"]["catname"] == "wrong" and record["settled"] is True
+    base = table_config(params, _category(params)).base_path
+    meta = read_commit_metadata(base, completed_instants(base)[-1])["extraMetadata"]
+    assert json.loads(meta[QUARANTINE_KEY]) == {mixed.name: 2, typed.name: 1}
+    assert ingest_table(params, _category(params)).files == 0
+
+
+def test_jsonl_bad_line_is_set_aside_and_the_file_keeps_its_good_lines(params: WorkbookParams) -> None:
+    """JSON lines: line 2 broken, line 3 without its record key; lines 1 and 4 are applied."""
+    path = _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b"), _raw(12, 3, "c"), _raw(13, 4, "d")], "jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = b'{"schema": {broken\n'
+    lines[2] = lines[2].replace(b'"catid": 3', b'"catid": null')
+    path.write_bytes(b"".join(lines))
+
+    result = ingest_table(params, _category(params))
+
+    assert (result.events, result.quarantined) == (2, 2)
+    assert set(_silver(params)) == {1, 4}
+    frame = quarantine_frame(params)
+    assert frame["record"].tolist() == [2, 3]
+    assert "does not parse" in frame.iloc[0]["reason"]
+
+
+def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
+    params: WorkbookParams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quarantine record is written before the commit: when the commit fails, the Bronze files
+    stay pending; the next run writes the same record again (same name, first time kept) and
+    commits: one record, the good rows applied once."""
+    import helpers.silver as silver
+
+    _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b", op="t")])
+    real = silver.write_arrow
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise silver.HudiError("disk full (simulated commit failure)")
+
+    monkeypatch.setattr(silver, "write_arrow", failing)
+    with pytest.raises(silver.HudiError, match="simulated"):
+        ingest_table(params, _category(params))
+    first = quarantine_frame(params)
+    assert len(first) == 1
+    assert len(pending_bronze(params, _category(params))[0]) == 1  # not taken: the commit failed
+    monkeypatch.setattr(silver, "write_arrow", real)
+    result = ingest_table(params, _category(params))
+    assert (result.events, result.quarantined) == (1, 1)
+    second = quarantine_frame(params)
+    assert len(second) == 1 and second.iloc[0]["quarantined_at"] == first.iloc[0]["quarantined_at"]
+    assert set(_silver(params)) == {1}
+    assert pending_bronze(params, _category(params))[0] == []
+
+
+def test_a_bronze_file_that_cannot_be_opened_is_an_error_not_bad_input(params: WorkbookParams) -> None:
+    """Opening fails (an OSError: permissions, I/O; here a directory in place of the file): that is
+    not bad input, the reader raises and nothing is set aside."""
+    from helpers.silver import _read_checked
+
+    path = params.path(params.lake.bronze) / TOPIC / f"{TOPIC}+1+1+x.avro"
+    path.mkdir(parents=True)
+    with pytest.raises(OSError):
+        _read_checked([path], table_config(params, _category(params)))
+    assert quarantine_frame(params).empty
