@@ -240,6 +240,9 @@ class SilverParams(_Strict):
     #: how long a Bronze file may take from its modification time to being listed (see
     #: helpers.bronze_checkpoint); S3 multipart uploads date objects from their start
     checkpoint_margin_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
+    #: how long a hard-deleted key is remembered (helpers.tombstones), like Kafka's
+    #: delete.retention.ms: a change of it arriving later with an older log position is dropped
+    tombstone_retention_s: Annotated[float, Field(ge=0)] = 86400.0
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 

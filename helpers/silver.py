@@ -52,10 +52,20 @@ from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import completed_instants
 from helpers.hudi.writer import table_lock, write_arrow
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.tombstones import (
+    TOMBSTONES_KEY,
+    drop_late_events,
+    next_tombstones,
+    prune_tombstone_files,
+    read_tombstones,
+    tombstone_file_of,
+    write_tombstones,
+)
 
 __all__ = [
     "CHECKPOINT_KEY",
     "FILES_KEY",
+    "QUARANTINE_KEY",
     "checkpoint_of",
     "pending_bronze",
     "IngestResult",
@@ -70,6 +80,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+QUARANTINE_KEY = "workbook.quarantine"  # commit metadata: bad inputs set aside per Bronze file
 
 _ORDERING = {
     "postgres": ("__lsn",),
@@ -92,6 +104,8 @@ class IngestResult:
     deletes: int = 0
     unavailable_filled: int = 0
     unavailable_unresolved: int = 0
+    quarantined: int = 0  # bad input set aside (:mod:`helpers.quarantine`): events, or whole files
+    late_dropped: int = 0  # changes not newer than their key's delete (:mod:`helpers.tombstones`)
 
 
 def topic_of(params: WorkbookParams, table: SilverTableParams) -> str:
@@ -126,9 +140,16 @@ def pending_bronze(
     params: WorkbookParams, table: SilverTableParams
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet, and the checkpoint to commit after taking them."""
+    from helpers.quarantine import settled_files
+
     state = checkpoint_of(table_config(params, table).base_path)
+    settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
     listed_at = time.time()
-    listing = LocalBronze(params.path(params.lake.bronze)).list(topic_of(params, table))
+    listing = [
+        o
+        for o in LocalBronze(params.path(params.lake.bronze)).list(topic_of(params, table))
+        if o.name not in settled
+    ]
     return plan_round(listing, state, listed_at, params.silver.checkpoint_margin_s)
 
 
@@ -159,9 +180,19 @@ def _arrow_type(avro: Any) -> pa.DataType:
     }[avro]
 
 
-def _jsonl_tables(path: Path) -> list[pa.Table]:
+def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
     """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
-    encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted."""
+    encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted.
+
+    Args:
+        path: the file.
+        bad_lines: when given, a line that does not parse is appended here as ``(line number,
+            reason)`` instead of raising, and every table gets a ``_bronze_record`` column (the
+            line number of each event).
+
+    Raises:
+        HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
+    """
     from helpers.capture.bronze import (
         _avro_record,
         _converted_fields,
@@ -169,20 +200,27 @@ def _jsonl_tables(path: Path) -> list[pa.Table]:
         event_from_json,
     )
 
-    groups: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+    groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
                 event = event_from_json(path.name, line.rstrip(b"\n"))
-            except Exception as exc:  # noqa: BLE001 - re-raised with the place
-                raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
+                if event is not None and event.schema is not None and id(event.schema) not in groups:
+                    avro_schema_from_connect(event.schema, path.name.split("+", 1)[0])
+            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
+                if bad_lines is None:
+                    raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
+                bad_lines.append((number, f"line does not parse as a change event: {exc}"))
+                continue
             if event is None or event.schema is None:
                 continue
-            groups.setdefault(id(event.schema), (event.schema, []))[1].append(dict(event.value))
+            group = groups.setdefault(id(event.schema), (event.schema, [], []))
+            group[1].append(dict(event.value))
+            group[2].append(number)
     tables = []
-    for connect_schema, values in groups.values():
+    for connect_schema, values, numbers in groups.values():
         avro = avro_schema_from_connect(connect_schema, path.name.split("+", 1)[0])
         converted = _converted_fields(avro)
         millis = [
@@ -191,15 +229,40 @@ def _jsonl_tables(path: Path) -> list[pa.Table]:
             if isinstance(t := (f["type"][1] if isinstance(f["type"], list) else f["type"]), dict)
             and t.get("logicalType") == "timestamp-millis"
         ]
-        rows = []
-        for value in values:
-            row = _avro_record(value, converted)
-            for name in millis:
-                if row.get(name) is not None:
-                    row[name] = int(row[name]) * 1000
-            rows.append(row)
         schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in avro["fields"]])
-        tables.append(pa.Table.from_pylist(rows, schema=schema))
+        rows = []
+        kept = []
+        for value, number in zip(values, numbers, strict=True):
+            try:
+                row = _avro_record(value, converted)
+                for name in millis:
+                    if row.get(name) is not None:
+                        row[name] = int(row[name]) * 1000
+            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
+                if bad_lines is None:
+                    raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
+                bad_lines.append((number, f"values do not match the schema the line carries: {exc}"))
+                continue
+            rows.append(row)
+            kept.append(number)
+        try:
+            table = pa.Table.from_pylist(rows, schema=schema)
+        except Exception as exc:  # noqa: BLE001 - find the lines (rare): one by one
+            if bad_lines is None:
+                raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+            good_rows, good_numbers = [], []
+            for row, number in zip(rows, kept, strict=True):
+                try:
+                    pa.Table.from_pylist([row], schema=schema)
+                except Exception as row_exc:  # noqa: BLE001
+                    bad_lines.append((number, f"values do not match the schema the line carries: {row_exc}"))
+                    continue
+                good_rows.append(row)
+                good_numbers.append(number)
+            table, kept = pa.Table.from_pylist(good_rows, schema=schema), good_numbers
+        if bad_lines is not None:
+            table = table.append_column(_RECORD_COL, pa.array(kept, pa.int64()))
+        tables.append(table)
     return tables
 
 
@@ -220,6 +283,167 @@ def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")
+
+
+_RECORD_COL = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
+_DEBEZIUM_FIELDS = ("__op", "__deleted")
+
+
+class _UnreadableBronze(Exception):
+    """A Bronze file that cannot be decoded (corrupt or truncated)."""
+
+
+def _avro_table(path: Path, numbered: bool) -> pa.Table:
+    """An Avro Bronze file as one typed table. OSError (a file that cannot be opened) propagates:
+    it is not bad input and must not be quarantined; a decoding failure is
+    :class:`_UnreadableBronze`."""
+    with open(path, "rb") as handle:
+        try:
+            reader = fastavro.reader(handle)
+            writer_schema: Any = reader.writer_schema
+            schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in writer_schema["fields"]])
+            rows: list[Any] = list(reader)
+            table = pa.Table.from_pylist(rows, schema=schema)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
+            raise _UnreadableBronze(f"{type(exc).__name__}: {exc}") from None
+    if numbered:
+        table = table.append_column(_RECORD_COL, pa.array(range(1, table.num_rows + 1), pa.int64()))
+    return table
+
+
+def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
+    """Whether values of ``incoming`` can go into a column of ``stored`` without loss of meaning:
+    the same type, or the same kind (integers, floats, decimals of the same scale, timestamps,
+    dates, times, text, bytes); a column that is all null fits anything."""
+    if incoming == stored or pa.types.is_null(incoming) or pa.types.is_null(stored):
+        return True
+    if pa.types.is_decimal(incoming) and pa.types.is_decimal(stored):
+        return bool(incoming.scale == stored.scale)
+    kinds = (
+        pa.types.is_integer,
+        pa.types.is_floating,
+        pa.types.is_timestamp,
+        pa.types.is_date,
+        pa.types.is_time,
+        lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t),
+        pa.types.is_boolean,
+    )
+    return any(kind(incoming) and kind(stored) for kind in kinds)
+
+
+def _stored_types(config: HudiTableConfig) -> dict[str, pa.DataType]:
+    """The Silver table's column types (empty for a table without base files yet)."""
+    from helpers.hudi.writer import table_data_schema
+
+    if not Path(config.base_path, ".hoodie", "hoodie.properties").exists():
+        return {}
+    schema = table_data_schema(config.base_path)
+    return {} if schema is None else {f.name: f.type for f in schema}
+
+
+def _check_events(
+    table: pa.Table, config: HudiTableConfig, reference: dict[str, pa.DataType]
+) -> tuple[pa.Table, list[Any]]:
+    """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
+    from helpers.quarantine import VALID_OPS, BadRecord
+
+    required = (*_DEBEZIUM_FIELDS, *config.record_key_fields, *config.ordering_fields)
+
+    def all_bad(reason: str) -> tuple[pa.Table, list[Any]]:
+        rows = table.to_pylist()
+        return table.slice(0, 0), [BadRecord(r.pop(_RECORD_COL), reason, r) for r in rows]
+
+    missing = [f for f in dict.fromkeys(required) if f not in table.column_names]
+    if missing:
+        return all_bad(
+            f"event lacks field(s) {missing} (record key, ordering and Debezium fields of table "
+            f"{config.table_name})"
+        )
+    mismatched = [
+        f"column {f.name!r} is {f.type} in this event but {reference[f.name]} in table {config.table_name}"
+        for f in table.schema
+        if f.name in reference
+        and not f.name.startswith("_hoodie")
+        and f.name not in _DEBEZIUM_FIELDS
+        and not _compatible(f.type, reference[f.name])
+    ]
+    if mismatched:
+        return all_bad("schema no longer matches the table: " + "; ".join(mismatched))
+    ops = table.column("__op")
+    valid = pa.compute.fill_null(pa.compute.is_in(ops, value_set=pa.array(sorted(VALID_OPS))), False)
+    for name in dict.fromkeys((*config.record_key_fields, *config.ordering_fields)):
+        valid = pa.compute.and_(valid, pa.compute.is_valid(table.column(name)))
+    if pa.compute.all(valid).as_py():
+        good = table
+        bad: list[Any] = []
+    else:
+        good = table.filter(valid)
+        bad = []
+        for row in table.filter(pa.compute.invert(valid)).to_pylist():
+            number = row.pop(_RECORD_COL)
+            op = row.get("__op")
+            if op not in VALID_OPS:
+                reason = (
+                    f"unknown __op {op!r}: only c, u, d, r are applied (t = truncate: re-snapshot the "
+                    "table; m = logical decoding message: not a row)"
+                )
+            else:
+                nulls = [
+                    n for n in (*config.record_key_fields, *config.ordering_fields) if row.get(n) is None
+                ]
+                reason = f"null record key / ordering field(s) {nulls}"
+            bad.append(BadRecord(number, reason, row))
+    for f in good.schema:  # the first good type of a new column is the reference for the rest
+        if f.name != _RECORD_COL and not pa.types.is_null(f.type):
+            reference.setdefault(f.name, f.type)
+    return good, bad
+
+
+def _read_checked(
+    paths: Sequence[Path], config: HudiTableConfig
+) -> tuple[pa.Table, dict[Path, tuple[list[Any], bool]], set[Path]]:
+    """Bronze files read like :func:`read_bronze_arrow`, bad input separated instead of raising.
+
+    Returns:
+        The events to apply (``_bronze_record`` removed), the bad input per file as
+        ``(records, whole file unreadable)``, and the files that have events to apply.
+    """
+    from helpers.quarantine import BadRecord
+
+    reference = _stored_types(config)
+    tables: list[pa.Table] = []
+    bad: dict[Path, tuple[list[Any], bool]] = {}
+    with_good: set[Path] = set()
+    for path in paths:
+        records: list[Any] = []
+        if path.suffix == ".jsonl":
+            bad_lines: list[tuple[int, str]] = []
+            parts = _jsonl_tables(path, bad_lines)
+            records += [BadRecord(number, reason) for number, reason in bad_lines]
+        else:
+            try:
+                parts = [_avro_table(path, numbered=True)]
+            except _UnreadableBronze as exc:
+                reason = (
+                    f"unreadable Avro file ({exc}); Bronze files are written atomically, so this is "
+                    "corruption after the write: the whole file is set aside, no block of it is applied"
+                )
+                bad[path] = ([BadRecord(None, reason)], True)
+                continue
+        for part in parts:
+            good, wrong = _check_events(part, config, reference)
+            records += wrong
+            if good.num_rows:
+                tables.append(good.drop_columns([_RECORD_COL]))
+                with_good.add(path)
+        if records:
+            bad[path] = (sorted(records, key=lambda r: r.record or 0), False)
+    if not tables:
+        return pa.table({}), bad, with_good
+    return pa.concat_tables(tables, promote_options="permissive"), bad, with_good
 
 
 AVRO_FILE_FORMAT = "org.apache.spark.sql.avro.AvroFileFormat"  # the "avro" short name is not registered
@@ -340,9 +564,19 @@ def _prepare(events: pa.Table) -> pa.Table:
 def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResult:
     """Ingest the table's new Bronze files (see the module docstring); a no-op when none are new.
 
+    Bad input (an unreadable file, an event whose schema no longer matches the table, an unknown
+    ``__op``, a missing or null key / ordering field) is set aside under
+    ``<lake.silver>/_errors/<table>/`` with the reason (:mod:`helpers.quarantine`), counted in
+    ``quarantined`` and logged as a warning; the rest is ingested. The record of a file is written
+    before the commit that takes the file, and named by it, so a crash in between rewrites the
+    same record on the next run. With ``silver.reader: spark`` bad input raises instead.
+
     Raises:
-        HudiError: when Bronze cannot be read or the write fails (nothing is committed then).
+        HudiError: when Bronze cannot be opened (e.g. permissions: not bad input, nothing is set
+            aside) or the write fails (nothing is committed then).
     """
+    from helpers.quarantine import quarantine_dir, write_quarantine
+
     topic = topic_of(params, table)
     config = table_config(params, table)
     os.makedirs(Path(config.base_path, ".hoodie"), exist_ok=True)
@@ -351,12 +585,42 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
         new = [Path(o.uri) for o in objects]
         if not new:
             return IngestResult(table.name, 0, 0, None)
+        bad: dict[Path, tuple[list[Any], bool]] = {}
         if params.silver.reader == "spark":
             from helpers.spark import build_spark_session
 
             raw = read_bronze_spark(build_spark_session(), new)
         else:
-            raw = read_bronze_arrow(new)
+            try:
+                raw, bad, with_good = _read_checked(new, config)
+            except OSError as exc:
+                raise HudiError(f"Failed to read Bronze of {topic} for {table.name}: {exc}") from exc
+        quarantined = 0
+        if bad:
+            directory = quarantine_dir(params, table.name)
+            for path, (records, whole) in bad.items():
+                write_quarantine(
+                    directory,
+                    table=table.name,
+                    topic=topic,
+                    bronze_file=path,
+                    records=records,
+                    whole_file=whole,
+                    settled=path not in with_good,
+                )
+                quarantined += len(records)
+            log.warning(
+                "%s: set aside %d bad input(s) from %d of %d Bronze file(s) of %s in %s (reasons there;"
+                " helpers.quarantine.quarantine_frame lists them); the rest is ingested",
+                table.name,
+                quarantined,
+                len(bad),
+                len(new),
+                topic,
+                directory,
+            )
+        if raw.num_rows == 0:  # only bad input: the records mark those files taken
+            return IngestResult(table.name, len(new), 0, None, quarantined=quarantined)
         events = _prepare(raw)
         missing = [
             f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names
@@ -365,17 +629,34 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
             raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
         events, filled, unresolved = fill_unavailable(events, config)
         checkpoint = {FILES_KEY: json.dumps(sorted(p.name for p in new)), CHECKPOINT_KEY: state.to_json()}
+        if bad:
+            checkpoint[QUARANTINE_KEY] = json.dumps({p.name: len(r) for p, (r, _) in sorted(bad.items())})
+        late, read_events = 0, events.num_rows
+        if config.delete_mode == "hard":  # deleted keys remembered: a late older change is dropped
+            stones_file = tombstone_file_of(local_commit_metadata(config.base_path))
+            stones = read_tombstones(config.base_path, stones_file, config)
+            events, late = drop_late_events(events, config, stones)
+            after = next_tombstones(events, config, stones, time.time(), params.silver.tombstone_retention_s)
+            if not after.equals(stones):
+                stones_file = write_tombstones(config.base_path, after) if after.num_rows else ""
+            checkpoint[TOMBSTONES_KEY] = stones_file
+            if late:
+                log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
         commit = write_arrow(events, config, "upsert", extra_metadata=checkpoint, locked=True)
+        if config.delete_mode == "hard":
+            prune_tombstone_files(config.base_path, keep=checkpoint[TOMBSTONES_KEY])
     return IngestResult(
         table.name,
         len(new),
-        events.num_rows,
+        read_events,
         commit.instant,
         commit.num_inserts,
         commit.num_updates,
         commit.num_deletes,
         filled,
         unresolved,
+        quarantined,
+        late,
     )
 
 

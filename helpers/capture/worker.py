@@ -11,7 +11,10 @@ Run by :class:`helpers.capture.backends.EmbeddedBackend` as
 * ``worker.log``: the engine's log (passwords are masked by Debezium).
 
 Delivery: the handler writes each batch to Bronze (durable on return) before the engine marks
-its records processed, so committed offsets never run ahead of Bronze: a crash redelivers at
+its records processed; a batch whose Bronze write fails (e.g. the Bronze folder is not writable:
+``FAILED`` with "Bronze folder ... is not writable: <reason>") is not marked, every later batch
+is refused and the worker exits, so after the folder is fixed and the worker restarted the batch
+is delivered again. Committed offsets never run ahead of Bronze: a crash redelivers at
 most the batches since the last offset flush (at-least-once; the file names make an identical
 redelivery overwrite its own file). A connector failure does not raise in the embedded engine;
 the completion callback records it with the database's message and the state turns ``FAILED``.
@@ -29,10 +32,12 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from helpers.capture.bronze import BronzeEvent, BronzeWriter, event_from_json, position_of
+from helpers.errors import BronzeError
 
 STATUS_FILE = "status.json"
 CONFIG_FILE = "config.json"
@@ -122,6 +127,7 @@ class _Capture:
             "started_at": time.time(),
             "error": None,
             "snapshot_rows": {},
+            "streaming": False,  # a change (not a snapshot read) or heartbeat was seen
             "events": 0,
             "tombstones": 0,
             "heartbeats": 0,
@@ -134,6 +140,7 @@ class _Capture:
         if previous.get("name") == config["name"]:  # a restart continues the counters
             for key in (
                 "snapshot_rows",
+                "streaming",
                 "events",
                 "tombstones",
                 "heartbeats",
@@ -144,6 +151,8 @@ class _Capture:
                 if previous.get(key) is not None:
                     self.status[key] = previous[key]
         self.lock = threading.Lock()
+        self.fatal: str | None = None  # a Bronze write failed: this batch and every later one refused
+        self.on_fatal: Callable[[], None] = lambda: None
 
     def set(self, **changes: Any) -> None:
         with self.lock:
@@ -164,7 +173,15 @@ class _Capture:
                 tombstones += 1
                 continue
             events.append(event)
-        files = self.writer.write_batch(events) if events else []
+        if self.fatal is not None:  # never write (and so never mark processed) past a failed batch
+            raise BronzeError(self.fatal)
+        try:
+            files = self.writer.write_batch(events) if events else []
+        except BronzeError as exc:
+            self.fatal = f"{type(exc).__name__}: {exc}"
+            self.set(state="FAILED", error=self.fatal)
+            self.on_fatal()
+            raise
         with self.lock:
             st = self.status
             for f in files:
@@ -172,6 +189,8 @@ class _Capture:
                     table = f.topic.split(".", 1)[-1]
                     st["snapshot_rows"][table] = st["snapshot_rows"].get(table, 0) + f.snapshot_rows
             st["events"] += len(events)
+            if heartbeats or any(e.value.get("__op") not in ("r", None) for e in events):
+                st["streaming"] = True
             st["tombstones"] += tombstones
             st["heartbeats"] += heartbeats
             st["files"] += len(files)
@@ -256,13 +275,25 @@ def run(directory: Path) -> int:
         stopping.set()
         threading.Thread(target=engine.close, daemon=True).start()
 
+    def bronze_failed() -> None:
+        # the handler's exception interrupts the engine; close it too, and exit at the latest after
+        # a minute (no offset can pass the failed batch: every later batch is refused)
+        threading.Thread(target=engine.close, daemon=True).start()
+        watchdog = threading.Timer(60.0, os._exit, (1,))
+        watchdog.daemon = True
+        watchdog.start()
+
+    capture.on_fatal = bronze_failed
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
         engine.run()
     except Exception as exc:  # noqa: BLE001 - handler errors (e.g. Bronze) end the engine
-        capture.set(state="FAILED", error=f"{type(exc).__name__}: {exc}")
+        capture.set(state="FAILED", error=capture.fatal or f"{type(exc).__name__}: {exc}")
         traceback.print_exc()
+        return 1
+    if capture.fatal is not None:
+        capture.set(state="FAILED", error=capture.fatal)
         return 1
     if outcome.get("success") is False and not stopping.is_set():
         capture.set(state="FAILED", error=outcome.get("error") or outcome.get("message") or "engine stopped")

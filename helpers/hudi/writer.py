@@ -704,7 +704,11 @@ def tag_batch(batch: pa.Table, index: pa.Table, config: HudiTableConfig) -> pa.T
     st = stale.to_numpy(zero_copy_only=False)
     de = is_delete.to_numpy(zero_copy_only=False)
     mv = moved.to_numpy(zero_copy_only=False)
-    keep = ~st & (ex | ~de)  # drop stale rows and deletes of unknown keys
+    # drop stale rows; a delete of a key the table does not hold is dropped in hard mode and kept
+    # as a flagged row in soft mode (its ordering values then stop an older change of the key
+    # arriving later from bringing the row back)
+    placed = pc.is_valid(new_part).to_numpy(zero_copy_only=False)  # key-only deletes have no partition
+    keep = ~st & (ex | ~de | (soft & placed))
     if soft:
         op = np.where(ex & ~mv, OP_UPDATE, OP_INSERT).astype(np.int8)
     else:

@@ -1,0 +1,197 @@
+"""Tombstones of hard-deleted keys, so a late older change cannot bring a deleted row back.
+
+A hard delete leaves nothing of the key in the Hudi table, and Hudi (the official writer too)
+compares an incoming change only with the stored row: an insert or update of the key that arrives
+*after* its delete but carries an *older* log position (a Bronze file read out of order, events
+redelivered after a crash) would re-create the row. Like Kafka's compacted topics, which keep a
+delete marker for ``delete.retention.ms``, Silver keeps each deleted key with the ordering values
+of its delete for ``silver.tombstone_retention_s`` and drops changes of that key that are not
+newer.
+
+Storage: one Parquet file per state (``<table>/.hoodie/.aux/workbook/tombstones-<uuid>.parquet``,
+written before the commit), named in the commit's ``extraMetadata`` (``workbook.tombstones.file``)
+so a state counts only once its commit completed; the newest commit naming one holds the state,
+files no longer named are removed. Soft-delete tables need none: their deleted rows stay, with
+their ordering values, and the writer's own comparison stops older changes.
+
+Written here because neither Hudi nor its reader offers delete markers for Copy-on-Write or
+Merge-on-Read tables.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from helpers.errors import HudiError
+from helpers.hudi.config import DELETE_MARKER_FIELD, HudiTableConfig
+from helpers.hudi.format import RECORD_KEY_COL, record_keys
+
+__all__ = [
+    "TOMBSTONES_KEY",
+    "drop_late_events",
+    "next_tombstones",
+    "prune_tombstone_files",
+    "read_tombstones",
+    "tombstone_file_of",
+    "write_tombstones",
+]
+
+TOMBSTONES_KEY = "workbook.tombstones.file"
+DELETED_AT = "_deleted_at"
+_FOLDER = (".hoodie", ".aux", "workbook")
+
+
+def _folder(base_path: str) -> Path:
+    return Path(base_path, *_FOLDER)
+
+
+def tombstone_file_of(metadata_newest_first: Iterable[dict[str, Any]]) -> str:
+    """The tombstone file named by the newest commit naming one ("" for none)."""
+    for meta in metadata_newest_first:
+        extra = meta.get("extraMetadata") or {}
+        if TOMBSTONES_KEY in extra:
+            return str(extra[TOMBSTONES_KEY])
+    return ""
+
+
+def _empty(config: HudiTableConfig, schema: pa.Schema | None = None) -> pa.Table:
+    fields = [pa.field(RECORD_KEY_COL, pa.string())]
+    for name in config.ordering_fields:
+        fields.append(schema.field(name) if schema is not None else pa.field(name, pa.null()))
+    fields.append(pa.field(DELETED_AT, pa.float64()))
+    return pa.schema(fields).empty_table()
+
+
+def read_tombstones(base_path: str, name: str, config: HudiTableConfig) -> pa.Table:
+    """The tombstones of a state file ("" for none: an empty table).
+
+    Raises:
+        HudiError: when a named file is missing or unreadable (the table's state is damaged).
+    """
+    if not name:
+        return _empty(config)
+    path = _folder(base_path) / name
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise HudiError(f"Failed to read the tombstones {path} of table {config.table_name}: {exc}") from None
+
+
+def _ordering_rows(table: pa.Table, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    columns = [table.column(f).to_pylist() for f in fields]
+    return list(zip(*columns, strict=True)) if columns else [() for _ in range(table.num_rows)]
+
+
+def drop_late_events(events: pa.Table, config: HudiTableConfig, stones: pa.Table) -> tuple[pa.Table, int]:
+    """Drop the changes of tombstoned keys whose ordering values are not greater than the delete's.
+
+    Returns:
+        The events kept and how many were dropped.
+    """
+    if not stones.num_rows or not events.num_rows:
+        return events, 0
+    keys = record_keys(events, config).combine_chunks()
+    position = pc.index_in(keys, value_set=stones.column(RECORD_KEY_COL).combine_chunks())
+    matched = pc.is_valid(position).to_numpy(zero_copy_only=False)
+    if not matched.any():
+        return events, 0
+    fields = config.ordering_fields
+    stone_order = _ordering_rows(stones.take(pc.drop_null(position)), fields)
+    event_order = _ordering_rows(events.filter(pa.array(matched)), fields)
+    late = [not (e > s) for e, s in zip(event_order, stone_order, strict=True)]
+    keep = matched.copy()
+    keep[matched] = [not x for x in late]
+    keep |= ~matched
+    return events.filter(pa.array(keep)), int(sum(late))
+
+
+def next_tombstones(
+    events: pa.Table, config: HudiTableConfig, stones: pa.Table, now: float, retention_s: float
+) -> pa.Table:
+    """The state after a batch: keys whose newest change in it is a delete get a tombstone with
+    that delete's ordering values; keys with a newer non-delete lose theirs; tombstones older than
+    ``retention_s`` are dropped.
+
+    Args:
+        events: the batch (after :func:`drop_late_events`), with ``_hoodie_is_deleted``.
+        config: the table's configuration.
+        stones: the state before.
+        now: the wall-clock time of this round (epoch s).
+        retention_s: how long a tombstone is kept.
+    """
+    fields = config.ordering_fields
+    latest: dict[str, tuple[tuple[Any, ...], bool]] = {}
+    if events.num_rows and DELETE_MARKER_FIELD in events.column_names:
+        # only keys with a delete in this batch or a tombstone can change the state
+        all_keys = record_keys(events, config).combine_chunks()
+        deleting = pc.fill_null(events.column(DELETE_MARKER_FIELD), False).combine_chunks()
+        wanted = pa.concat_arrays([all_keys.filter(deleting), stones.column(RECORD_KEY_COL).combine_chunks()])
+        events = events.filter(pc.is_in(all_keys, value_set=wanted))
+    if events.num_rows:
+        keys = record_keys(events, config).to_pylist()
+        deleted = (
+            pc.fill_null(events.column(DELETE_MARKER_FIELD), False).to_pylist()
+            if DELETE_MARKER_FIELD in events.column_names
+            else [False] * events.num_rows
+        )
+        for key, order, is_delete in zip(keys, _ordering_rows(events, fields), deleted, strict=True):
+            if key not in latest or order >= latest[key][0]:
+                latest[key] = (order, bool(is_delete))
+    rows: dict[str, tuple[tuple[Any, ...], float]] = {}
+    for key, order, at in zip(
+        stones.column(RECORD_KEY_COL).to_pylist(),
+        _ordering_rows(stones, fields),
+        stones.column(DELETED_AT).to_pylist(),
+        strict=True,
+    ):
+        if now - at <= retention_s:
+            rows[key] = (order, at)
+    for key, (order, is_delete) in latest.items():
+        if is_delete:
+            rows[key] = (order, now)
+        elif key in rows and order > rows[key][0]:
+            del rows[key]
+    schema = _empty(config, events.schema if events.num_rows else None).schema
+    if not events.num_rows and stones.num_rows:
+        schema = stones.schema
+    data: dict[str, list[Any]] = {RECORD_KEY_COL: list(rows)}
+    for i, name in enumerate(fields):
+        data[name] = [order[i] for order, _ in rows.values()]
+    data[DELETED_AT] = [at for _, at in rows.values()]
+    return pa.Table.from_pydict(data, schema=schema)
+
+
+def write_tombstones(base_path: str, stones: pa.Table) -> str:
+    """Write a state file (temp + fsync + rename); its name, to put in the commit metadata."""
+    folder = _folder(base_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"tombstones-{uuid.uuid4().hex}.parquet"
+    tmp = folder / f".{name}.tmp"
+    pq.write_table(stones, tmp)
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, folder / name)
+    return name
+
+
+def prune_tombstone_files(base_path: str, keep: str) -> int:
+    """Remove state files other than ``keep`` (call under the table lock, after the commit)."""
+    folder = _folder(base_path)
+    if not folder.exists():
+        return 0
+    removed = 0
+    for path in folder.glob("tombstones-*.parquet"):
+        if path.name != keep:
+            path.unlink(missing_ok=True)
+            removed += 1
+    for path in folder.glob(".tombstones-*.tmp"):
+        path.unlink(missing_ok=True)
+    return removed
