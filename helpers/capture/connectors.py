@@ -238,6 +238,10 @@ def mysql_source_config(
         "table.include.list": ",".join(f"{database}.{t}" for t in tables),
         "database.ssl.mode": "disabled" if host in ("127.0.0.1", "localhost") else "preferred",
         "include.schema.changes": "false",
+        # the binlog client notices a lost server connection (a restart) and reconnects within
+        # seconds instead of the default minute
+        "connect.keep.alive": "true",
+        "connect.keep.alive.interval.ms": "3000",
         **dict(schema_history),
     }
     config.update(flatten_transform("mysql"))

@@ -10,7 +10,7 @@ import pytest
 from helpers.params import project_root
 
 ROOT = project_root()
-PATHS = ["helpers", "tests", "bench"]
+PATHS = ["helpers", "tests", "bench", "notebooks"]
 
 
 @pytest.mark.parametrize(
