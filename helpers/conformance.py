@@ -294,7 +294,10 @@ def tamper_rows(
             rows.append(template)
             return rows
     wanted = {tuple(f) for f in focus}
-    candidates = [r for r in rows if tuple(r.get(c) for c in key) in wanted] or rows
+    live = [
+        r for r in rows if not (delete_mode == "soft" and _flagged(r))
+    ]  # a flagged row's values are not compared
+    candidates = [r for r in live if tuple(r.get(c) for c in key) in wanted] or live
     if candidates:
         row = candidates[0]
         for c in row:

@@ -271,7 +271,8 @@ def canonical_column(values: pa.Array | pa.ChunkedArray, *, json_text: bool = Fa
         kind = values.type
     if json_text and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         try:
-            return pa.array([None if v is None else _json_text(v, parsed=False) for v in values.to_pylist()])
+            texts = [None if v is None else _json_text(v, parsed=False) for v in values.to_pylist()]
+            return pa.array(texts, pa.string())
         except ValueError as exc:
             raise ReconcileError(f"Failed to canonicalise a JSON column: {exc}") from None
     if pa.types.is_decimal(kind):

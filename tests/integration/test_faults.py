@@ -196,20 +196,7 @@ def _zombie(pid: int) -> bool:
     ("source", "first"),
     [
         ("ems", 21_500),
-        pytest.param(
-            "ecomm",
-            31_500,
-            marks=[
-                pytest.mark.slow,
-                pytest.mark.xfail(
-                    reason="known, open: after kill -9 of MariaDB the MySQL connector's worker stayed "
-                    "RUNNING without catching up within 90 s in 2 of 3 runs (the binlog client does not "
-                    "reconnect; see the report of issue 5); the test restarts it so the pipeline stays "
-                    "consistent, and fails to say so",
-                    strict=False,
-                ),
-            ],
-        ),
+        ("ecomm", 31_500),
     ],
 )
 def test_source_server_killed_while_capturing_then_bronze_and_silver_equal_the_source(
