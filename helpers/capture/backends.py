@@ -201,6 +201,7 @@ class EmbeddedBackend:
             for k in (
                 "pid",
                 "snapshot_rows",
+                "streaming",
                 "events",
                 "files",
                 "last_position",

@@ -240,10 +240,29 @@ def test_bad_params_fail_before_any_notebook(workbook: tuple[dict[str, Any], Wor
     assert not (scratch / "bad").exists()
 
 
-def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult) -> None:
+def _rerun_copy(executed: Path, folder: Path) -> Path:
+    """A copy of an executed notebook whose injected ``run_dir`` is ``folder``, so re-executing it
+    never overwrites the first run's artefacts (the tests here read those)."""
+    notebook = json.loads(executed.read_text())
+    for cell in notebook["cells"]:
+        if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            lines = [
+                f"run_dir = {json.dumps(str(folder))}" if line.startswith("run_dir = ") else line
+                for line in source.splitlines()
+            ]
+            assert any(line.startswith("run_dir = ") for line in lines), executed.name
+            cell["source"] = "\n".join(lines)
+    target = folder / executed.name
+    folder.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(notebook))
+    return target
+
+
+def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult, tmp_path: Path) -> None:
     """nbval re-executes each executed notebook (which carries papermill's injected CI parameters)
     in a fresh kernel: no cell may raise, and cells marked NBVAL_CHECK_OUTPUT must reproduce."""
-    executed = [str(nb.output_path) for nb in first_run.notebooks]
+    executed = [str(_rerun_copy(nb.output_path, tmp_path / "rerun")) for nb in first_run.notebooks]
     proc = subprocess.run(
         [
             sys.executable,
@@ -257,10 +276,10 @@ def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult) -> None:
             "-q",
             *executed,
         ],
-        cwd=first_run.run_dir,
+        cwd=tmp_path / "rerun",
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
@@ -268,7 +287,9 @@ def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult) -> None:
 
 def test_nbval_catches_a_changed_checked_output(first_run: RunResult, tmp_path: Path) -> None:
     """The nbval step is not vacuous: a checked output that no longer reproduces fails it."""
-    nb01 = next(nb.output_path for nb in first_run.notebooks if nb.name.startswith("01_"))
+    nb01 = _rerun_copy(
+        next(nb.output_path for nb in first_run.notebooks if nb.name.startswith("01_")), tmp_path / "tamper"
+    )
     notebook = json.loads(nb01.read_text())
     tampered = 0
     for cell in notebook["cells"]:
