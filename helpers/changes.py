@@ -22,10 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from helpers.errors import ParamsError, SourceError, WorkbookError
-from helpers.params import WorkbookParams, load_params
+from helpers.params import WorkbookParams, load_params, parse_overrides
 from helpers.stack import LocalStack
 
 __all__ = ["SCENARIOS", "ScenarioResult", "apply_scenario", "main"]
@@ -378,13 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     try:
-        overrides: dict[str, Any] = {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
-            overrides[key.strip()] = yaml.safe_load(value)
-        result = apply_scenario(load_params(args.env, overrides=overrides), args.scenario)
+        result = apply_scenario(load_params(args.env, overrides=parse_overrides(args.set)), args.scenario)
     except WorkbookError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -44,7 +44,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.errors import ParamsError, SourceError, WorkbookError
-from helpers.params import SilverTableParams, WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams, parse_overrides
 
 __all__ = [
     "SCENARIOS",
@@ -1361,7 +1361,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         0 when every scenario passed (or is n/a), 1 otherwise.
     """
-    import yaml
 
     from helpers.params import load_params
 
@@ -1381,13 +1380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     try:
-        overrides: dict[str, Any] = {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
-            overrides[key.strip()] = yaml.safe_load(value)
-        params = load_params(args.env, overrides=overrides)
+        params = load_params(args.env, overrides=parse_overrides(args.set))
         ensure_pipeline(params)
         started = time.monotonic()
         frame = run_scenarios(params, args.only or None, short=args.short, progress=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from helpers.errors import ParamsError
 
 __all__ = [
+    "parse_overrides",
     "AthenaParams",
     "AwsParams",
     "LakeParams",
@@ -369,6 +370,21 @@ def _accepted_keys(loc: tuple[str | int, ...]) -> list[str]:
 
 def _model_keys(model: type[BaseModel]) -> list[str]:
     return sorted((f.alias or name) for name, f in model.model_fields.items())
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` command-line overrides as a dict for :func:`load_params` (values parsed as YAML).
+
+    Raises:
+        ParamsError: naming an item without ``=`` or without a key.
+    """
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
 
 
 def load_params(

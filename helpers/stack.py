@@ -65,12 +65,11 @@ from typing import Any, Literal
 import filelock
 import psycopg
 import pymysql
-import yaml
 from psycopg import sql
 
 from helpers.credentials import Credentials, load_credentials
-from helpers.errors import ParamsError, StackError, WorkbookError
-from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params
+from helpers.errors import StackError, WorkbookError
+from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params, parse_overrides
 
 __all__ = [
     "APP_USER",
@@ -1249,11 +1248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     try:
         overrides: dict[str, Any] = {"state_dir": args.state_dir} if args.state_dir else {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ParamsError(f"Failed to parse override {item!r}: use KEY=VALUE")
-            overrides[key.strip()] = yaml.safe_load(value)
+        overrides.update(parse_overrides(args.set))
         stack = LocalStack(load_params(args.env, overrides=overrides))
         if args.command == "start":
             statuses = stack.start()

@@ -128,3 +128,17 @@ def test_malformed_yaml_names_file(tmp_path: Path) -> None:
     (folder / "ci.yaml").write_text("tickit: [unclosed\n")
     with pytest.raises(ParamsError, match=r"parse parameters file .*ci\.yaml"):
         load_params("ci", params_dir=folder)
+
+
+def test_parse_overrides_reads_yaml_values_and_names_a_bad_item() -> None:
+    from helpers.params import parse_overrides
+
+    assert parse_overrides(["tickit.scale=0.1", " project = x", "silver.reader=spark", "a.b="]) == {
+        "tickit.scale": 0.1,
+        "project": "x",
+        "silver.reader": "spark",
+        "a.b": None,
+    }
+    for bad in ("novalue", "=3"):
+        with pytest.raises(ParamsError, match=f"{bad!r}: use KEY=VALUE"):
+            parse_overrides([bad])
