@@ -446,28 +446,18 @@ def _read_checked(
     return pa.concat_tables(tables, promote_options="permissive"), bad, with_good
 
 
-AVRO_FILE_FORMAT = "org.apache.spark.sql.avro.AvroFileFormat"  # the "avro" short name is not registered
-
-
 def read_bronze_spark(spark: Any, paths: Sequence[Path]) -> pa.Table:
-    """Bronze files read by Spark: Avro through ``AvroFileFormat`` (one read per writer schema,
-    united by name so columns added later are null in older events), JSON lines through
-    :func:`read_bronze_arrow` (their envelopes need the per-line schema). Returned as Arrow (the
-    driver-side writer takes it; inputs here are one round of changes)."""
-    avro = [p for p in paths if p.suffix == ".avro"]
-    by_schema: dict[str, list[str]] = {}
-    for path in avro:
-        with open(path, "rb") as handle:
-            by_schema.setdefault(
-                json.dumps(fastavro.reader(handle).writer_schema, sort_keys=True), []
-            ).append(str(path))
-    frames = [spark.read.format(AVRO_FILE_FORMAT).load(files) for files in by_schema.values()]
+    """Bronze files read by Spark: Avro through :func:`helpers.silver_spark.bronze_dataframe` (one
+    read per writer schema, united by name so columns added later are null in older events), JSON
+    lines through :func:`read_bronze_arrow` (their envelopes need the per-line schema). Returned
+    as Arrow (the driver-side writer takes it; inputs here are one round of changes)."""
+    from helpers.silver_spark import bronze_dataframe
+
+    avro = [BronzeObject(p.name, str(p), 0.0) for p in paths if p.suffix == ".avro"]
     tables = []
-    if frames:
-        df = frames[0]
-        for other in frames[1:]:
-            df = df.unionByName(other, allowMissingColumns=True)
-        tables.append(df.toArrow())
+    if avro:
+        # (LocalBronze.head reads each object's own path; the root only serves listing)
+        tables.append(bronze_dataframe(spark, LocalBronze(Path("/")), avro).toArrow())
     others = [p for p in paths if p.suffix != ".avro"]
     if others:
         tables.append(read_bronze_arrow(others))

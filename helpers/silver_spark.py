@@ -70,7 +70,6 @@ __all__ = [
 
 POSITION_COLUMN = "_cdc_position"
 COMMIT_META_PREFIX = "workbook.bronze."
-AVRO_FILE_FORMAT = "org.apache.spark.sql.avro.AvroFileFormat"  # works where "avro" is not registered
 
 
 def lake_uri(params: WorkbookParams, value: str) -> str:
@@ -110,7 +109,10 @@ def bronze_dataframe(spark: Any, store: BronzeStore, objects: Sequence[BronzeObj
     by_schema: dict[str, list[str]] = {}
     for obj in objects:
         by_schema.setdefault(_writer_schema(store, obj), []).append(obj.uri)
-    frames = [spark.read.format(AVRO_FILE_FORMAT).load(uris) for uris in by_schema.values()]
+    from helpers.spark import avro_format_name
+
+    avro_format = avro_format_name(spark)  # "avro" where registered (EMR), else the class name
+    frames = [spark.read.format(avro_format).load(uris) for uris in by_schema.values()]
     if not frames:
         raise HudiError("Failed to read Bronze with Spark: no files given")
     df = frames[0]
