@@ -144,6 +144,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--changes", type=int, default=100, help="single-row commits per case")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary state and lake")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench_silver_", dir="/tmp"))
@@ -283,7 +284,10 @@ def main() -> int:
     finally:
         job.stop()
         stack.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -36,7 +36,7 @@ import datetime as dt
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -499,23 +499,31 @@ class _Loaded:
 
 
 class LocalEngine(QueryEngine):
-    """DuckDB in the process over the Silver tables of the local catalog file."""
+    """DuckDB in the process over the Silver tables of the local catalog (the metastore Hudi's
+    Hive sync writes), each read by the official Rust reader."""
 
     name = "duckdb"
 
     def __init__(
-        self, catalog_path: Path, database: str, *, folder: Path | None = None, progress: bool = True
+        self,
+        catalog: Callable[[], Mapping[str, Mapping[str, Any]]],
+        database: str,
+        *,
+        folder: Path | None = None,
+        progress: bool = True,
     ) -> None:
         """Args:
-        catalog_path: ``<silver>/_catalog.json`` written by :func:`helpers.silver.register_catalog`.
-        database: catalog database (``<project>_silver``).
+        catalog: returns the catalog tables (:func:`helpers.catalog.catalog_tables`): name ->
+            ``location``, ``query_type``.
+        database: catalog database (``<project>_cdc_hudi``).
         folder: where SQL files live (default :func:`sql_dir`).
         progress: show a progress bar while tables are read.
         """
         import duckdb
 
         super().__init__(folder)
-        self.catalog_path = catalog_path
+        self._catalog = catalog
+        self._catalog_cache: dict[str, dict[str, Any]] | None = None
         self.database = database
         self.progress = progress
         self.connection: duckdb.DuckDBPyConnection = duckdb.connect()
@@ -525,21 +533,20 @@ class LocalEngine(QueryEngine):
         self._transpiled: dict[str, str] = {}
 
     def catalog(self) -> dict[str, dict[str, Any]]:
-        """The catalog tables (name -> entry with ``location``, ``query_type``...).
+        """The catalog tables (name -> entry with ``location``, ``query_type``...), read once.
 
         Raises:
-            QueryError: when the catalog file or the database in it is missing.
+            QueryError: when the catalog database holds no table.
         """
-        from helpers.catalog import read_local_catalog
-
-        doc = read_local_catalog(self.catalog_path)
-        tables = doc.get("databases", {}).get(self.database)
-        if not tables:
-            raise QueryError(
-                f"Failed to read the local catalog {self.catalog_path}: no database {self.database!r}; "
-                "run notebook 03 (helpers.silver.register_catalog) first"
-            )
-        return dict(tables)
+        if not self._catalog_cache:
+            tables = {k: dict(v) for k, v in self._catalog().items()}
+            if not tables:
+                raise QueryError(
+                    f"Failed to read the catalog database {self.database!r}: it holds no Silver table; "
+                    "run notebook 03 (its commits register the tables through Hudi's Hive sync) first"
+                )
+            self._catalog_cache = tables
+        return self._catalog_cache
 
     def loaded_tables(self) -> pd.DataFrame:
         """The tables read so far: ``table``, ``instant`` (the Silver commit read), ``rows``."""
@@ -564,8 +571,8 @@ class LocalEngine(QueryEngine):
         unknown = sorted(t for t in tables if t not in catalog)
         if unknown:
             raise QueryError(
-                f"Failed to run {label} on duckdb: unknown table(s) {unknown}; the catalog "
-                f"{self.catalog_path} has {sorted(catalog)}"
+                f"Failed to run {label} on duckdb: unknown table(s) {unknown}; the catalog database "
+                f"{self.database} has {sorted(catalog)}"
             )
         stale: list[tuple[str, str]] = []
         for name in sorted(tables):
@@ -646,10 +653,13 @@ def _to_pandas(table: pa.Table, duckdb_types: Sequence[str]) -> pd.DataFrame:
 
 
 def athena_database(params: WorkbookParams) -> str:
-    """The catalog database the SQL runs against: ``aws.athena.database`` or ``<project>_silver``."""
+    """The catalog database the SQL runs against: ``aws.athena.database`` or the Silver database
+    (:func:`helpers.silver.silver_database`, where Hudi's Hive sync registers the tables)."""
     if params.aws is not None and params.aws.athena.database:
         return params.aws.athena.database
-    return f"{params.project}_silver"
+    from helpers.silver import silver_database
+
+    return silver_database(params)
 
 
 def open_engine(
@@ -690,8 +700,11 @@ def open_engine(
                 schema_name=athena_database(params),
             )
         return AthenaEngine(athena_connection, folder, progress=progress)
-    catalog = params.path(params.lake.silver) / "_catalog.json"
-    return LocalEngine(catalog, athena_database(params), folder=folder, progress=progress)
+    from helpers.catalog import catalog_tables
+
+    return LocalEngine(
+        lambda: catalog_tables(params), athena_database(params), folder=folder, progress=progress
+    )
 
 
 def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:

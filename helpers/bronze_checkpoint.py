@@ -20,7 +20,6 @@ Bronze is listed from the local file system or from S3 (boto3); the timeline lik
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +82,11 @@ class BronzeCheckpoint:
 
 
 def plan_round(
-    listing: Sequence[BronzeObject], checkpoint: BronzeCheckpoint, listed_at: float, margin_s: float
+    listing: Sequence[BronzeObject],
+    checkpoint: BronzeCheckpoint,
+    listed_at: float,
+    margin_s: float,
+    limit: int | None = None,
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The files to take now and the checkpoint to commit with them.
 
@@ -92,15 +95,19 @@ def plan_round(
         checkpoint: the state of the table's newest commit.
         listed_at: when the listing started (epoch s, same clock as the modification times).
         margin_s: how long a file may take from its modification time to being listed.
+        limit: take at most this many files (the oldest by modification time); the others stay
+            new for the next round (the watermark stops before the oldest of them).
 
     Returns:
         New files sorted by name, and the state after taking them.
     """
-    new = sorted(
-        (o for o in listing if o.modified >= checkpoint.watermark and o.name not in checkpoint.files),
-        key=lambda o: o.name,
-    )
+    new = [o for o in listing if o.modified >= checkpoint.watermark and o.name not in checkpoint.files]
     watermark = max(checkpoint.watermark, listed_at - margin_s)
+    if limit is not None and len(new) > limit:
+        by_age = sorted(new, key=lambda o: (o.modified, o.name))
+        new, left = by_age[:limit], by_age[limit:]
+        watermark = max(checkpoint.watermark, min(watermark, min(o.modified for o in left)))
+    new = sorted(new, key=lambda o: o.name)
     taken = checkpoint.files | {o.name for o in new}
     keep = frozenset(o.name for o in listing if o.modified >= watermark and o.name in taken)
     return new, BronzeCheckpoint(watermark, keep)
@@ -124,14 +131,10 @@ def latest_checkpoint(metadata_newest_first: Iterable[dict[str, Any]]) -> Bronze
 
 
 def local_commit_metadata(base_path: str) -> Iterator[dict[str, Any]]:
-    """Completed data commits of a local table, newest first (read lazily)."""
-    from helpers.hudi.timeline import completed_instants, read_commit_metadata
+    """Completed data commits of a table (local path or S3 URI), newest first (read lazily)."""
+    from helpers.hudi.timeline import commit_metadata_newest_first
 
-    for instant in reversed(completed_instants(base_path)):
-        yield read_commit_metadata(base_path, instant)
-
-
-_COMPLETED = re.compile(r"^(\d{14,17})\.(commit|deltacommit|replacecommit)$")
+    return commit_metadata_newest_first(base_path)
 
 
 def _split_s3(uri: str) -> tuple[str, str]:
@@ -143,28 +146,21 @@ def _split_s3(uri: str) -> tuple[str, str]:
 
 def s3_commit_metadata(s3: Any, base_uri: str) -> Iterator[dict[str, Any]]:
     """Completed data commits of a table on S3, newest first (read lazily with ``s3``, a boto3
-    S3 client). Only the active timeline (``.hoodie/``, not ``archived/``) is listed.
+    S3 client). Only the active timeline (``.hoodie/``) is listed.
 
     Raises:
         HudiError: naming the table when S3 cannot be listed or a commit file cannot be parsed.
     """
-    bucket, prefix = _split_s3(base_uri)
-    timeline = f"{prefix}/.hoodie/" if prefix else ".hoodie/"
-    names: list[str] = []
+    from helpers.errors import WorkbookError
+    from helpers.hudi.timeline import commit_metadata_newest_first
+    from helpers.lakefs import S3Store
+
     try:
-        for page in s3.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=timeline, Delimiter="/"
-        ):
-            names += [c["Key"].rsplit("/", 1)[-1] for c in page.get("Contents", [])]
-    except Exception as exc:  # noqa: BLE001 - botocore errors, re-raised with the place
+        yield from commit_metadata_newest_first(base_uri, S3Store(base_uri, s3))
+    except HudiError:
+        raise
+    except WorkbookError as exc:
         raise HudiError(f"Failed to list the timeline of {base_uri}: {exc}") from None
-    completed = sorted((m.group(1), n) for n in names if (m := _COMPLETED.match(n)))
-    for _, name in reversed(completed):
-        try:
-            body = s3.get_object(Bucket=bucket, Key=timeline + name)["Body"].read()
-            yield json.loads(body) if body.strip() else {}
-        except Exception as exc:  # noqa: BLE001
-            raise HudiError(f"Failed to read commit {name} of {base_uri}: {exc}") from None
 
 
 class BronzeStore(Protocol):
@@ -176,6 +172,10 @@ class BronzeStore(Protocol):
 
     def head(self, obj: BronzeObject, size: int = 65536) -> bytes:
         """The first ``size`` bytes of a file."""
+        ...
+
+    def read(self, obj: BronzeObject) -> bytes:
+        """The whole file."""
         ...
 
 
@@ -201,6 +201,11 @@ class LocalBronze:
         """The first ``size`` bytes of a file."""
         with open(obj.uri, "rb") as handle:
             return handle.read(size)
+
+    def read(self, obj: BronzeObject) -> bytes:
+        """The whole file (OSError when it cannot be opened: not bad input)."""
+        with open(obj.uri, "rb") as handle:
+            return handle.read()
 
 
 class S3Bronze:
@@ -236,4 +241,13 @@ class S3Bronze:
         body: bytes = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{size - 1}")[
             "Body"
         ].read()
+        return body
+
+    def read(self, obj: BronzeObject) -> bytes:
+        """The whole object (OSError when it cannot be read: not bad input)."""
+        key = obj.uri.split("/", 3)[3]
+        try:
+            body: bytes = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except Exception as exc:  # noqa: BLE001 - botocore errors: the store, not the data
+            raise OSError(f"Failed to read {obj.uri}: {exc}") from None
         return body

@@ -1,199 +1,104 @@
-"""Catalog registration of the Silver Hudi tables: AWS Glue, and a local catalog file.
+"""The Silver tables as the catalog holds them: what Hudi's Hive sync registered.
 
-Both follow what Hudi's own Hive/Glue sync registers: a Copy-on-Write table under its name; a
-Merge-on-Read table twice, ``<name>_ro`` (read-optimized: base files only,
-``HoodieParquetInputFormat``) and ``<name>_rt`` (real-time: base plus log files,
-``HoodieParquetRealtimeInputFormat``); columns from the table's schema (Hudi's meta columns
-first), partition columns as partition keys.
-
-The local catalog is a JSON file (``<silver>/_catalog.json``, written atomically) that the local
-SQL engine reads to find each table's path, type and columns.
+Every ingestion commit runs Hudi's own Hive sync (``hoodie.datasource.hive_sync.mode=hms``): into
+the local metastore (:mod:`helpers.metastore`) here, into the Glue Data Catalog on EMR (the
+cluster's Hive metastore). A Copy-on-Write table appears under its name, a Merge-on-Read table
+twice: ``<name>_ro`` (read-optimized, base files only) and ``<name>_rt`` (real-time, base plus
+log files). This module reads the catalog back through Spark SQL, so notebooks, the local SQL
+engine and the tests see exactly what the sync wrote.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
+import pandas as pd
 
-from helpers.errors import AwsError, HudiError
+from helpers.errors import HudiError
+from helpers.params import WorkbookParams
 
-__all__ = [
-    "CatalogTable",
-    "catalog_tables",
-    "hive_type",
-    "register_glue",
-    "register_local",
-    "read_local_catalog",
-]
+__all__ = ["catalog_frame", "catalog_tables"]
 
-_COW_INPUT = "org.apache.hudi.hadoop.HoodieParquetInputFormat"
-_MOR_RT_INPUT = "org.apache.hudi.hadoop.realtime.HoodieParquetRealtimeInputFormat"
-_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
-_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
+_COLUMNS = ["database", "name", "hudi_table", "query_type", "table_type", "location"]
 
 
-@dataclass(frozen=True)
-class CatalogTable:
-    """One catalog entry (a MoR Hudi table yields two)."""
-
-    name: str
-    hudi_table: str
-    location: str
-    query_type: str  # "snapshot" (CoW), "read_optimized" (_ro) or "snapshot" (_rt)
-    input_format: str
-    columns: tuple[tuple[str, str], ...]
-    partition_keys: tuple[tuple[str, str], ...]
-    table_type: str
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
-def hive_type(t: pa.DataType) -> str:
-    """Hive/Glue type of an Arrow type."""
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
-        return "int"
-    if pa.types.is_int64(t):
-        return "bigint"
-    if pa.types.is_float32(t):
-        return "float"
-    if pa.types.is_float64(t):
-        return "double"
-    if pa.types.is_decimal(t):
-        return f"decimal({t.precision},{t.scale})"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-        return "binary"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
-        return "string"
-    raise HudiError(f"Failed to map Arrow type {t} to a catalog type")
+def _location(spark: Any, database: str, name: str) -> str:
+    rows = spark.sql(f"DESCRIBE FORMATTED {_quoted(database)}.{_quoted(name)}").collect()
+    for row in rows:
+        if str(row[0]).strip() == "Location":
+            return str(row[1]).strip()
+    return ""
 
 
-def catalog_tables(
-    name: str, location: str, schema: pa.Schema, table_type: str, partition: Sequence[str]
-) -> list[CatalogTable]:
-    """The catalog entries of one Hudi table (two for Merge-on-Read).
-
-    Args:
-        name: Hudi table name.
-        location: base path (local path or ``s3://`` URI).
-        schema: the table's schema with meta columns (e.g. from the official reader).
-        table_type: ``COPY_ON_WRITE`` or ``MERGE_ON_READ``.
-        partition: partition field names (become partition keys, not columns).
-
-    Returns:
-        The entries.
-    """
-    columns = tuple((f.name, hive_type(f.type)) for f in schema if f.name not in partition)
-    keys = tuple((p, hive_type(schema.field(p).type)) for p in partition)
-    if table_type == "MERGE_ON_READ":
-        return [
-            CatalogTable(
-                f"{name}_ro", name, location, "read_optimized", _COW_INPUT, columns, keys, table_type
-            ),
-            CatalogTable(f"{name}_rt", name, location, "snapshot", _MOR_RT_INPUT, columns, keys, table_type),
-        ]
-    return [CatalogTable(name, name, location, "snapshot", _COW_INPUT, columns, keys, table_type)]
-
-
-def _glue_input(entry: CatalogTable) -> dict[str, Any]:
-    return {
-        "Name": entry.name,
-        "TableType": "EXTERNAL_TABLE",
-        "Parameters": {
-            "EXTERNAL": "TRUE",
-            "spark.sql.sources.provider": "hudi",
-            "hudi.table.type": entry.table_type,
-            "hudi.query.type": entry.query_type,
-        },
-        "PartitionKeys": [{"Name": n, "Type": t} for n, t in entry.partition_keys],
-        "StorageDescriptor": {
-            "Columns": [{"Name": n, "Type": t} for n, t in entry.columns],
-            "Location": entry.location,
-            "InputFormat": entry.input_format,
-            "OutputFormat": _OUTPUT,
-            "SerdeInfo": {"SerializationLibrary": _SERDE, "Parameters": {"serialization.format": "1"}},
-        },
-    }
-
-
-def register_glue(glue: Any, database: str, entries: Sequence[CatalogTable]) -> list[str]:
-    """Create or update the entries in the Glue Data Catalog (database created if missing).
-
-    Args:
-        glue: ``boto3.client("glue")``.
-        database: Glue database name.
-        entries: from :func:`catalog_tables`.
-
-    Returns:
-        ``created <name>`` / ``updated <name>`` per entry.
+def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[str, str]]:
+    """Catalog table name -> ``hudi_table``, ``query_type``, ``table_type``, ``location`` for the
+    tables of the Silver database that belong to configured Silver tables.
 
     Raises:
-        AwsError: naming the table when a Glue call fails.
+        HudiError: when the catalog cannot be read.
     """
-    from botocore.exceptions import ClientError
+    from helpers.silver import silver_database
 
-    out = []
+    if spark is None:
+        from helpers.spark import build_spark_session
+
+        spark = build_spark_session(params)
+    database = silver_database(params)
+    by_name = {t.name: t for t in params.silver.tables}
     try:
-        glue.get_database(Name=database)
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "EntityNotFoundException":
-            raise AwsError(f"Failed to read Glue database {database}: {exc}") from None
-        glue.create_database(
-            DatabaseInput={"Name": database, "Description": "CDC lakehouse workbook: Silver Hudi tables"}
-        )
-    for entry in entries:
-        table_input = _glue_input(entry)
-        try:
-            try:
-                glue.get_table(DatabaseName=database, Name=entry.name)
-                glue.update_table(DatabaseName=database, TableInput=table_input)
-                out.append(f"updated {entry.name}")
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] != "EntityNotFoundException":
-                    raise
-                glue.create_table(DatabaseName=database, TableInput=table_input)
-                out.append(f"created {entry.name}")
-        except ClientError as exc:
-            raise AwsError(f"Failed to register Glue table {database}.{entry.name}: {exc}") from None
+        names = [r["tableName"] for r in spark.sql(f"SHOW TABLES IN {_quoted(database)}").collect()]
+    except Exception as exc:  # noqa: BLE001 - AnalysisException: no such database yet
+        if "not found" in str(exc).lower() or "SCHEMA_NOT_FOUND" in str(exc):
+            return {}
+        raise HudiError(
+            f"Failed to list the catalog database {database}: {str(exc).splitlines()[0]}"
+        ) from exc
+    out: dict[str, dict[str, str]] = {}
+    for name in sorted(names):
+        hudi_table, query_type = name, "snapshot"
+        if name not in by_name and name[-3:] in ("_ro", "_rt") and name[:-3] in by_name:
+            hudi_table = name[:-3]
+            query_type = "read_optimized" if name.endswith("_ro") else "snapshot"
+        if hudi_table not in by_name:
+            continue
+        out[name] = {
+            "hudi_table": hudi_table,
+            "query_type": query_type,
+            "table_type": by_name[hudi_table].table_type,
+            "location": _location(spark, database, name),
+        }
     return out
 
 
-def register_local(catalog_path: Path, database: str, entries: Sequence[CatalogTable]) -> Path:
-    """Create or update the entries in the local catalog file (atomic replace).
+def catalog_frame(params: WorkbookParams, spark: Any = None) -> pd.DataFrame:
+    """One row per catalog table of the Silver database (``database``, ``name``, ``hudi_table``,
+    ``query_type``, ``table_type``, ``location``).
 
-    Returns:
-        The catalog file.
+    Raises:
+        HudiError: naming the Silver tables that have commits but are not in the catalog (or lack
+            their ``_ro`` / ``_rt`` tables).
     """
-    doc = read_local_catalog(catalog_path)
-    tables = doc.setdefault("databases", {}).setdefault(database, {})
-    for entry in entries:
-        tables[entry.name] = {
-            "hudi_table": entry.hudi_table,
-            "location": entry.location,
-            "query_type": entry.query_type,
-            "table_type": entry.table_type,
-            "columns": [list(c) for c in entry.columns],
-            "partition_keys": [list(k) for k in entry.partition_keys],
-        }
-    catalog_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = catalog_path.with_name(f".{catalog_path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, catalog_path)
-    return catalog_path
+    from helpers.hudi.timeline import completed_instants
+    from helpers.silver import silver_database, table_config
 
-
-def read_local_catalog(catalog_path: Path) -> dict[str, Any]:
-    """The local catalog (empty when absent)."""
-    try:
-        return dict(json.loads(catalog_path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return {}
+    tables = catalog_tables(params, spark)
+    database = silver_database(params)
+    missing = []
+    for table in params.silver.tables:
+        if not completed_instants(table_config(params, table).base_path):
+            continue
+        wanted = (
+            [f"{table.name}_ro", f"{table.name}_rt"] if table.table_type == "MERGE_ON_READ" else [table.name]
+        )
+        missing += [w for w in wanted if w not in tables]
+    if missing:
+        raise HudiError(
+            f"Failed to find Silver table(s) {missing} in the catalog database {database}: Hudi's Hive sync "
+            "did not register them (is silver.sync on, and the metastore running: ./workbook stack status?)"
+        )
+    rows = [{"database": database, "name": name, **entry} for name, entry in tables.items()]
+    return pd.DataFrame(rows, columns=_COLUMNS)

@@ -38,6 +38,8 @@ __all__ = [
     "MskConnectParams",
     "LocalParams",
     "MariaDbParams",
+    "MetastoreParams",
+    "SparkParams",
     "OrdersParams",
     "PostgresParams",
     "SourceParams",
@@ -119,11 +121,20 @@ class MariaDbParams(_Strict):
     binlog_expire_days: Annotated[int, Field(ge=1)] = 7
 
 
+class MetastoreParams(_Strict):
+    """Local Hive-compatible metastore: its database (a Derby network server on 127.0.0.1), which
+    every local Spark session's Hive catalog and Hudi's Hive sync use."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 15270
+    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
+
+
 class LocalParams(_Strict):
     """Settings of the local stack (ignored on AWS)."""
 
     postgres: PostgresParams = PostgresParams()
     mariadb: MariaDbParams = MariaDbParams()
+    metastore: MetastoreParams = MetastoreParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
 
@@ -163,7 +174,7 @@ class AthenaParams(_Strict):
 
     workgroup: str = "primary"
     output_location: str = ""  # s3:// URI for query results; empty: s3://<s3_bucket>/athena-results/
-    database: str = ""  # Glue database; empty: <project>_silver (where notebook 03 registers)
+    database: str = ""  # Glue database; empty: silver.database (where Hudi's Hive sync registers)
 
 
 class AwsParams(_Strict):
@@ -232,12 +243,45 @@ class SilverTableParams(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+class SparkParams(_Strict):
+    """The one SparkSession of a process (:mod:`helpers.spark`)."""
+
+    #: ``local[2]`` here; empty: from the environment (spark-submit, EMR Studio, Livy)
+    master: str = "local[2]"
+    driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "3g"
+    #: project: the jars of scripts/jars.tsv from .jars/ (fetched by the set-up); cluster: the
+    #: cluster's own (EMR puts Hudi on the classpath) plus ``extra_jars``
+    jars: Literal["project", "cluster"] = "project"
+    extra_jars: tuple[str, ...] = ()
+    #: local: the workbook's metastore (local.metastore); cluster: the cluster's (Glue on EMR);
+    #: none: Spark's in-memory catalog, no Hive sync
+    catalog: Literal["local", "cluster", "none"] = "local"
+    conf: dict[str, str] = {}  # any other Spark setting (wins over the workbook's)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
 class SilverParams(_Strict):
     """The Silver zone's Hudi tables."""
 
     tables: tuple[SilverTableParams, ...] = ()
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
-    reader: Literal["arrow", "spark"] = "arrow"
+    #: catalog database Hudi's Hive sync registers the tables in (local metastore, or Glue on
+    #: EMR); empty: ``<project>_cdc_hudi``
+    database: str = ""
+    #: Hudi's Hive sync after every commit (Merge-on-Read tables as ``<name>_ro`` / ``<name>_rt``)
+    sync: bool = True
+    #: Hudi's change data capture log (``hoodie.table.cdc.enabled``): record history and SCD2
+    cdc: bool = True
+    #: Merge-on-Read: compact inline after this many delta commits
+    compaction_delta_commits: Annotated[int, Field(ge=1, le=1000)] = 5
+    #: the cleaner keeps the file slices of this many commits: how far back time travel and the
+    #: CDC feed reach
+    commits_retained: Annotated[int, Field(ge=1, le=10_000)] = 30
+    #: Bronze files taken by one round of one table at most (bounds a round's driver memory)
+    max_files_per_round: Annotated[int, Field(ge=1)] = 2000
+    #: any other Hudi write option, passed to the datasource as given (wins over the workbook's)
+    hudi_options: dict[str, str] = {}
     #: how long a Bronze file may take from its modification time to being listed (see
     #: helpers.bronze_checkpoint); S3 multipart uploads date objects from their start
     checkpoint_margin_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
@@ -261,6 +305,7 @@ class WorkbookParams(_Strict):
     local: LocalParams = LocalParams()
     lake: LakeParams = LakeParams()
     capture: CaptureParams = CaptureParams()
+    spark: SparkParams = SparkParams()
     silver: SilverParams = SilverParams()
     aws: AwsParams | None = None
 

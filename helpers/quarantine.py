@@ -1,6 +1,6 @@
 """Bad Bronze input kept aside, with the reason: never applied, never silently dropped.
 
-Silver ingestion (:func:`helpers.silver.ingest_table`, in-process reader) sets aside
+Silver ingestion (:func:`helpers.silver.ingest_table`) sets aside
 
 * a Bronze file that cannot be read: a malformed or truncated Avro file (the whole file:
   Bronze files are written to a temporary name, fsynced and renamed, so a damaged one means
@@ -22,7 +22,8 @@ Bronze file, ``<bronze file name>.quarantine.json``::
      "records": [{"record": <1-based record / line number or null>, "reason": ..., "event": {...}}]}
 
 plus, for a whole unreadable file, a byte-exact copy under ``files/<bronze file name>``.
-Records are written atomically (temporary name, fsync, rename) and named by the Bronze file, so
+Records are written atomically (locally: temporary name, fsync, rename; on S3 one ``PutObject``,
+:mod:`helpers.lakefs`) and named by the Bronze file, so
 writing one again (a run that crashed before its commit, then the next run) replaces it instead of
 adding a duplicate; an existing record keeps its first ``quarantined_at``.
 
@@ -40,16 +41,15 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import os
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from helpers.bronze_checkpoint import BronzeObject
+from helpers.lakefs import join, lake_uri, open_store
 from helpers.params import WorkbookParams
 
 __all__ = [
@@ -84,9 +84,9 @@ class BadRecord:
     event: dict[str, Any] | None = None
 
 
-def quarantine_dir(params: WorkbookParams, table: str) -> Path:
-    """``<lake.silver>/_errors/<table>/``: where a Silver table's bad input goes."""
-    return params.path(params.lake.silver) / ERRORS_DIR / table
+def quarantine_dir(params: WorkbookParams, table: str) -> str:
+    """``<lake.silver>/_errors/<table>``: where a Silver table's bad input goes (path or URI)."""
+    return join(lake_uri(params, params.lake.silver), ERRORS_DIR, table)
 
 
 def _json_safe(value: Any) -> Any:
@@ -103,30 +103,17 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_quarantine(
-    directory: Path,
+    directory: str,
     *,
     table: str,
     topic: str,
-    bronze_file: Path,
+    bronze_file: BronzeObject,
     records: Sequence[BadRecord],
     whole_file: bool,
     settled: bool,
-) -> Path:
+    data: bytes | None = None,
+) -> str:
     """Record the bad input of one Bronze file (see the module docstring); durable on return.
 
     Args:
@@ -137,53 +124,50 @@ def write_quarantine(
         records: what is bad in it.
         whole_file: the file could not be read at all.
         settled: nothing of the file is applied, so the record alone marks it taken.
+        data: the file's bytes (copied when ``whole_file``).
 
     Returns:
-        The record's path.
+        The record's location.
     """
-    (directory / "files").mkdir(parents=True, exist_ok=True)
-    path = directory / f"{bronze_file.name}{RECORD_SUFFIX}"
+    store = open_store(directory)
+    name = f"{bronze_file.name}{RECORD_SUFFIX}"
     quarantined_at = time.time()
-    if path.exists():  # written by a run that did not commit: same content, first time kept
+    existing = [e for e in store.list("") if e.name == name]
+    if existing:  # written by a run that did not commit: same content, first time kept
         try:
-            quarantined_at = float(json.loads(path.read_text(encoding="utf-8"))["quarantined_at"])
+            quarantined_at = float(json.loads(store.read(existing[0].location))["quarantined_at"])
         except (ValueError, KeyError, TypeError):
             pass
-    if whole_file:
-        copy = directory / "files" / bronze_file.name
-        tmp = copy.with_name(f".{copy.name}.tmp-{os.getpid()}")
-        shutil.copyfile(bronze_file, tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, copy)
+    if whole_file and data is not None:
+        store.write(f"files/{bronze_file.name}", data)
     doc = {
         "table": table,
         "topic": topic,
-        "bronze_file": str(bronze_file),
+        "bronze_file": bronze_file.uri,
         "whole_file": whole_file,
         "settled": settled,
         "quarantined_at": quarantined_at,
         "records": [{"record": r.record, "reason": r.reason, "event": _json_safe(r.event)} for r in records],
     }
-    _atomic_write(path, json.dumps(doc, indent=1).encode("utf-8"))
-    return path
+    return store.write(name, json.dumps(doc, indent=1).encode("utf-8"))
 
 
-def _records(directory: Path) -> list[dict[str, Any]]:
-    if not directory.is_dir():
-        return []
+def _records(directory: str) -> list[tuple[str, dict[str, Any]]]:
+    store = open_store(directory)
     out = []
-    for path in sorted(directory.glob(f"*{RECORD_SUFFIX}")):
-        if path.name.startswith("."):
+    for entry in store.list(""):
+        if entry.name.startswith(".") or not entry.name.endswith(RECORD_SUFFIX):
             continue
-        out.append(dict(json.loads(path.read_text(encoding="utf-8"))))
+        out.append((entry.location, dict(json.loads(store.read(entry.location)))))
     return out
 
 
 def settled_files(params: WorkbookParams, table: str) -> frozenset[str]:
     """Names of the Bronze files a table's quarantine records mark as taken (nothing to apply)."""
     return frozenset(
-        Path(doc["bronze_file"]).name for doc in _records(quarantine_dir(params, table)) if doc.get("settled")
+        doc["bronze_file"].rsplit("/", 1)[-1]
+        for _, doc in _records(quarantine_dir(params, table))
+        if doc.get("settled")
     )
 
 
@@ -206,8 +190,7 @@ def quarantine_frame(params: WorkbookParams, names: Sequence[str] | None = None)
     for table in params.silver.tables:
         if names is not None and table.name not in names:
             continue
-        directory = quarantine_dir(params, table.name)
-        for doc in _records(directory):
+        for location, doc in _records(quarantine_dir(params, table.name)):
             for item in doc.get("records", []):
                 rows.append(
                     {
@@ -217,7 +200,7 @@ def quarantine_frame(params: WorkbookParams, names: Sequence[str] | None = None)
                         "reason": item.get("reason"),
                         "quarantined_at": pd.Timestamp(float(doc["quarantined_at"]), unit="s", tz="UTC"),
                         "whole_file": bool(doc.get("whole_file")),
-                        "record_file": str(directory / f"{Path(doc['bronze_file']).name}{RECORD_SUFFIX}"),
+                        "record_file": location,
                     }
                 )
     columns = ["table", "bronze_file", "record", "reason", "quarantined_at", "whole_file", "record_file"]

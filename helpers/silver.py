@@ -1,56 +1,77 @@
-"""Bronze change events into Silver Hudi tables (the DeltaStreamer step), one-shot.
+"""Bronze change events into Silver Hudi tables with the official Hudi writer (the DeltaStreamer
+step), the same function locally and on EMR.
 
-For each configured table (``params.silver.tables``) :func:`ingest_table`
+For each configured table (``params.silver.tables``) :func:`ingest_table`, holding the table's
+writer lock,
 
-1. lists the table's Bronze files and takes those its checkpoint has not: every commit records,
-   atomically with the data, the files it took and the whole checkpoint after it (a watermark
-   plus the names of recent files; :mod:`helpers.bronze_checkpoint`), so a crash before the
-   commit completes leaves them to the next run and a completed commit never takes them twice,
-   whatever order or timestamps files arrive with;
-2. reads the new files (Avro with its schema, or JSON lines of Connect envelopes whose Debezium
-   encodings are converted with the schema each line carries) into one typed Arrow table: exact
-   decimals, UTC timestamps, dates; PostgreSQL's TOAST placeholders replaced by the value the
-   column last had (:func:`fill_unavailable`);
-3. turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
-   flagged (soft mode), orders changes by the source's log position (PostgreSQL ``__lsn``; MySQL
-   ``__file, __pos, __row``; SQL Server ``__commit_lsn, __change_lsn, __event_serial_no``), so that
-   several changes of a key in one batch keep the last and a redelivered older change never
-   overwrites a newer one;
-4. upserts into the Hudi table with :func:`helpers.hudi.writer.write_arrow`.
+1. lists the table's Bronze files (local folder or S3) and takes those its checkpoint has not:
+   every commit records, atomically with the data, the files it took and the whole checkpoint
+   after it (a watermark plus the names of recent files; :mod:`helpers.bronze_checkpoint`), so a
+   crash before the commit completes leaves them to the next round and a completed commit never
+   takes them twice, whatever order or timestamps files arrive with;
+2. reads the new files in the driver (Avro with its schema, or JSON lines of Connect envelopes
+   whose Debezium encodings are converted with the schema each line carries) into one typed Arrow
+   table: exact decimals, UTC timestamps, dates. Bad input (an unreadable file, an event whose
+   types no longer fit the table, an unknown ``__op``, a missing key or position) is set aside
+   with its reason (:mod:`helpers.quarantine`), the rest goes on;
+3. adds ``_cdc_position``, one sortable string made of the source's log position (PostgreSQL LSN;
+   MySQL/MariaDB binlog file number, position, row; SQL Server commit LSN, change LSN, event
+   serial number; each part zero-padded): the table's precombine field, so several changes of a
+   key in one round keep the last and a redelivered older change never overwrites a newer one;
+   turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
+   flagged (soft mode); replaces PostgreSQL's TOAST placeholders with the value the column last
+   had (:func:`fill_unavailable`); drops changes older than their key's remembered delete
+   (:mod:`helpers.tombstones`);
+4. writes them with ``df.write.format("hudi")`` of the official Hudi Spark bundle
+   (:func:`helpers.hudi.api.write_hudi`): upsert with ``DefaultHoodieRecordPayload``, table
+   version 6, Hudi's CDC log on Copy-on-Write tables, inline compaction of Merge-on-Read tables,
+   Hudi's Hive sync into the catalog (the local metastore, or Glue on EMR). The checkpoint, the
+   tombstone state and the quarantine counts go into the same commit's ``extraMetadata``.
 
-Continuous mode is :mod:`helpers.silver_job`; catalog registration :func:`register_catalog`.
+The rows reach Spark through a Parquet file staged next to the tables (``<silver>/.staging/``,
+removed after the commit): exact types, no conversion through pandas.
+
+Continuous mode is :mod:`helpers.silver_job`; the catalog view :func:`register_catalog`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
-import os
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import fastavro
+import filelock
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from helpers.bronze_checkpoint import (
     CHECKPOINT_KEY,
     FILES_KEY,
     BronzeCheckpoint,
     BronzeObject,
+    BronzeStore,
     LocalBronze,
+    S3Bronze,
     latest_checkpoint,
-    local_commit_metadata,
     plan_round,
 )
 from helpers.capture.connectors import UNAVAILABLE_VALUE
-from helpers.errors import HudiError
-from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.timeline import completed_instants
-from helpers.hudi.writer import table_lock, write_arrow
+from helpers.errors import HudiError, HudiLockError
+from helpers.hudi.api import COMMIT_META_PREFIX, HudiCommit, read_hudi_df, write_hudi
+from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
+from helpers.hudi.keys import RECORD_KEY_COL, record_keys
+from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
+from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.tombstones import (
     TOMBSTONES_KEY,
@@ -65,25 +86,38 @@ from helpers.tombstones import (
 __all__ = [
     "CHECKPOINT_KEY",
     "FILES_KEY",
+    "POSITION_COLUMN",
     "QUARANTINE_KEY",
-    "checkpoint_of",
-    "pending_bronze",
     "IngestResult",
+    "bronze_store",
+    "checkpoint_of",
     "fill_unavailable",
     "ingest_all",
     "ingest_table",
+    "lake_uri",
+    "pending_bronze",
+    "position_column",
+    "read_bronze_arrow",
     "register_catalog",
+    "silver_database",
     "silver_tables_frame",
-    "wait_for_job_round",
     "silver_vs_source",
+    "silver_write_options",
+    "sync_catalog",
     "table_config",
+    "table_lock",
+    "topic_of",
+    "wait_for_job_round",
 ]
 
 log = logging.getLogger(__name__)
 
 QUARANTINE_KEY = "workbook.quarantine"  # commit metadata: bad inputs set aside per Bronze file
+POSITION_COLUMN = "_cdc_position"
+_WORKBOOK_PREFIX = "workbook."  # every extraMetadata key of the workbook starts with it
 
-_ORDERING = {
+#: The source's log position fields, in order (step 3 of the module docstring).
+_POSITION_FIELDS = {
     "postgres": ("__lsn",),
     "mariadb": ("__file", "__pos", "__row"),
     "mysql": ("__file", "__pos", "__row"),
@@ -93,7 +127,7 @@ _ORDERING = {
 
 @dataclass(frozen=True)
 class IngestResult:
-    """One ingestion run of one table."""
+    """One ingestion round of one table."""
 
     table: str
     files: int
@@ -106,6 +140,12 @@ class IngestResult:
     unavailable_unresolved: int = 0
     quarantined: int = 0  # bad input set aside (:mod:`helpers.quarantine`): events, or whole files
     late_dropped: int = 0  # changes not newer than their key's delete (:mod:`helpers.tombstones`)
+    seconds: float = 0.0  # wall time of the round
+    write_seconds: float = 0.0  # of which the Hudi write (Spark job and commit)
+
+
+# ------------------------------------------------------------------------------------------------
+# tables, locations, options
 
 
 def topic_of(params: WorkbookParams, table: SilverTableParams) -> str:
@@ -113,44 +153,169 @@ def topic_of(params: WorkbookParams, table: SilverTableParams) -> str:
     return f"{params.project}.{params.source(table.source).namespace}.{table.table}"
 
 
+def silver_database(params: WorkbookParams) -> str:
+    """The catalog database of the Silver tables (``silver.database`` or ``<project>_cdc_hudi``)."""
+    return params.silver.database or f"{params.project}_cdc_hudi"
+
+
+def position_fields(params: WorkbookParams, table: SilverTableParams) -> tuple[str, ...]:
+    """The source log position fields of a table's events (or its configured ordering field)."""
+    if table.ordering:
+        return table.ordering
+    return _POSITION_FIELDS[params.source(table.source).engine]
+
+
 def table_config(params: WorkbookParams, table: SilverTableParams) -> HudiTableConfig:
-    """Hudi configuration of a Silver table (ordering = the source's log position by default)."""
-    engine = params.source(table.source).engine
+    """The workbook's view of a Silver table (precombine: ``_cdc_position`` unless configured).
+
+    Raises:
+        HudiError: when ``ordering`` names several fields (table version 6 takes one).
+    """
+    if len(table.ordering) > 1:
+        raise HudiError(
+            f"Failed to configure Silver table {table.name}: ordering {list(table.ordering)} names several "
+            "fields; Hudi table version 6 takes one precombine field (leave ordering empty to order by "
+            "the source's log position)"
+        )
     return HudiTableConfig(
         table_name=table.name,
-        base_path=str(params.path(params.lake.silver) / table.name),
+        base_path=join(lake_uri(params, params.lake.silver), table.name),
         table_type=table.table_type,
         record_key_fields=table.record_key,
         partition_fields=table.partition,
-        hive_style_partitioning=True,
-        ordering_fields=table.ordering or _ORDERING[engine],
+        ordering_fields=table.ordering or (POSITION_COLUMN,),
         delete_mode=table.delete_mode,
     )
+
+
+def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> dict[str, str]:
+    """The Hudi datasource options of every ingestion commit of ``table``.
+
+    Copy-on-Write tables keep Hudi's CDC log (``silver.cdc``); Merge-on-Read tables compact inline
+    every ``silver.compaction_delta_commits`` delta commits and keep none (Hudi 1.0.2 cannot read
+    the CDC feed of a version-6 Merge-on-Read table). The options include Hudi's Hive sync
+    (``<name>_ro`` / ``<name>_rt`` for MoR) when ``silver.sync`` is on and there is a catalog;
+    :func:`ingest_table` turns it on only for a commit that creates the table or changes its
+    columns (a sync costs about a second, and nothing else changes what the catalog holds).
+    """
+    config = table_config(params, table)
+    options = {
+        "hoodie.table.name": table.name,
+        "hoodie.database.name": silver_database(params),
+        "hoodie.datasource.write.recordkey.field": ",".join(table.record_key),
+        "hoodie.datasource.write.partitionpath.field": ",".join(table.partition),
+        "hoodie.datasource.write.precombine.field": config.precombine_field or POSITION_COLUMN,
+        "hoodie.datasource.write.table.type": table.table_type,
+        "hoodie.datasource.write.operation": "upsert",
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+        COMMIT_META_PREFIX: _WORKBOOK_PREFIX,
+        "hoodie.write.set.null.for.missing.columns": "true",
+        # small, frequent commits in a long-lived session (bench/README.md measures each):
+        "hoodie.upsert.shuffle.parallelism": "2",
+        "hoodie.insert.shuffle.parallelism": "2",
+        "hoodie.delete.shuffle.parallelism": "2",
+        "hoodie.bulkinsert.shuffle.parallelism": "2",
+        "hoodie.embed.timeline.server": "false",
+        "hoodie.write.markers.type": "DIRECT",
+        "hoodie.cleaner.commits.retained": str(params.silver.commits_retained),
+        "hoodie.keep.min.commits": str(params.silver.commits_retained + 10),
+        "hoodie.keep.max.commits": str(params.silver.commits_retained + 20),
+    }
+    if config.is_mor:
+        options["hoodie.compact.inline"] = "true"
+        options["hoodie.compact.inline.max.delta.commits"] = str(params.silver.compaction_delta_commits)
+    elif params.silver.cdc:
+        options["hoodie.table.cdc.enabled"] = "true"
+        options["hoodie.table.cdc.supplemental.logging.mode"] = "data_before_after"
+    if params.silver.sync and params.spark.catalog != "none":
+        options.update(
+            {
+                "hoodie.datasource.hive_sync.enable": "true",
+                "hoodie.datasource.hive_sync.mode": "hms",
+                "hoodie.datasource.hive_sync.database": silver_database(params),
+                "hoodie.datasource.hive_sync.table": table.name,
+                "hoodie.datasource.hive_sync.partition_fields": ",".join(table.partition),
+                "hoodie.datasource.hive_sync.partition_extractor_class": (
+                    "org.apache.hudi.hive.MultiPartKeysValueExtractor"
+                    if table.partition
+                    else "org.apache.hudi.hive.NonPartitionedExtractor"
+                ),
+                "hoodie.datasource.hive_sync.support_timestamp": "true",
+            }
+        )
+    options.update(params.silver.hudi_options)
+    return options
+
+
+def bronze_store(params: WorkbookParams, s3: Any = None) -> BronzeStore:
+    """Where Bronze is listed and read: the local folder or S3 (``lake.bronze``)."""
+    root = lake_uri(params, params.lake.bronze)
+    if is_s3(root):
+        if s3 is None:
+            import boto3
+
+            s3 = boto3.client("s3", region_name=params.aws.region if params.aws else None)
+        return S3Bronze(s3, root)
+    return LocalBronze(root)
+
+
+def silver_store(params: WorkbookParams, s3: Any = None) -> LakeStore:
+    """The Silver zone's files (tables' timelines, staging, tombstones, quarantine)."""
+    return open_store(lake_uri(params, params.lake.silver), s3)
+
+
+@contextlib.contextmanager
+def table_lock(params: WorkbookParams, table: SilverTableParams, timeout_s: float = 300.0) -> Iterator[None]:
+    """One writer per table: a file lock beside the local table (``<silver>/.locks/<name>.lock``).
+
+    On S3 there is no lock: run one ingestion job per table (as one DeltaStreamer per table).
+
+    Raises:
+        HudiLockError: when another writer holds the lock for ``timeout_s``.
+    """
+    root = lake_uri(params, params.lake.silver)
+    if is_s3(root):
+        yield
+        return
+    folder = Path(root, ".locks")
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(folder / f"{table.name}.lock"), timeout=timeout_s)
+    try:
+        with lock:
+            yield
+    except filelock.Timeout:
+        raise HudiLockError(
+            f"Failed to lock Silver table {table.name}: another writer holds {folder / table.name}.lock "
+            f"for more than {timeout_s:.0f} s"
+        ) from None
 
 
 def checkpoint_of(base_path: str) -> BronzeCheckpoint:
     """The table's Bronze checkpoint (:mod:`helpers.bronze_checkpoint`): from its newest commit
     that carries one; empty for a table not written yet."""
-    if not Path(base_path, ".hoodie").exists():
-        return BronzeCheckpoint()
-    return latest_checkpoint(local_commit_metadata(base_path))
+    return latest_checkpoint(commit_metadata_newest_first(base_path))
 
 
 def pending_bronze(
-    params: WorkbookParams, table: SilverTableParams
+    params: WorkbookParams, table: SilverTableParams, store: BronzeStore | None = None
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
-    """The table's Bronze files not taken yet, and the checkpoint to commit after taking them."""
+    """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
+    checkpoint to commit after taking them."""
     from helpers.quarantine import settled_files
 
     state = checkpoint_of(table_config(params, table).base_path)
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
     listed_at = time.time()
     listing = [
-        o
-        for o in LocalBronze(params.path(params.lake.bronze)).list(topic_of(params, table))
-        if o.name not in settled
+        o for o in (store or bronze_store(params)).list(topic_of(params, table)) if o.name not in settled
     ]
-    return plan_round(listing, state, listed_at, params.silver.checkpoint_margin_s)
+    return plan_round(
+        listing, state, listed_at, params.silver.checkpoint_margin_s, params.silver.max_files_per_round
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# reading Bronze (Arrow, in the driver)
 
 
 def _arrow_type(avro: Any) -> pa.DataType:
@@ -180,15 +345,38 @@ def _arrow_type(avro: Any) -> pa.DataType:
     }[avro]
 
 
-def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
+_RECORD_COL = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
+_DEBEZIUM_FIELDS = ("__op", "__deleted")
+
+
+class _UnreadableBronze(Exception):
+    """A Bronze file that cannot be decoded (corrupt or truncated)."""
+
+
+def _avro_table(data: bytes, numbered: bool) -> pa.Table:
+    """An Avro Bronze file as one typed table; a decoding failure is :class:`_UnreadableBronze`."""
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        writer_schema: Any = reader.writer_schema
+        schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in writer_schema["fields"]])
+        rows: list[Any] = list(reader)
+        table = pa.Table.from_pylist(rows, schema=schema)
+    except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
+        raise _UnreadableBronze(f"{type(exc).__name__}: {exc}") from None
+    if numbered:
+        table = table.append_column(_RECORD_COL, pa.array(range(1, table.num_rows + 1), pa.int64()))
+    return table
+
+
+def _jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
     """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
     encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted.
 
     Args:
-        path: the file.
+        name: the file's name (its topic is the part before the first ``+``).
+        data: its bytes.
         bad_lines: when given, a line that does not parse is appended here as ``(line number,
-            reason)`` instead of raising, and every table gets a ``_bronze_record`` column (the
-            line number of each event).
+            reason)`` instead of raising, and every table gets a ``_bronze_record`` column.
 
     Raises:
         HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
@@ -200,28 +388,28 @@ def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) ->
         event_from_json,
     )
 
+    topic = name.split("+", 1)[0]
     groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                event = event_from_json(path.name, line.rstrip(b"\n"))
-                if event is not None and event.schema is not None and id(event.schema) not in groups:
-                    avro_schema_from_connect(event.schema, path.name.split("+", 1)[0])
-            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
-                if bad_lines is None:
-                    raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
-                bad_lines.append((number, f"line does not parse as a change event: {exc}"))
-                continue
-            if event is None or event.schema is None:
-                continue
-            group = groups.setdefault(id(event.schema), (event.schema, [], []))
-            group[1].append(dict(event.value))
-            group[2].append(number)
+    for number, line in enumerate(io.BytesIO(data), 1):
+        if not line.strip():
+            continue
+        try:
+            event = event_from_json(name, line.rstrip(b"\n"))
+            if event is not None and event.schema is not None and id(event.schema) not in groups:
+                avro_schema_from_connect(event.schema, topic)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
+            if bad_lines is None:
+                raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
+            bad_lines.append((number, f"line does not parse as a change event: {exc}"))
+            continue
+        if event is None or event.schema is None:
+            continue
+        group = groups.setdefault(id(event.schema), (event.schema, [], []))
+        group[1].append(dict(event.value))
+        group[2].append(number)
     tables = []
     for connect_schema, values, numbers in groups.values():
-        avro = avro_schema_from_connect(connect_schema, path.name.split("+", 1)[0])
+        avro = avro_schema_from_connect(connect_schema, topic)
         converted = _converted_fields(avro)
         millis = [
             f["name"]
@@ -230,17 +418,16 @@ def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) ->
             and t.get("logicalType") == "timestamp-millis"
         ]
         schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in avro["fields"]])
-        rows = []
-        kept = []
+        rows, kept = [], []
         for value, number in zip(values, numbers, strict=True):
             try:
                 row = _avro_record(value, converted)
-                for name in millis:
-                    if row.get(name) is not None:
-                        row[name] = int(row[name]) * 1000
+                for field_name in millis:
+                    if row.get(field_name) is not None:
+                        row[field_name] = int(row[field_name]) * 1000
             except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
                 if bad_lines is None:
-                    raise HudiError(f"Failed to read Bronze file {path} line {number}: {exc}") from None
+                    raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
                 bad_lines.append((number, f"values do not match the schema the line carries: {exc}"))
                 continue
             rows.append(row)
@@ -249,7 +436,7 @@ def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) ->
             table = pa.Table.from_pylist(rows, schema=schema)
         except Exception as exc:  # noqa: BLE001 - find the lines (rare): one by one
             if bad_lines is None:
-                raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+                raise HudiError(f"Failed to read Bronze file {name}: {exc}") from None
             good_rows, good_numbers = [], []
             for row, number in zip(rows, kept, strict=True):
                 try:
@@ -267,50 +454,25 @@ def _jsonl_tables(path: Path, bad_lines: list[tuple[int, str]] | None = None) ->
 
 
 def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
-    """Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
-    versions; a column added at the source later is null in older events)."""
+    """Local Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
+    versions; a column added at the source later is null in older events).
+
+    Raises:
+        HudiError: naming the file, when one cannot be decoded.
+    """
     tables = []
     for path in paths:
+        data = Path(path).read_bytes()
         if path.suffix == ".jsonl":
-            tables.extend(_jsonl_tables(path))
+            tables.extend(_jsonl_tables(path.name, data))
             continue
-        with open(path, "rb") as handle:
-            reader = fastavro.reader(handle)
-            writer_schema: Any = reader.writer_schema
-            schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in writer_schema["fields"]])
-            rows: list[Any] = list(reader)
-        tables.append(pa.Table.from_pylist(rows, schema=schema))
+        try:
+            tables.append(_avro_table(data, numbered=False))
+        except _UnreadableBronze as exc:
+            raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")
-
-
-_RECORD_COL = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
-_DEBEZIUM_FIELDS = ("__op", "__deleted")
-
-
-class _UnreadableBronze(Exception):
-    """A Bronze file that cannot be decoded (corrupt or truncated)."""
-
-
-def _avro_table(path: Path, numbered: bool) -> pa.Table:
-    """An Avro Bronze file as one typed table. OSError (a file that cannot be opened) propagates:
-    it is not bad input and must not be quarantined; a decoding failure is
-    :class:`_UnreadableBronze`."""
-    with open(path, "rb") as handle:
-        try:
-            reader = fastavro.reader(handle)
-            writer_schema: Any = reader.writer_schema
-            schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in writer_schema["fields"]])
-            rows: list[Any] = list(reader)
-            table = pa.Table.from_pylist(rows, schema=schema)
-        except OSError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
-            raise _UnreadableBronze(f"{type(exc).__name__}: {exc}") from None
-    if numbered:
-        table = table.append_column(_RECORD_COL, pa.array(range(1, table.num_rows + 1), pa.int64()))
-    return table
 
 
 def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
@@ -334,23 +496,30 @@ def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
     return any(kind(incoming) and kind(stored) for kind in kinds)
 
 
-def _stored_types(config: HudiTableConfig) -> dict[str, pa.DataType]:
-    """The Silver table's column types (empty for a table without base files yet)."""
-    from helpers.hudi.writer import table_data_schema
-
-    if not Path(config.base_path, ".hoodie", "hoodie.properties").exists():
-        return {}
-    schema = table_data_schema(config.base_path)
-    return {} if schema is None else {f.name: f.type for f in schema}
+def _stored_types(base_path: str) -> dict[str, pa.DataType]:
+    """The Silver table's column types, from the writer schema of its newest commit (empty for a
+    table not written yet)."""
+    for meta in commit_metadata_newest_first(base_path):
+        schema = (meta.get("extraMetadata") or {}).get("schema")
+        if not schema:
+            continue
+        out = {}
+        for f in json.loads(schema).get("fields", []):
+            try:
+                out[f["name"]] = _arrow_type(f["type"])
+            except (KeyError, StopIteration, TypeError):
+                continue  # a type the events never carry (fixed without a logical type, ...)
+        return out
+    return {}
 
 
 def _check_events(
-    table: pa.Table, config: HudiTableConfig, reference: dict[str, pa.DataType]
+    table: pa.Table, config: HudiTableConfig, positions: tuple[str, ...], reference: dict[str, pa.DataType]
 ) -> tuple[pa.Table, list[Any]]:
     """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
     from helpers.quarantine import VALID_OPS, BadRecord
 
-    required = (*_DEBEZIUM_FIELDS, *config.record_key_fields, *config.ordering_fields)
+    required = (*_DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
 
     def all_bad(reason: str) -> tuple[pa.Table, list[Any]]:
         rows = table.to_pylist()
@@ -359,7 +528,7 @@ def _check_events(
     missing = [f for f in dict.fromkeys(required) if f not in table.column_names]
     if missing:
         return all_bad(
-            f"event lacks field(s) {missing} (record key, ordering and Debezium fields of table "
+            f"event lacks field(s) {missing} (record key, log position and Debezium fields of table "
             f"{config.table_name})"
         )
     mismatched = [
@@ -373,16 +542,16 @@ def _check_events(
     if mismatched:
         return all_bad("schema no longer matches the table: " + "; ".join(mismatched))
     ops = table.column("__op")
-    valid = pa.compute.fill_null(pa.compute.is_in(ops, value_set=pa.array(sorted(VALID_OPS))), False)
-    for name in dict.fromkeys((*config.record_key_fields, *config.ordering_fields)):
-        valid = pa.compute.and_(valid, pa.compute.is_valid(table.column(name)))
-    if pa.compute.all(valid).as_py():
+    valid = pc.fill_null(pc.is_in(ops, value_set=pa.array(sorted(VALID_OPS))), False)
+    for name in dict.fromkeys((*config.record_key_fields, *positions)):
+        valid = pc.and_(valid, pc.is_valid(table.column(name)))
+    if pc.all(valid).as_py():
         good = table
         bad: list[Any] = []
     else:
         good = table.filter(valid)
         bad = []
-        for row in table.filter(pa.compute.invert(valid)).to_pylist():
+        for row in table.filter(pc.invert(valid)).to_pylist():
             number = row.pop(_RECORD_COL)
             op = row.get("__op")
             if op not in VALID_OPS:
@@ -391,10 +560,8 @@ def _check_events(
                     "table; m = logical decoding message: not a row)"
                 )
             else:
-                nulls = [
-                    n for n in (*config.record_key_fields, *config.ordering_fields) if row.get(n) is None
-                ]
-                reason = f"null record key / ordering field(s) {nulls}"
+                nulls = [n for n in (*config.record_key_fields, *positions) if row.get(n) is None]
+                reason = f"null record key / log position field(s) {nulls}"
             bad.append(BadRecord(number, reason, row))
     for f in good.schema:  # the first good type of a new column is the reference for the rest
         if f.name != _RECORD_COL and not pa.types.is_null(f.type):
@@ -403,82 +570,123 @@ def _check_events(
 
 
 def _read_checked(
-    paths: Sequence[Path], config: HudiTableConfig
-) -> tuple[pa.Table, dict[Path, tuple[list[Any], bool]], set[Path]]:
+    store: BronzeStore, objects: Sequence[BronzeObject], config: HudiTableConfig, positions: tuple[str, ...]
+) -> tuple[pa.Table, dict[BronzeObject, tuple[list[Any], bool]], set[BronzeObject]]:
     """Bronze files read like :func:`read_bronze_arrow`, bad input separated instead of raising.
 
     Returns:
         The events to apply (``_bronze_record`` removed), the bad input per file as
         ``(records, whole file unreadable)``, and the files that have events to apply.
+
+    Raises:
+        OSError: when a file cannot be read at all (permissions, S3 errors: not bad input).
     """
     from helpers.quarantine import BadRecord
 
-    reference = _stored_types(config)
+    reference = _stored_types(config.base_path)
     tables: list[pa.Table] = []
-    bad: dict[Path, tuple[list[Any], bool]] = {}
-    with_good: set[Path] = set()
-    for path in paths:
+    bad: dict[BronzeObject, tuple[list[Any], bool]] = {}
+    with_good: set[BronzeObject] = set()
+    for obj in objects:
+        data = store.read(obj)
         records: list[Any] = []
-        if path.suffix == ".jsonl":
+        if obj.name.endswith(".jsonl"):
             bad_lines: list[tuple[int, str]] = []
-            parts = _jsonl_tables(path, bad_lines)
+            parts = _jsonl_tables(obj.name, data, bad_lines)
             records += [BadRecord(number, reason) for number, reason in bad_lines]
         else:
             try:
-                parts = [_avro_table(path, numbered=True)]
+                parts = [_avro_table(data, numbered=True)]
             except _UnreadableBronze as exc:
                 reason = (
                     f"unreadable Avro file ({exc}); Bronze files are written atomically, so this is "
                     "corruption after the write: the whole file is set aside, no block of it is applied"
                 )
-                bad[path] = ([BadRecord(None, reason)], True)
+                bad[obj] = ([BadRecord(None, reason)], True)
                 continue
         for part in parts:
-            good, wrong = _check_events(part, config, reference)
+            good, wrong = _check_events(part, config, positions, reference)
             records += wrong
             if good.num_rows:
                 tables.append(good.drop_columns([_RECORD_COL]))
-                with_good.add(path)
+                with_good.add(obj)
         if records:
-            bad[path] = (sorted(records, key=lambda r: r.record or 0), False)
+            bad[obj] = (sorted(records, key=lambda r: r.record or 0), False)
     if not tables:
         return pa.table({}), bad, with_good
     return pa.concat_tables(tables, promote_options="permissive"), bad, with_good
 
 
-def read_bronze_spark(spark: Any, paths: Sequence[Path]) -> pa.Table:
-    """Bronze files read by Spark: Avro through :func:`helpers.silver_spark.bronze_dataframe` (one
-    read per writer schema, united by name so columns added later are null in older events), JSON
-    lines through :func:`read_bronze_arrow` (their envelopes need the per-line schema). Returned
-    as Arrow (the driver-side writer takes it; inputs here are one round of changes)."""
-    from helpers.silver_spark import bronze_dataframe
+# ------------------------------------------------------------------------------------------------
+# preparing events
 
-    avro = [BronzeObject(p.name, str(p), 0.0) for p in paths if p.suffix == ".avro"]
-    tables = []
-    if avro:
-        # (LocalBronze.head reads each object's own path; the root only serves listing)
-        tables.append(bronze_dataframe(spark, LocalBronze(Path("/")), avro).toArrow())
-    others = [p for p in paths if p.suffix != ".avro"]
-    if others:
-        tables.append(read_bronze_arrow(others))
-    if not tables:
-        return pa.table({})
-    return pa.concat_tables(tables, promote_options="permissive")
+
+def _padded(column: pa.ChunkedArray, width: int) -> pa.ChunkedArray:
+    return pc.utf8_lpad(column.cast(pa.string()), width=width, padding="0")
+
+
+def position_column(events: pa.Table, engine: str, fields: tuple[str, ...]) -> pa.ChunkedArray:
+    """``_cdc_position`` of each event: the source's log position as one sortable string (module
+    docstring, step 3); a configured single ``ordering`` field is used as it is.
+
+    Raises:
+        HudiError: for an unknown engine.
+    """
+    if fields != _POSITION_FIELDS.get(engine):
+        return events.column(fields[0])
+    if engine == "postgres":
+        return _padded(events.column("__lsn"), 20)
+    if engine in ("mysql", "mariadb"):
+        files = events.column("__file").cast(pa.string())
+        number = pc.utf8_lpad(
+            pc.replace_substring_regex(files, pattern=r"^.*\.", replacement=""), width=10, padding="0"
+        )
+        return pc.binary_join_element_wise(
+            number, _padded(events.column("__pos"), 20), _padded(events.column("__row"), 10), "."
+        )
+    if engine == "sqlserver":
+        return pc.binary_join_element_wise(
+            events.column("__commit_lsn").cast(pa.string()),
+            events.column("__change_lsn").cast(pa.string()),
+            _padded(events.column("__event_serial_no"), 10),
+            ".",
+        )
+    raise HudiError(f"Failed to order change events: unknown source engine {engine!r}")
+
+
+def _prepare(events: pa.Table, config: HudiTableConfig, engine: str, positions: tuple[str, ...]) -> pa.Table:
+    """Add ``_cdc_position`` and the delete marker (hard: ``_hoodie_is_deleted``; soft: boolean
+    ``__deleted``)."""
+    if config.precombine_field == POSITION_COLUMN:
+        events = events.append_column(POSITION_COLUMN, position_column(events, engine, positions))
+    deleted = pc.fill_null(pc.equal(events.column("__deleted").cast(pa.string()), "true"), False)
+    events = events.drop_columns(["__deleted"])
+    if config.delete_mode == "soft":
+        return events.append_column(SOFT_DELETE_FIELD, deleted)
+    return events.append_column(DELETE_MARKER_FIELD, deleted)
+
+
+StoredRows = Callable[[Sequence[str], Sequence[str]], dict[str, dict[str, Any]]]
 
 
 def fill_unavailable(
-    events: pa.Table, config: HudiTableConfig, placeholder: str = UNAVAILABLE_VALUE
+    events: pa.Table,
+    config: HudiTableConfig,
+    stored_rows: StoredRows | None = None,
+    placeholder: str = UNAVAILABLE_VALUE,
 ) -> tuple[pa.Table, int, int]:
     """Replace PostgreSQL's TOAST placeholders with the value the column last had.
 
     Under ``REPLICA IDENTITY DEFAULT`` an update that leaves a large (TOASTed) value untouched
     carries ``placeholder`` instead of it (bytes columns: its UTF-8). Like Hudi's
     ``PostgresDebeziumAvroPayload``, the column keeps its previous value: the latest earlier event
-    of the same key in this batch (by log position), else the row stored in the table.
+    of the same key in this batch (by the ordering field), else the row stored in the table.
 
     Args:
-        events: one batch of flattened change events (record key and ordering fields present).
+        events: one batch of prepared change events (record key and ordering field present).
         config: the Silver table's configuration.
+        stored_rows: ``(record keys, columns) -> {record key: row}`` of the stored table; called
+            only when the batch alone cannot resolve a placeholder (None: nothing stored).
         placeholder: Debezium's ``unavailable.value.placeholder``.
 
     Returns:
@@ -493,14 +701,11 @@ def fill_unavailable(
             value = placeholder.encode()
         else:
             continue
-        equal = pa.compute.equal(events.column(field.name), pa.scalar(value, field.type))
-        mask = pa.compute.fill_null(equal, False)
-        if pa.compute.any(mask).as_py():
+        mask = pc.fill_null(pc.equal(events.column(field.name), pa.scalar(value, field.type)), False)
+        if pc.any(mask).as_py():
             masks[field.name] = mask.to_numpy(zero_copy_only=False)
     if not masks:
         return events, 0, 0
-    from helpers.hudi.format import RECORD_KEY_COL, record_keys
-
     keys = record_keys(events, config).to_pylist()
     order_cols = [events.column(f).to_pylist() for f in config.ordering_fields if f in events.column_names]
     order = sorted(range(events.num_rows), key=lambda i: (keys[i], *(c[i] for c in order_cols), i))
@@ -512,13 +717,7 @@ def fill_unavailable(
                 lookup.add(keys[i])
             elif not mask[i]:
                 earlier[name].add(keys[i])
-    stored: dict[str, dict[str, Any]] = {}
-    if lookup and completed_instants(config.base_path):
-        from helpers.hudi.read import read_snapshot
-
-        snap = read_snapshot(config.base_path, columns=[RECORD_KEY_COL, *masks])
-        snap = snap.filter(pa.compute.is_in(snap.column(RECORD_KEY_COL), value_set=pa.array(sorted(lookup))))
-        stored = {r[RECORD_KEY_COL]: r for r in snap.to_pylist()}
+    stored = stored_rows(sorted(lookup), list(masks)) if lookup and stored_rows is not None else {}
     filled = unresolved = 0
     for name, mask in masks.items():
         values = events.column(name).to_pylist()
@@ -545,58 +744,101 @@ def fill_unavailable(
     return events, filled, unresolved
 
 
-def _prepare(events: pa.Table) -> pa.Table:
-    deleted = pa.compute.equal(events.column("__deleted"), "true")
-    events = events.drop_columns(["__deleted"])
-    return events.append_column("_hoodie_is_deleted", pa.compute.fill_null(deleted, False))
+def _stored_rows_reader(spark: Any, config: HudiTableConfig) -> StoredRows:
+    """Stored rows of some keys, read through the official datasource."""
+
+    def read(keys: Sequence[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not completed_instants(config.base_path):
+            return {}
+        from pyspark.sql import functions as F
+
+        frame = (
+            read_hudi_df(spark, config.base_path)
+            .where(F.col(RECORD_KEY_COL).isin(list(keys)))
+            .select(RECORD_KEY_COL, *columns)
+        )
+        return {row[RECORD_KEY_COL]: row.asDict() for row in frame.collect()}
+
+    return read
 
 
-def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResult:
+# ------------------------------------------------------------------------------------------------
+# the write
+
+
+def _staged_frame(spark: Any, store: LakeStore, table: str, events: pa.Table) -> tuple[Any, str]:
+    """The events as a Spark DataFrame, through a Parquet file staged in ``<silver>/.staging/``."""
+    buffer = io.BytesIO()
+    pq.write_table(events, buffer, compression="snappy")
+    location = store.write(f".staging/{table}/{uuid.uuid4().hex}.parquet", buffer.getvalue())
+    spark_location = (
+        "s3a://" + location[len("s3://") :]
+        if location.startswith("s3://") and _is_local_spark(spark)
+        else location
+    )
+    return spark.read.parquet(spark_location), location
+
+
+def _is_local_spark(spark: Any) -> bool:
+    return str(spark.sparkContext.master).startswith("local")
+
+
+def ingest_table(
+    params: WorkbookParams,
+    table: SilverTableParams,
+    *,
+    spark: Any = None,
+    store: BronzeStore | None = None,
+    s3: Any = None,
+) -> IngestResult:
     """Ingest the table's new Bronze files (see the module docstring); a no-op when none are new.
 
-    Bad input (an unreadable file, an event whose schema no longer matches the table, an unknown
-    ``__op``, a missing or null key / ordering field) is set aside under
-    ``<lake.silver>/_errors/<table>/`` with the reason (:mod:`helpers.quarantine`), counted in
-    ``quarantined`` and logged as a warning; the rest is ingested. The record of a file is written
-    before the commit that takes the file, and named by it, so a crash in between rewrites the
-    same record on the next run. With ``silver.reader: spark`` bad input raises instead.
+    Bad input is set aside under ``<lake.silver>/_errors/<table>/`` with the reason
+    (:mod:`helpers.quarantine`), counted in ``quarantined`` and logged as a warning; the rest is
+    ingested. The record of a file is written before the commit that takes the file, and named by
+    it, so a crash in between rewrites the same record on the next run.
+
+    Args:
+        params: workbook parameters.
+        table: the Silver table.
+        spark: the session (default :func:`helpers.spark.build_spark_session` of ``params``).
+        store: where Bronze is listed and read (default :func:`bronze_store`).
+        s3: a boto3 S3 client for S3 locations (default: a new one).
 
     Raises:
         HudiError: when Bronze cannot be opened (e.g. permissions: not bad input, nothing is set
             aside) or the write fails (nothing is committed then).
+        HudiLockError: when another writer holds the table for too long.
     """
     from helpers.quarantine import quarantine_dir, write_quarantine
 
+    started = time.monotonic()
     topic = topic_of(params, table)
     config = table_config(params, table)
-    os.makedirs(Path(config.base_path, ".hoodie"), exist_ok=True)
-    with table_lock(config):  # checkpoint read and commit under one lock: two runs never overlap
-        objects, state = pending_bronze(params, table)
-        new = [Path(o.uri) for o in objects]
-        if not new:
-            return IngestResult(table.name, 0, 0, None)
-        bad: dict[Path, tuple[list[Any], bool]] = {}
-        if params.silver.reader == "spark":
-            from helpers.spark import build_spark_session
-
-            raw = read_bronze_spark(build_spark_session(), new)
-        else:
-            try:
-                raw, bad, with_good = _read_checked(new, config)
-            except OSError as exc:
-                raise HudiError(f"Failed to read Bronze of {topic} for {table.name}: {exc}") from exc
+    engine = params.source(table.source).engine
+    positions = position_fields(params, table)
+    store = store or bronze_store(params, s3)
+    with table_lock(params, table):  # checkpoint read and commit under one lock: two runs never overlap
+        objects, state = pending_bronze(params, table, store)
+        if not objects:
+            return IngestResult(table.name, 0, 0, None, seconds=time.monotonic() - started)
+        try:
+            raw, bad, with_good = _read_checked(store, objects, config, positions)
+        except OSError as exc:
+            raise HudiError(f"Failed to read Bronze of {topic} for {table.name}: {exc}") from exc
         quarantined = 0
         if bad:
             directory = quarantine_dir(params, table.name)
-            for path, (records, whole) in bad.items():
+            for obj, (records, whole) in bad.items():
                 write_quarantine(
                     directory,
                     table=table.name,
                     topic=topic,
-                    bronze_file=path,
+                    bronze_file=obj,
+                    data=store.read(obj) if whole else None,
                     records=records,
                     whole_file=whole,
-                    settled=path not in with_good,
+                    settled=obj not in with_good,
                 )
                 quarantined += len(records)
             log.warning(
@@ -605,58 +847,87 @@ def ingest_table(params: WorkbookParams, table: SilverTableParams) -> IngestResu
                 table.name,
                 quarantined,
                 len(bad),
-                len(new),
+                len(objects),
                 topic,
                 directory,
             )
         if raw.num_rows == 0:  # only bad input: the records mark those files taken
-            return IngestResult(table.name, len(new), 0, None, quarantined=quarantined)
-        events = _prepare(raw)
-        missing = [
-            f for f in (*config.ordering_fields, *config.record_key_fields) if f not in events.column_names
-        ]
-        if missing:
-            raise HudiError(f"Failed to ingest {topic} into {table.name}: events lack {missing}")
-        events, filled, unresolved = fill_unavailable(events, config)
-        checkpoint = {FILES_KEY: json.dumps(sorted(p.name for p in new)), CHECKPOINT_KEY: state.to_json()}
+            return IngestResult(
+                table.name, len(objects), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
+            )
+        from helpers.spark import build_spark_session
+
+        spark = spark or build_spark_session(params)
+        events = _prepare(raw, config, engine, positions)
+        events, filled, unresolved = fill_unavailable(events, config, _stored_rows_reader(spark, config))
+        metadata = {
+            FILES_KEY: json.dumps(sorted(o.name for o in objects)),
+            CHECKPOINT_KEY: state.to_json(),
+        }
         if bad:
-            checkpoint[QUARANTINE_KEY] = json.dumps({p.name: len(r) for p, (r, _) in sorted(bad.items())})
+            metadata[QUARANTINE_KEY] = json.dumps(
+                {o.name: len(r) for o, (r, _) in sorted(bad.items(), key=lambda i: i[0].name)}
+            )
         late, read_events = 0, events.num_rows
+        silver = silver_store(params, s3)
         if config.delete_mode == "hard":  # deleted keys remembered: a late older change is dropped
-            stones_file = tombstone_file_of(local_commit_metadata(config.base_path))
+            stones_file = tombstone_file_of(commit_metadata_newest_first(config.base_path))
             stones = read_tombstones(config.base_path, stones_file, config)
             events, late = drop_late_events(events, config, stones)
             after = next_tombstones(events, config, stones, time.time(), params.silver.tombstone_retention_s)
             if not after.equals(stones):
                 stones_file = write_tombstones(config.base_path, after) if after.num_rows else ""
-            checkpoint[TOMBSTONES_KEY] = stones_file
+            metadata[TOMBSTONES_KEY] = stones_file
             if late:
                 log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
-        commit = write_arrow(events, config, "upsert", extra_metadata=checkpoint, locked=True)
+        frame, staged = _staged_frame(spark, silver, table.name, events)
+        options = {**silver_write_options(params, table), **metadata}
+        stored_columns = set(_stored_types(config.base_path))
+        if stored_columns and set(events.column_names) <= stored_columns:
+            options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
+        write_started = time.monotonic()
+        try:
+            commit: HudiCommit = write_hudi(frame, options, config.base_path)
+        except HudiError as exc:
+            raise HudiError(
+                f"Failed to ingest {len(objects)} Bronze file(s) of {topic} into {table.name} at "
+                f"{config.base_path}: {exc}"
+            ) from exc
+        finally:
+            silver.delete(staged)
+        write_seconds = time.monotonic() - write_started
         if config.delete_mode == "hard":
-            prune_tombstone_files(config.base_path, keep=checkpoint[TOMBSTONES_KEY])
+            prune_tombstone_files(config.base_path, keep=metadata[TOMBSTONES_KEY])
     return IngestResult(
         table.name,
-        len(new),
+        len(objects),
         read_events,
         commit.instant,
-        commit.num_inserts,
-        commit.num_updates,
-        commit.num_deletes,
+        commit.inserts,
+        commit.updates,
+        commit.deletes,
         filled,
         unresolved,
         quarantined,
         late,
+        seconds=time.monotonic() - started,
+        write_seconds=write_seconds,
     )
 
 
-def ingest_all(params: WorkbookParams, names: Sequence[str] | None = None) -> pd.DataFrame:
+def ingest_all(
+    params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None, s3: Any = None
+) -> pd.DataFrame:
     """:func:`ingest_table` for every configured table (or those named); one row per table."""
     rows = []
     for table in params.silver.tables:
         if names is None or table.name in names:
-            rows.append(ingest_table(params, table).__dict__)
+            rows.append(ingest_table(params, table, spark=spark, s3=s3).__dict__)
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# looking at Silver
 
 
 def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None) -> pd.DataFrame:
@@ -679,9 +950,9 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
         engine = "postgres" if sp.engine == "postgres" else "mysql"
         source = _source_table(stack, engine, sp.database, sp.namespace, table.table)
         base = table_config(params, table).base_path
-        silver = (
-            read_snapshot(base).to_pylist() if Path(base, ".hoodie", "hoodie.properties").exists() else []
-        )
+        silver = read_snapshot(base).to_pylist() if completed_instants(base) else []
+        if table.delete_mode == "soft":
+            silver = [r for r in silver if not r.get(SOFT_DELETE_FIELD)]
         out.append(
             {
                 "table": table.name,
@@ -695,23 +966,23 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
 
 def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
     """Per Silver table: type, commits, rows (official reader), file groups and bytes."""
-    from helpers.hudi.inspect import table_size, table_timeline
+    from helpers.hudi.inspect import table_size
     from helpers.hudi.read import read_snapshot
 
     rows = []
     for table in params.silver.tables:
         base = table_config(params, table).base_path
-        if not Path(base, ".hoodie", "hoodie.properties").exists():
+        commits = completed_instants(base)
+        if not commits:
             rows.append({"table": table.name, "type": table.table_type, "commits": 0, "rows": 0})
             continue
-        timeline = table_timeline(base)
         size = table_size(base).iloc[0]
         rows.append(
             {
                 "table": table.name,
                 "type": table.table_type,
-                "commits": int((timeline["state"] == "COMPLETED").sum()),
-                "rows": read_snapshot(base, columns=["_hoodie_record_key"]).num_rows,
+                "commits": len(commits),
+                "rows": read_snapshot(base, columns=[RECORD_KEY_COL]).num_rows,
                 "file_groups": int(size["file_groups"]),
                 "data_bytes": int(size["data_bytes"]),
             }
@@ -719,15 +990,14 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def wait_for_job_round(job: Any, timeout_s: float = 120.0) -> dict[str, Any]:
-    """Wait until the continuous job has finished a round after now; its status.
+def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Wait until the continuous job (this start of it) has finished a round after now.
 
     Raises:
         HudiError: when the job dies or does not finish a round in time.
     """
-    import time
-
-    start = job.status().get("loops", 0)
+    first = job.status()
+    run, start = first.get("run_id"), first.get("loops", 0)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status: dict[str, Any] = job.status()
@@ -735,35 +1005,89 @@ def wait_for_job_round(job: Any, timeout_s: float = 120.0) -> dict[str, Any]:
             raise HudiError(
                 f"Failed to run the continuous Silver job: it died; see {job.directory / 'job.log'}"
             )
-        if status.get("loops", 0) > start:
+        if status.get("run_id") != run:  # the job that was starting has written its first status
+            run, start = status.get("run_id"), -1
+        if status.get("state") == "RUNNING" and status.get("loops", 0) > start:
             return status
         time.sleep(0.2)
-    raise HudiError(f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s")
+    raise HudiError(
+        f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s; see "
+        f"{job.directory / 'job.log'}"
+    )
 
 
-def register_catalog(params: WorkbookParams, *, glue: Any = None) -> pd.DataFrame:
-    """Register every Silver table: in the local catalog file, and in Glue when ``glue`` is given
-    (AWS: ``boto3.client("glue")``; database ``<project>_silver``).
+def sync_catalog(
+    params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None
+) -> list[str]:
+    """Run Hudi's Hive sync (``org.apache.hudi.hive.HiveSyncTool``) for Silver tables that have a
+    commit, without writing: what every commit that creates a table or changes its columns does.
 
     Returns:
-        One row per catalog entry: ``name``, ``hudi_table``, ``query_type``, ``glue`` outcome.
-    """
-    from helpers.catalog import catalog_tables, register_glue, register_local
-    from helpers.hudi.read import read_snapshot
+        The tables synced.
 
-    database = f"{params.project}_silver"
-    entries = []
+    Raises:
+        HudiError: naming the table when the sync fails.
+    """
+    if spark is None:
+        from helpers.spark import build_spark_session
+
+        spark = build_spark_session(params)
+    jvm = spark.sparkContext._jvm
+    done = []
     for table in params.silver.tables:
         base = table_config(params, table).base_path
-        if not Path(base, ".hoodie", "hoodie.properties").exists():
+        if (names is not None and table.name not in names) or not completed_instants(base):
             continue
-        schema = read_snapshot(base).schema
-        entries += catalog_tables(table.name, base, schema, table.table_type, table.partition)
-    register_local(params.path(params.lake.silver) / "_catalog.json", database, entries)
-    outcome = register_glue(glue, database, entries) if glue is not None else ["" for _ in entries]
-    return pd.DataFrame(
-        [
-            {"name": e.name, "hudi_table": e.hudi_table, "query_type": e.query_type, "glue": o}
-            for e, o in zip(entries, outcome, strict=True)
-        ]
-    )
+        props = jvm.java.util.Properties()
+        for key, value in silver_write_options(params, table).items():
+            if key.startswith(("hoodie.datasource.hive_sync.", "hoodie.datasource.meta.sync.")):
+                props.setProperty(key, value)
+        props.setProperty("hoodie.datasource.hive_sync.enable", "true")
+        props.setProperty("hoodie.datasource.meta.sync.base.path", base)
+        try:
+            tool = jvm.org.apache.hudi.hive.HiveSyncTool(props, spark.sparkContext._jsc.hadoopConfiguration())
+            try:
+                tool.syncHoodieTable()
+            finally:
+                tool.close()
+        except Exception as exc:  # noqa: BLE001 - Py4J errors
+            raise HudiError(
+                f"Failed to sync Silver table {table.name} to the catalog: {str(exc)[:1000]}"
+            ) from exc
+        done.append(table.name)
+    return done
+
+
+def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFrame:
+    """The Silver tables in the catalog (the local metastore, or Glue on EMR), one row per catalog
+    table, ``_ro`` / ``_rt`` for Merge-on-Read.
+
+    The commits register their tables through Hudi's Hive sync already; a table that has commits
+    but is missing from the catalog (a catalog reset, ``silver.sync`` switched on later) is synced
+    here with Hudi's own sync tool.
+
+    Returns:
+        Columns ``database``, ``name``, ``hudi_table``, ``query_type``, ``table_type``, ``location``.
+
+    Raises:
+        HudiError: when a table is still missing after the sync.
+    """
+    from helpers.catalog import catalog_frame, catalog_tables
+
+    if spark is None:
+        from helpers.spark import build_spark_session
+
+        spark = build_spark_session(params)
+    present = catalog_tables(params, spark)
+    missing = [
+        t.name
+        for t in params.silver.tables
+        if completed_instants(table_config(params, t).base_path)
+        and not all(
+            n in present
+            for n in ([f"{t.name}_ro", f"{t.name}_rt"] if t.table_type == "MERGE_ON_READ" else [t.name])
+        )
+    ]
+    if missing:
+        sync_catalog(params, missing, spark=spark)
+    return catalog_frame(params, spark=spark)

@@ -1,10 +1,12 @@
 """The continuous Silver job (DeltaStreamer's ``--continuous``): a background worker process.
 
 :class:`SilverJob` starts ``python -m helpers.silver_job <directory>`` (``<state_dir>/silver/``),
-which runs :func:`helpers.silver.ingest_all` again and again, at most once per
-``silver.min_interval_s``, until stopped. Its status (``status.json``: state, pid, loops, last
-commit per table, Bronze files not yet ingested and the age of the oldest, last error) is
-rewritten atomically after every loop. A ``kill -9`` in the middle of a commit leaves an
+which runs :func:`helpers.silver.ingest_all` again and again in one long-lived Spark session
+(the official Hudi writer), at most once per ``silver.min_interval_s``, until stopped. Its status
+(``status.json``: state, pid, the ``run_id`` of this start, loops, last commit per table, Bronze
+files not yet ingested and the age of the oldest, last error) is rewritten atomically after every
+loop; :meth:`SilverJob.start` resets it first, so a waiter never mistakes a stopped job's status
+for the new one's. A ``kill -9`` in the middle of a commit leaves an
 inflight instant that the next write rolls back; the files of that commit were not recorded as
 ingested, so the restarted job takes them again: nothing lost, nothing applied twice.
 """
@@ -16,6 +18,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,8 @@ from typing import Any
 from helpers.capture.worker import read_status, write_status
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
+from helpers.silver import bronze_store, ingest_all, pending_bronze
+from helpers.spark import build_spark_session
 from helpers.workers import kill_process, live_pid, spawn_module, stop_process
 
 __all__ = ["SilverJob", "main"]
@@ -55,6 +60,10 @@ class SilverJob:
         (self.directory / "config.json").write_text(
             json.dumps(self.params.model_dump(mode="json", by_alias=True))
         )
+        write_status(
+            self.directory,
+            {"state": "STARTING", "run_id": uuid.uuid4().hex, "loops": 0, "last_commit": {}, "error": None},
+        )
         return spawn_module(
             "helpers.silver_job",
             self.directory,
@@ -78,18 +87,16 @@ class SilverJob:
     def status(self) -> dict[str, Any]:
         """The job's last status; ``state`` is ``DEAD`` when its process is gone unexpectedly."""
         st = read_status(self.directory)
-        if st.get("state") == "RUNNING" and self.pid() is None:
+        if st.get("state") in ("STARTING", "RUNNING") and self.pid() is None:
             st["state"] = "DEAD"
         return st
 
 
-def _lag(params: WorkbookParams) -> dict[str, Any]:
-    from helpers.silver import pending_bronze
-
+def _lag(params: WorkbookParams, store: Any) -> dict[str, Any]:
     now = time.time()
     out = {}
     for table in params.silver.tables:
-        pending, _ = pending_bronze(params, table)
+        pending, _ = pending_bronze(params, table, store)
         oldest = min((p.modified for p in pending), default=None)
         out[table.name] = {
             "pending_files": len(pending),
@@ -100,9 +107,8 @@ def _lag(params: WorkbookParams) -> dict[str, Any]:
 
 def run(directory: Path) -> int:
     """The job's loop (the worker process)."""
-    from helpers.silver import ingest_all
-
     params = WorkbookParams.model_validate(json.loads((directory / "config.json").read_text()))
+    previous = read_status(directory)
     stopping = {"flag": False}
 
     def stop(signum: int, _frame: Any) -> None:
@@ -111,30 +117,36 @@ def run(directory: Path) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     status: dict[str, Any] = {
-        "state": "RUNNING",
+        "state": "STARTING",
         "pid": os.getpid(),
+        "run_id": previous.get("run_id") or uuid.uuid4().hex,
         "loops": 0,
         "last_commit": {},
         "error": None,
     }
     write_status(directory, status)
+    spark = build_spark_session(params, app_name="workbook-silver-job")
+    store = bronze_store(params)
+    status["state"] = "RUNNING"
     interval = params.silver.min_interval_s
     while not stopping["flag"]:
         started = time.monotonic()
         try:
-            result = ingest_all(params)
+            result = ingest_all(params, spark=spark)
             for row in result.itertuples():
                 if row.instant:
                     status["last_commit"][row.table] = {
                         "instant": row.instant,
                         "events": int(row.events),
                         "at": time.time(),
+                        "seconds": round(float(row.seconds), 3),
+                        "write_seconds": round(float(row.write_seconds), 3),
                     }
             status["error"] = None
         except WorkbookError as exc:
             status["error"] = str(exc)
         status["loops"] += 1
-        status["lag"] = _lag(params)
+        status["lag"] = _lag(params, store)
         write_status(directory, status)
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     status["state"] = "STOPPED"

@@ -1,15 +1,22 @@
 """The one place that builds the workbook's SparkSession.
 
-Every notebook, test and benchmark gets its session from :func:`build_spark_session`, so the
-settings that matter for correctness (UTC session time zone, the worker Python interpreter,
-Arrow) are the same everywhere. On EMR the same function is called with ``master=None``-like
-overrides coming from the parameters; locally it starts ``local[2]``.
+Every notebook, job, test and benchmark gets its session from :func:`build_spark_session`, so the
+settings that matter are the same everywhere:
+
+* the official Apache Hudi Spark bundle and spark-avro (``spark.jars: project``: the pinned jars of
+  ``scripts/jars.tsv`` from the project's ``.jars/`` folder, put there by the set-up; on EMR the
+  cluster's own, ``spark.jars: cluster``), Kryo with Hudi's registrar, Hudi's SQL extension and
+  catalog;
+* the Hive catalog: locally the workbook's metastore (:mod:`helpers.metastore`), so Spark SQL
+  sees the tables Hudi's Hive sync registers; on EMR the cluster's (Glue);
+* the driver, its block manager and any UI bound to 127.0.0.1; UTC session time zone; the worker
+  Python pinned to this interpreter.
 
 Example:
-    >>> from helpers.spark import build_spark_session, hudi_datasource_available
-    >>> spark = build_spark_session()                     # doctest: +SKIP
-    >>> hudi_datasource_available(spark)                  # doctest: +SKIP
-    False
+    >>> from helpers.params import load_params
+    >>> from helpers.spark import build_spark_session
+    >>> spark = build_spark_session(load_params("local"))       # doctest: +SKIP
+    >>> spark.sql("SELECT count(*) FROM tickit_cdc_hudi.sale")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,103 +27,154 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from helpers.errors import WorkbookError
+from helpers.jars import JarsMissingError, project_jars
+from helpers.metastore import LocalMetastore
+from helpers.params import WorkbookParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "AVRO_FORMAT_CLASS",
     "DEFAULT_SPARK_CONF",
     "HUDI_DATASOURCE_CLASS",
+    "LOOPBACK",
     "SparkSetupError",
-    "avro_format_name",
     "build_spark_session",
     "hudi_datasource_available",
     "jvm_class_available",
+    "spark_conf",
 ]
 
-#: Class of the official Hudi Spark datasource (present in the Hudi Spark bundle, e.g. on EMR).
+#: Class of the official Hudi Spark datasource (in the Hudi Spark bundle).
 HUDI_DATASOURCE_CLASS = "org.apache.hudi.DefaultSource"
 
-#: Fully qualified Avro file format; works where the short name ``avro`` is not registered.
-AVRO_FORMAT_CLASS = "org.apache.spark.sql.avro.AvroFileFormat"
+LOOPBACK = "127.0.0.1"
 
-#: Settings applied to every session (caller's ``conf`` wins). Sized for 2 cores / 24 GiB.
+#: Settings applied to every session (``spark.conf`` of the parameters and the caller's ``conf``
+#: win). Sized for 2 cores / 24 GiB.
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
-    "spark.driver.memory": "6g",
     "spark.driver.maxResultSize": "2g",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.execution.arrow.pyspark.fallback.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.sql.execution.pythonUDF.arrow.enabled": "true",
     "spark.sql.adaptive.enabled": "true",
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.sources.partitionOverwriteMode": "dynamic",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
+    # the official Hudi datasource: Kryo with Hudi's registrar, its SQL extension and catalog
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
+    "spark.sql.extensions": "org.apache.spark.sql.hudi.HoodieSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.hudi.catalog.HoodieCatalog",
+    "spark.sql.hive.convertMetastoreParquet": "false",
 }
 
-_QUIET_LOG_LEVEL = "WARN"
+_QUIET_LOG_LEVEL = "ERROR"
 
 
 class SparkSetupError(WorkbookError):
-    """The SparkSession could not be built or inspected."""
+    """The SparkSession could not be built or inspected (a project jar missing, no Java, ...)."""
+
+
+def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:
+    """The Spark settings of a session for ``params`` (see the module docstring).
+
+    Args:
+        params: workbook parameters (``spark`` section; ``local.metastore`` for the local catalog).
+        extra_jar_sets: further sets of ``scripts/jars.tsv`` to load (benchmarks: ``bench``).
+
+    Returns:
+        Setting name to value.
+
+    Raises:
+        SparkSetupError: when a project jar is missing.
+    """
+    settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
+    settings["spark.driver.memory"] = params.spark.driver_memory
+    jars: list[str] = []
+    if params.spark.jars == "project":
+        try:
+            jars = [str(p) for p in project_jars(("spark", "metastore", *extra_jar_sets))]
+        except JarsMissingError as exc:
+            raise SparkSetupError(str(exc)) from None
+    jars += list(params.spark.extra_jars)
+    if jars:
+        settings["spark.jars"] = ",".join(jars)
+        # on the driver's own class path too: Kryo's registrar and the metastore's JDBC driver are
+        # loaded by class loaders that do not see spark.jars
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
+        settings["spark.executor.extraClassPath"] = os.pathsep.join(jars)
+    if params.spark.catalog == "local":
+        settings.update(LocalMetastore(params).spark_conf())
+    elif params.spark.catalog == "cluster":
+        settings["spark.sql.catalogImplementation"] = "hive"
+    settings.update(params.spark.conf)
+    return settings
 
 
 def build_spark_session(
+    params: WorkbookParams | None = None,
     app_name: str = "cdc-lakehouse-workbook",
-    master: str | None = "local[2]",
     conf: Mapping[str, str] | None = None,
+    *,
+    extra_jar_sets: tuple[str, ...] = (),
 ) -> SparkSession:
     """Build (or return the running) SparkSession with the workbook's settings.
 
-    ``getOrCreate`` semantics: when a session is already running in this process it is returned
-    and only runtime-modifiable settings from ``conf`` are applied to it (static settings such as
-    ``spark.driver.memory`` only take effect on the first call, before the JVM starts).
-
-    The worker Python is pinned to this interpreter (``PYSPARK_PYTHON`` and
-    ``PYSPARK_DRIVER_PYTHON`` = ``sys.executable``), so workers import the same pyarrow,
-    hudi and ``helpers`` as the driver.
+    ``getOrCreate`` semantics: a session already running in this process is returned as it is
+    (only runtime-modifiable settings of ``conf`` are applied); static settings take effect only
+    on the first call, before the JVM starts.
 
     Args:
+        params: workbook parameters; default ``load_params("local")``.
         app_name: Spark application name.
-        master: Spark master URL; ``None`` leaves it to the environment (``spark-submit``,
-            EMR Studio, ``SPARK_MASTER``).
-        conf: Extra or overriding Spark settings; they win over :data:`DEFAULT_SPARK_CONF`.
+        conf: extra or overriding Spark settings (win over everything else).
+        extra_jar_sets: further jar sets of ``scripts/jars.tsv`` (benchmarks: ``("bench",)``).
 
     Returns:
-        The active SparkSession, session time zone UTC, Arrow enabled, log level WARN.
+        The active SparkSession: Hudi datasource available, session time zone UTC.
 
     Raises:
-        SparkSetupError: if the JVM or the session cannot be started (e.g. no Java).
+        SparkSetupError: if a jar is missing (naming the set-up command) or the JVM or the
+            session cannot be started (e.g. no Java).
     """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _apply_runtime_conf(active, conf or {})
+        return active
+    if params is None:
+        from helpers.params import load_params
+
+        params = load_params("local")
+    settings = spark_conf(params, extra_jar_sets)
+    settings.update(conf or {})
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
-    settings.update(conf or {})
+    if params.spark.master:
+        os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # block manager and (if enabled) UI on loopback
+    master = params.spark.master or None
     try:
-        from pyspark.sql import SparkSession
-
-        active = SparkSession.getActiveSession()
-        if active is not None:
-            _apply_runtime_conf(active, conf or {})
-            return active
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
         for key, value in settings.items():
             builder = builder.config(key, value)
+        if settings.get("spark.sql.catalogImplementation") == "hive":
+            builder = builder.enableHiveSupport()
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(_QUIET_LOG_LEVEL)
     except Exception as exc:  # noqa: BLE001 - JVM start-up errors have many types
         raise SparkSetupError(
             f"Failed to build SparkSession {app_name!r} on {master!r}: {exc}. "
-            "Check that Java 17 is installed (java -version) and JAVA_HOME is set."
+            "Check that Java 17 is installed (java -version) and run ./workbook setup."
         ) from exc
     return spark
 
@@ -139,8 +197,7 @@ def jvm_class_available(spark: SparkSession, class_name: str) -> bool:
         class_name: Fully qualified Java class name.
 
     Returns:
-        True if ``Class.forName`` succeeds with the thread's context class loader (which sees
-        ``spark.jars``), False otherwise, including on Spark Connect where no JVM is reachable.
+        True if ``Class.forName`` succeeds, False otherwise (also on Spark Connect).
     """
     try:
         jvm = spark.sparkContext._jvm
@@ -156,8 +213,6 @@ def jvm_class_available(spark: SparkSession, class_name: str) -> bool:
 def hudi_datasource_available(spark: SparkSession) -> bool:
     """Tell whether the official Hudi Spark datasource (``format("hudi")``) can be used.
 
-    True on EMR (Hudi bundle on the classpath), False here where Maven is unreachable.
-
     Args:
         spark: The active SparkSession.
 
@@ -165,24 +220,3 @@ def hudi_datasource_available(spark: SparkSession) -> bool:
         True if :data:`HUDI_DATASOURCE_CLASS` loads in the driver JVM.
     """
     return jvm_class_available(spark, HUDI_DATASOURCE_CLASS)
-
-
-def avro_format_name(spark: SparkSession) -> str:
-    """Return the format name to pass to ``spark.read.format`` for Avro files.
-
-    Args:
-        spark: The active SparkSession.
-
-    Returns:
-        ``"avro"`` if the short name is registered (spark-avro on the classpath, e.g. EMR),
-        else :data:`AVRO_FORMAT_CLASS`, which pyspark's bundled jars can load by class name.
-    """
-    try:
-        jvm = spark.sparkContext._jvm
-        if jvm is None:
-            return AVRO_FORMAT_CLASS
-        conf = spark._jsparkSession.sessionState().conf()
-        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource("avro", conf)
-        return "avro"
-    except Exception:  # noqa: BLE001 - AnalysisException when the short name is unknown
-        return AVRO_FORMAT_CLASS

@@ -69,7 +69,11 @@ from psycopg import sql
 
 from helpers.credentials import Credentials, load_credentials
 from helpers.errors import StackError, WorkbookError
+from helpers.metastore import LocalMetastore
 from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params, parse_overrides
+from helpers.workers import pid_alive as _pid_alive
+from helpers.workers import read_pid as _read_pid
+from helpers.workers import register_child
 
 __all__ = [
     "APP_USER",
@@ -383,27 +387,6 @@ version = {version_string}
 # process helpers (Linux /proc)
 
 
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-def _reap() -> None:
-    """Collect exit statuses of servers this process started, so no zombie looks alive."""
-    for pid, proc in list(_CHILDREN.items()):
-        if proc.poll() is not None:
-            del _CHILDREN[pid]
-
-
-def _pid_alive(pid: int) -> bool:
-    _reap()
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    # field 3 (after the parenthesised command) is the state; Z = zombie, X = dead
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X")
-
-
 def _pid_cwd(pid: int) -> Path | None:
     try:
         return Path(os.readlink(f"/proc/{pid}/cwd"))
@@ -424,14 +407,6 @@ def _pids_in_dir(directory: Path) -> list[int]:
 def _is_server(pid: int, data_dir: Path) -> bool:
     """True when ``pid`` is alive and runs in ``data_dir`` (not a recycled pid)."""
     return _pid_alive(pid) and _pid_cwd(pid) == data_dir.resolve()
-
-
-def _read_pid(pid_file: Path) -> int | None:
-    try:
-        first = pid_file.read_text().split("\n", 1)[0].strip()
-    except (FileNotFoundError, PermissionError):
-        return None
-    return int(first) if first.isdigit() else None
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -520,10 +495,11 @@ class LocalStack:
     # ------------------------------------------------------------------ public API
 
     def start(self) -> list[ServerStatus]:
-        """Start both servers (no-op for a running one) and apply roles, users and databases.
+        """Start both database servers and the local metastore (no-op for a running one) and
+        apply roles, users and databases.
 
         Returns:
-            The status of both servers.
+            The status of every server.
 
         Raises:
             StackError: if a server cannot be set up, started or reached; the message names the
@@ -532,14 +508,15 @@ class LocalStack:
         with self._locked():
             self.start_postgres()
             self.start_mariadb()
+            LocalMetastore(self.params).start()
         return self.status()
 
     def stop(self) -> list[ServerStatus]:
-        """Stop the capture workers of this state directory, then both servers (no-op for a
-        stopped one).
+        """Stop the Silver job and the capture workers of this state directory, then the
+        metastore and both database servers (no-op for a stopped one).
 
         Returns:
-            The status of both servers.
+            The status of every server.
 
         Raises:
             StackError: if a server does not stop within the start timeout.
@@ -550,6 +527,7 @@ class LocalStack:
         SilverJob(self.params).stop()
         stop_all_workers(self.params.state_path)
         with self._locked():
+            LocalMetastore(self.params).stop()
             self.stop_mariadb()
             self.stop_postgres()
         return self.status()
@@ -558,7 +536,7 @@ class LocalStack:
         """Report each server: running or stopped, pid, port, version, data dir, log file.
 
         Returns:
-            One :class:`ServerStatus` per server (PostgreSQL first).
+            One :class:`ServerStatus` per server: PostgreSQL, MariaDB, the metastore.
         """
         pg_pid = self._postgres_pid()
         maria_pid = self._mariadb_pid()
@@ -581,6 +559,7 @@ class LocalStack:
                 data_dir=str(self.paths.maria_data),
                 log_file=str(self.paths.maria_log),
             ),
+            ServerStatus(**dataclasses.asdict(LocalMetastore(self.params).status())),
         ]
 
     def apply_accounts(self) -> None:
@@ -1152,7 +1131,7 @@ class LocalStack:
                 cwd="/",
                 start_new_session=True,  # not killed with the notebook's process group
             )
-        _CHILDREN[proc.pid] = proc
+        register_child(proc)
         deadline = time.monotonic() + self.params.local.start_timeout_s
         while True:
             if proc.poll() is not None:
@@ -1232,7 +1211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0 on success, 1 on failure (the message goes to stderr).
     """
     parser = argparse.ArgumentParser(
-        prog="workbook-stack", description="Start, stop or show the local PostgreSQL and MariaDB servers."
+        prog="workbook-stack",
+        description="Start, stop or show the local PostgreSQL and MariaDB servers and the metastore.",
     )
     parser.add_argument("command", choices=["start", "stop", "status"])
     parser.add_argument("--env", default="local", choices=[e for e in ENVIRONMENTS if e != "aws"])

@@ -47,13 +47,7 @@ import pyarrow as pa
 
 from helpers.errors import HudiError
 from helpers.hudi.read import HudiReadSpec, ReadFilter, open_table, table_arrow_schema
-from helpers.hudi.timeline import (
-    Instant,
-    completed_instants,
-    hoodie_dir,
-    read_avro_container,
-    read_commit_metadata,
-)
+from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
 
@@ -199,7 +193,10 @@ def _earliest_retained(base: str) -> str | None:
     cleans = completed_instants(base, actions=("clean",))
     if not cleans:
         return None
-    records = read_avro_container(os.path.join(hoodie_dir(base), cleans[-1].file_name))
+    import fastavro
+
+    with open(os.path.join(hoodie_dir(base), cleans[-1].file_name), "rb") as handle:
+        records: list[Any] = list(fastavro.reader(handle))
     earliest = str(records[0].get("earliestCommitToRetain") or "") if records else ""
     return earliest or None
 

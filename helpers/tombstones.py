@@ -9,10 +9,11 @@ of its delete for ``silver.tombstone_retention_s`` and drops changes of that key
 newer.
 
 Storage: one Parquet file per state (``<table>/.hoodie/.aux/workbook/tombstones-<uuid>.parquet``,
-written before the commit), named in the commit's ``extraMetadata`` (``workbook.tombstones.file``)
-so a state counts only once its commit completed; the newest commit naming one holds the state,
-files no longer named are removed. Soft-delete tables need none: their deleted rows stay, with
-their ordering values, and the writer's own comparison stops older changes.
+written before the commit, locally or on S3 through :mod:`helpers.lakefs`), named in the commit's
+``extraMetadata`` (``workbook.tombstones.file``) so a state counts only once its commit completed;
+the newest commit naming one holds the state, files no longer named are removed. Soft-delete
+tables need none: their deleted rows stay, with their ordering values, and the writer's own
+comparison stops older changes.
 
 Written here because neither Hudi nor its reader offers delete markers for Copy-on-Write or
 Merge-on-Read tables.
@@ -20,19 +21,19 @@ Merge-on-Read tables.
 
 from __future__ import annotations
 
-import os
+import io
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from helpers.errors import HudiError
+from helpers.errors import HudiError, WorkbookError
 from helpers.hudi.config import DELETE_MARKER_FIELD, HudiTableConfig
-from helpers.hudi.format import RECORD_KEY_COL, record_keys
+from helpers.hudi.keys import RECORD_KEY_COL, record_keys
+from helpers.lakefs import LakeStore, join, open_store
 
 __all__ = [
     "TOMBSTONES_KEY",
@@ -46,11 +47,11 @@ __all__ = [
 
 TOMBSTONES_KEY = "workbook.tombstones.file"
 DELETED_AT = "_deleted_at"
-_FOLDER = (".hoodie", ".aux", "workbook")
+_FOLDER = ".hoodie/.aux/workbook"
 
 
-def _folder(base_path: str) -> Path:
-    return Path(base_path, *_FOLDER)
+def _folder(base_path: str) -> str:
+    return join(str(base_path), _FOLDER)
 
 
 def tombstone_file_of(metadata_newest_first: Iterable[dict[str, Any]]) -> str:
@@ -70,7 +71,9 @@ def _empty(config: HudiTableConfig, schema: pa.Schema | None = None) -> pa.Table
     return pa.schema(fields).empty_table()
 
 
-def read_tombstones(base_path: str, name: str, config: HudiTableConfig) -> pa.Table:
+def read_tombstones(
+    base_path: str, name: str, config: HudiTableConfig, store: LakeStore | None = None
+) -> pa.Table:
     """The tombstones of a state file ("" for none: an empty table).
 
     Raises:
@@ -78,11 +81,13 @@ def read_tombstones(base_path: str, name: str, config: HudiTableConfig) -> pa.Ta
     """
     if not name:
         return _empty(config)
-    path = _folder(base_path) / name
+    location = join(_folder(base_path), name)
     try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise HudiError(f"Failed to read the tombstones {path} of table {config.table_name}: {exc}") from None
+        return pq.read_table(io.BytesIO((store or open_store(base_path)).read(location)))
+    except (OSError, WorkbookError, pa.ArrowException) as exc:
+        raise HudiError(
+            f"Failed to read the tombstones {location} of table {config.table_name}: {exc}"
+        ) from None
 
 
 def _ordering_rows(table: pa.Table, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
@@ -169,29 +174,28 @@ def next_tombstones(
     return pa.Table.from_pydict(data, schema=schema)
 
 
-def write_tombstones(base_path: str, stones: pa.Table) -> str:
-    """Write a state file (temp + fsync + rename); its name, to put in the commit metadata."""
-    folder = _folder(base_path)
-    folder.mkdir(parents=True, exist_ok=True)
+def write_tombstones(base_path: str, stones: pa.Table, store: LakeStore | None = None) -> str:
+    """Write a state file atomically; its name, to put in the commit metadata."""
     name = f"tombstones-{uuid.uuid4().hex}.parquet"
-    tmp = folder / f".{name}.tmp"
-    pq.write_table(stones, tmp)
-    with open(tmp, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, folder / name)
+    buffer = io.BytesIO()
+    pq.write_table(stones, buffer)
+    store = store or open_store(base_path)
+    relative = join(_folder(base_path), name)[len(store.root) :].lstrip("/")
+    store.write(relative, buffer.getvalue())
     return name
 
 
-def prune_tombstone_files(base_path: str, keep: str) -> int:
+def prune_tombstone_files(base_path: str, keep: str, store: LakeStore | None = None) -> int:
     """Remove state files other than ``keep`` (call under the table lock, after the commit)."""
-    folder = _folder(base_path)
-    if not folder.exists():
-        return 0
+    store = store or open_store(base_path)
+    relative = _folder(base_path)[len(store.root) :].lstrip("/")
     removed = 0
-    for path in folder.glob("tombstones-*.parquet"):
-        if path.name != keep:
-            path.unlink(missing_ok=True)
+    for entry in store.list(relative):
+        if (
+            entry.name.startswith("tombstones-")
+            and entry.name != keep
+            or entry.name.startswith(".tombstones-")
+        ):
+            store.delete(entry.location)
             removed += 1
-    for path in folder.glob(".tombstones-*.tmp"):
-        path.unlink(missing_ok=True)
     return removed

@@ -2,7 +2,8 @@
 
 One place spawns ``python -m <module> <directory>`` in its own session with the project on
 ``PYTHONPATH``, records its pid, and stops (SIGTERM, then SIGKILL after a timeout) or kills it.
-Liveness and pid files use :mod:`helpers.stack`'s own checks (a zombie is not alive).
+Liveness is read from ``/proc`` (a zombie is not alive); the local servers of :mod:`helpers.stack`
+and :mod:`helpers.metastore` use the same checks.
 """
 
 from __future__ import annotations
@@ -14,20 +15,55 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.stack import _pid_alive, _read_pid
+__all__ = [
+    "kill_process",
+    "live_pid",
+    "pid_alive",
+    "read_pid",
+    "register_child",
+    "spawn_module",
+    "stop_process",
+]
 
-__all__ = ["kill_process", "live_pid", "pid_alive", "spawn_module", "stop_process"]
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def register_child(proc: subprocess.Popen[bytes]) -> None:
+    """Remember a server this process started, so its exit status is collected (no zombie)."""
+    _CHILDREN[proc.pid] = proc
+
+
+def _reap_children() -> None:
+    for pid, proc in list(_CHILDREN.items()):
+        if proc.poll() is not None:
+            del _CHILDREN[pid]
 
 
 def pid_alive(pid: int) -> bool:
     """Whether ``pid`` runs (zombies count as dead)."""
-    return _pid_alive(pid)
+    _reap_children()
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    # field 3 (after the parenthesised command) is the state; Z = zombie, X = dead
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X")
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid on the first line of ``pid_file`` (None: no file, or not a number)."""
+    try:
+        first = pid_file.read_text().split("\n", 1)[0].strip()
+    except (FileNotFoundError, PermissionError):
+        return None
+    return int(first) if first.isdigit() else None
 
 
 def live_pid(pid_file: Path) -> int | None:
     """The pid recorded in ``pid_file`` if that process is alive."""
-    pid = _read_pid(pid_file)
-    return pid if pid is not None and _pid_alive(pid) else None
+    pid = read_pid(pid_file)
+    return pid if pid is not None and pid_alive(pid) else None
 
 
 def spawn_module(
@@ -68,10 +104,10 @@ def stop_process(pid: int, timeout_s: float) -> None:
     """SIGTERM, wait up to ``timeout_s`` for it to exit, then SIGKILL."""
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
         _reap(pid)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine of this kind (Debian 12, Python 3.11):
 #   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
-#   * a project-local virtual environment in .venv with the package and its dev extras.
+#   * a project-local virtual environment in .venv with the package and its dev extras;
+#   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
+#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail
@@ -14,6 +16,7 @@ need_apt=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need_apt+=(postgresql-15)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ "${WORKBOOK_WITH_CHROMIUM:-0}" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 fi
@@ -46,4 +49,5 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+bash scripts/fetch_jars.sh ${WORKBOOK_JAR_SETS:-spark metastore}
 log "ready"

@@ -7,7 +7,6 @@ import os
 
 import pandas as pd
 
-from helpers.hudi.fsview import load_file_groups
 from helpers.hudi.timeline import DATA_ACTIONS, list_instants, read_commit_metadata
 
 __all__ = ["table_timeline", "table_file_groups", "table_size"]
@@ -70,62 +69,68 @@ def table_timeline(base_path: str) -> pd.DataFrame:
 
 
 def table_file_groups(base_path: str) -> pd.DataFrame:
-    """Every visible file slice.
+    """The latest file slice of every file group, as the official reader (hudi-rs) plans them.
 
     Args:
         base_path: table base path.
 
     Returns:
         Columns ``partition``, ``file_id``, ``base_instant``, ``base_file``, ``base_bytes``,
-        ``log_files``, ``log_bytes``, ``is_latest``.
+        ``log_files``, ``log_bytes``, ``records``.
     """
+    from helpers.hudi.read import open_table
+
     rows = []
-    for group in load_file_groups(base_path):
-        for sl in group.slices:
+    if list_instants(base_path):
+        for sl in open_table(base_path).get_file_slices():
             rows.append(
                 {
                     "partition": sl.partition_path,
                     "file_id": sl.file_id,
-                    "base_instant": sl.base_instant,
-                    "base_file": sl.base_file,
-                    "base_bytes": sl.base_size,
-                    "log_files": len(sl.log_files),
-                    "log_bytes": sum(sl.log_sizes),
-                    "is_latest": sl is group.latest,
+                    "base_instant": sl.creation_instant_time,
+                    "base_file": sl.base_file_name,
+                    "base_bytes": int(sl.base_file_size or 0),
+                    "log_files": len(sl.log_file_names or []),
+                    "log_bytes": int(sum(sl.log_file_sizes or [])),
+                    "records": int(sl.num_records or 0),
                 }
             )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "partition",
-            "file_id",
-            "base_instant",
-            "base_file",
-            "base_bytes",
-            "log_files",
-            "log_bytes",
-            "is_latest",
-        ],
-    )
+    columns = [
+        "partition",
+        "file_id",
+        "base_instant",
+        "base_file",
+        "base_bytes",
+        "log_files",
+        "log_bytes",
+        "records",
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def table_size(base_path: str) -> pd.DataFrame:
-    """Storage used: all data files, the latest slices only, and the ``.hoodie`` folder.
+    """Storage used by a local table: every data file, the latest slices only, the timeline.
 
     Args:
         base_path: table base path.
 
     Returns:
-        One row with ``data_bytes``, ``latest_slice_bytes``, ``timeline_bytes``, ``file_groups``,
-        ``data_files``.
+        One row with ``data_bytes`` (every base and log file, older slices included),
+        ``latest_slice_bytes``, ``timeline_bytes``, ``file_groups``, ``data_files``.
     """
-    groups = load_file_groups(base_path)
-    data_bytes = sum(sl.total_size for g in groups for sl in g.slices)
-    latest = sum(g.latest.total_size for g in groups)
-    files = sum((1 if sl.base_file else 0) + len(sl.log_files) for g in groups for sl in g.slices)
-    timeline_bytes = 0
-    for root, _dirs, names in os.walk(os.path.join(base_path, ".hoodie")):
-        timeline_bytes += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    groups = table_file_groups(base_path)
+    data_bytes = timeline_bytes = files = 0
+    for root, dirs, names in os.walk(base_path):
+        inside = os.path.relpath(root, base_path).split(os.sep)[0] == ".hoodie"
+        for name in names:
+            size = os.path.getsize(os.path.join(root, name))
+            if inside:
+                timeline_bytes += size
+            elif name.endswith(".parquet") or ".log." in name:
+                data_bytes += size
+                files += 1
+        dirs[:] = [d for d in dirs if not (root == base_path and d.startswith(".") and d != ".hoodie")]
+    latest = int((groups["base_bytes"] + groups["log_bytes"]).sum()) if len(groups) else 0
     return pd.DataFrame(
         [
             {

@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -256,10 +257,28 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
     """
     from hudi import HudiTableBuilder
 
-    try:
-        return HudiTableBuilder.from_base_uri(str(base_path)).with_options(dict(hudi_options or {})).build()
-    except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
-        raise HudiError(f"Failed to open Hudi table {base_path}: {exc}") from exc
+    for attempt in range(_RETRIES + 1):
+        try:
+            return (
+                HudiTableBuilder.from_base_uri(str(base_path)).with_options(dict(hudi_options or {})).build()
+            )
+        except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
+            if attempt < _RETRIES and _transient(exc):
+                time.sleep(_RETRY_PAUSE_S)
+                continue
+            raise HudiError(f"Failed to open Hudi table {base_path}: {exc}") from exc
+    raise AssertionError("unreachable")
+
+
+#: The official writer creates a completed instant's file and then writes its JSON, so a reader
+#: listing the timeline at that moment can meet an empty commit file: retried, not an error.
+_RETRIES = 40
+_RETRY_PAUSE_S = 0.05
+
+
+def _transient(exc: BaseException) -> bool:
+    text = str(exc)
+    return "EOF while parsing" in text or "Failed to parse JSON commit metadata" in text
 
 
 def table_arrow_schema(table: HudiTable) -> pa.Schema:
@@ -327,12 +346,19 @@ def read_hudi(
         HudiError: naming the path, for invalid options or when the reader fails.
     """
     spec = parse_read_options(options)
-    table = open_table(base_path)
-    schema = _project(table_arrow_schema(table), columns, base_path)
-    try:
-        batches = table.read(spec.to_read_options(columns, filters))
-    except Exception as exc:  # noqa: BLE001 - HudiCoreError is not importable by name
-        raise _wrap_read_error(base_path, exc) from exc
+    for attempt in range(_RETRIES + 1):
+        table = open_table(base_path)
+        try:
+            schema = _project(table_arrow_schema(table), columns, base_path)
+            batches = table.read(spec.to_read_options(columns, filters))
+            break
+        except HudiError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - HudiCoreError is not importable by name
+            if attempt < _RETRIES and _transient(exc):
+                time.sleep(_RETRY_PAUSE_S)
+                continue
+            raise _wrap_read_error(base_path, exc) from exc
     try:
         return pa.Table.from_batches([_conform(b, schema) for b in batches], schema=schema)
     except (pa.ArrowException, ValueError, KeyError) as exc:

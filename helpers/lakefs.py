@@ -1,0 +1,214 @@
+"""Files of the lake (Bronze objects, Hudi timelines, the workbook's own Silver state) on the
+local file system or S3, behind one small interface.
+
+Spark reads and writes the tables themselves; this is for what the driver reads and writes next to
+them: Bronze files to ingest, commit metadata, tombstone and quarantine records. Locally a write
+goes to a temporary name, is fsynced and renamed (atomic); on S3 a ``PutObject`` is atomic by
+itself. S3 goes through boto3 (credentials from the environment or the instance profile).
+
+Example:
+    >>> store = open_store("lake/silver")                 # doctest: +SKIP
+    >>> store.write("sale/.hoodie/.aux/x.json", b"{}")    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from helpers.errors import WorkbookError
+from helpers.params import WorkbookParams
+
+__all__ = [
+    "LakeEntry",
+    "LakeStore",
+    "LocalStore",
+    "S3Store",
+    "is_s3",
+    "join",
+    "lake_uri",
+    "open_store",
+    "split_s3",
+]
+
+
+def is_s3(uri: str) -> bool:
+    """Whether ``uri`` is an ``s3://`` / ``s3a://`` URI."""
+    return uri.startswith(("s3://", "s3a://"))
+
+
+def split_s3(uri: str) -> tuple[str, str]:
+    """``(bucket, key prefix)`` of an S3 URI.
+
+    Raises:
+        WorkbookError: when ``uri`` is not an S3 URI with a bucket.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
+        raise WorkbookError(f"Failed to use {uri!r}: not an s3:// URI")
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def lake_uri(params: WorkbookParams, value: str) -> str:
+    """A lake location parameter as a string: ``s3://`` URIs unchanged, local paths resolved."""
+    return value.rstrip("/") if is_s3(value) else str(params.path(value))
+
+
+def join(root: str, *parts: str) -> str:
+    """``root/part/...`` for a local path or a URI."""
+    return "/".join([root.rstrip("/"), *[p.strip("/") for p in parts if p]])
+
+
+@dataclass(frozen=True)
+class LakeEntry:
+    """One file: its name, full location (path or URI), size and modification time (epoch s)."""
+
+    name: str
+    location: str
+    size: int
+    modified: float
+
+
+class LakeStore(Protocol):
+    """Where lake files live: list a folder, read, write atomically, delete."""
+
+    root: str
+
+    def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
+        """Files in ``folder`` (relative to the root; hidden ``.``-names included)."""
+        ...
+
+    def read(self, location: str) -> bytes:
+        """The bytes of a file (a full location, as :class:`LakeEntry` gives)."""
+        ...
+
+    def write(self, relative: str, data: bytes) -> str:
+        """Write a file atomically (relative to the root); its full location."""
+        ...
+
+    def delete(self, location: str) -> None:
+        """Remove a file (no error if it is gone)."""
+        ...
+
+
+class LocalStore:
+    """The local file system under ``root``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = str(root)
+
+    def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
+        """Files in ``folder`` (missing folder: none)."""
+        base = Path(self.root, folder)
+        if not base.is_dir():
+            return []
+        found: Iterator[Path] = base.rglob("*") if recursive else base.iterdir()
+        out = []
+        for path in found:
+            try:
+                st = path.stat()
+            except FileNotFoundError:  # removed between listing and stat
+                continue
+            if path.is_file():
+                out.append(LakeEntry(path.name, str(path), st.st_size, st.st_mtime))
+        return sorted(out, key=lambda e: e.location)
+
+    def read(self, location: str) -> bytes:
+        """The file's bytes."""
+        with open(location, "rb") as handle:
+            return handle.read()
+
+    def write(self, relative: str, data: bytes) -> str:
+        """Temporary name, fsync, rename, fsync of the folder."""
+        path = Path(self.root, relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return str(path)
+
+    def delete(self, location: str) -> None:
+        """Unlink."""
+        Path(location).unlink(missing_ok=True)
+
+
+class S3Store:
+    """An S3 prefix, through a boto3 S3 client."""
+
+    def __init__(self, root: str, s3: Any = None) -> None:
+        self.root = root.rstrip("/")
+        self.bucket, self.prefix = split_s3(root)
+        if s3 is None:
+            import boto3
+
+            s3 = boto3.client("s3")
+        self.s3 = s3
+
+    def _key(self, relative: str) -> str:
+        return "/".join(p for p in (self.prefix, relative.strip("/")) if p)
+
+    def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
+        """Objects under ``folder/`` (direct children unless ``recursive``).
+
+        Raises:
+            WorkbookError: when S3 cannot be listed.
+        """
+        prefix = self._key(folder) + "/"
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if not recursive:
+            args["Delimiter"] = "/"
+        out = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(**args):
+                for item in page.get("Contents", []):
+                    name = item["Key"].rsplit("/", 1)[-1]
+                    location = f"s3://{self.bucket}/{item['Key']}"
+                    out.append(LakeEntry(name, location, int(item["Size"]), item["LastModified"].timestamp()))
+        except Exception as exc:  # noqa: BLE001 - botocore errors, re-raised with the place
+            raise WorkbookError(f"Failed to list s3://{self.bucket}/{prefix}: {exc}") from None
+        return sorted(out, key=lambda e: e.location)
+
+    def read(self, location: str) -> bytes:
+        """The object's bytes.
+
+        Raises:
+            WorkbookError: when the object cannot be read.
+        """
+        bucket, key = split_s3(location)
+        try:
+            body: bytes = self.s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception as exc:  # noqa: BLE001
+            raise WorkbookError(f"Failed to read {location}: {exc}") from None
+        return body
+
+    def write(self, relative: str, data: bytes) -> str:
+        """One ``PutObject`` (atomic on S3)."""
+        key = self._key(relative)
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+        except Exception as exc:  # noqa: BLE001
+            raise WorkbookError(f"Failed to write s3://{self.bucket}/{key}: {exc}") from None
+        return f"s3://{self.bucket}/{key}"
+
+    def delete(self, location: str) -> None:
+        """``DeleteObject``."""
+        bucket, key = split_s3(location)
+        self.s3.delete_object(Bucket=bucket, Key=key)
+
+
+def open_store(root: str | Path, s3: Any = None) -> LakeStore:
+    """A :class:`LocalStore` for a path, an :class:`S3Store` for an ``s3://`` URI."""
+    text = str(root)
+    return S3Store(text, s3) if is_s3(text) else LocalStore(text)

@@ -1,0 +1,228 @@
+"""The local Hive-compatible metastore: where Hudi's Hive sync registers Silver for Spark SQL.
+
+On EMR the Glue Data Catalog is the cluster's Hive metastore and Hudi's Hive sync writes to it.
+Locally the same sync (``hoodie.datasource.hive_sync.mode=hms``) talks to a Hive metastore client
+inside each Spark driver (Spark's bundled Hive 2.3.9), whose database is shared by every process
+of the workbook (the notebook kernels, the continuous Silver job, the tests) through an Apache
+Derby network server. That server is what :class:`LocalMetastore` runs: bound to 127.0.0.1 on
+``local.metastore.port``, with a generated password (``<state_dir>/metastore/derby.properties``,
+mode 0600, never printed), data under ``<state_dir>/metastore/``; its jars come from Maven Central
+with the set-up (``scripts/jars.tsv``, set ``metastore``). ``./workbook stack start|stop|status``
+manage it with the database servers.
+
+Why Derby: Spark's bundled metastore client speaks to it out of the box (it is Hive's default),
+and its network server, unlike the embedded one, lets several processes share the catalog.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.errors import StackError
+from helpers.jars import JarsMissingError, project_jars
+from helpers.params import WorkbookParams
+from helpers.workers import live_pid, register_child, stop_process
+
+__all__ = ["DERBY_VERSION", "LocalMetastore", "MetastoreStatus"]
+
+DERBY_VERSION = "10.14.2.0"  # the Derby of Spark 3.5's bundled Hive client
+_USER = "workbook"
+_SERVER_JARS = ("derby", "derbynet", "derbytools")
+_DATABASE = "metastore_db"
+_LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class MetastoreStatus:
+    """The metastore server as ``stack status`` shows it (the fields of the servers' status)."""
+
+    server: str
+    running: bool
+    pid: int | None
+    port: int
+    version: str
+    data_dir: str
+    log_file: str
+
+    @property
+    def state(self) -> str:
+        """``running`` or ``stopped``."""
+        return "running" if self.running else "stopped"
+
+
+class LocalMetastore:
+    """Start, stop and describe the local metastore database of a parameter set."""
+
+    def __init__(self, params: WorkbookParams) -> None:
+        self.params = params
+        self.home = params.state_path / "metastore"
+        self.port = params.local.metastore.port
+
+    @property
+    def _properties(self) -> Path:
+        return self.home / "derby.properties"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.home / "derby.pid"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log."""
+        return self.home / "derby.log"
+
+    @property
+    def warehouse(self) -> Path:
+        """Spark's warehouse folder (managed tables; Silver tables are external, in the lake)."""
+        return self.home / "warehouse"
+
+    def _password(self) -> str:
+        """The server's password, generated into ``derby.properties`` (0600) on first use."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self._properties
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.startswith(f"derby.user.{_USER}="):
+                    return line.split("=", 1)[1]
+            raise StackError(
+                f"Failed to read the metastore password: {path} names no user {_USER!r}; delete it and "
+                f"{self.home / _DATABASE} (the local catalog is rebuilt by the next Hudi sync)"
+            )
+        password = secrets.token_urlsafe(24)
+        text = "\n".join(
+            [
+                "# written by helpers.metastore: the local Hive metastore's Derby network server",
+                "derby.connection.requireAuthentication=true",
+                "derby.authentication.provider=BUILTIN",
+                f"derby.user.{_USER}={password}",
+                f"derby.drda.host={_LOOPBACK}",
+                f"derby.drda.portNumber={self.port}",
+                "derby.stream.error.file=derby.log",
+                "",
+            ]
+        )
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # a concurrent first caller keeps its own file
+        except FileExistsError:
+            return self._password()
+        finally:
+            tmp.unlink(missing_ok=True)
+        return password
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark settings that make a session's Hive catalog (and Hudi's Hive sync) use this
+        metastore. The password is in a ``...Password`` key, which Spark redacts in its logs."""
+        return {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(self.warehouse),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby://{_LOOPBACK}:{self.port}/{_DATABASE};create=true"
+            ),
+            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.ClientDriver",
+            "spark.hadoop.javax.jdo.option.ConnectionUserName": _USER,
+            "spark.hadoop.javax.jdo.option.ConnectionPassword": self._password(),
+            "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+            "spark.hadoop.hive.metastore.schema.verification": "false",
+        }
+
+    def pid(self) -> int | None:
+        """The server's pid while it runs."""
+        return live_pid(self._pid_file)
+
+    def _accepts(self) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex((_LOOPBACK, self.port)) == 0
+
+    def start(self) -> MetastoreStatus:
+        """Start the server unless it runs; wait until it accepts connections.
+
+        Raises:
+            StackError: when the jars are missing (naming the set-up command), the port is taken
+                by another program, or the server does not come up (with its log's last lines).
+        """
+        if self.pid() is not None:
+            return self.status()
+        try:
+            jars = [p for p in project_jars(("metastore",)) if p.name.split("-")[0] in _SERVER_JARS]
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+        if self._accepts():
+            raise StackError(
+                f"Failed to start the local metastore: port {self.port} on {_LOOPBACK} is taken by another "
+                "program; set local.metastore.port to a free port"
+            )
+        self._password()
+        argv = [
+            "java",
+            f"-Xmx{self.params.local.metastore.heap}",
+            f"-Dderby.system.home={self.home}",
+            "-cp",
+            os.pathsep.join(str(j) for j in jars),
+            "org.apache.derby.drda.NetworkServerControl",
+            "start",
+            "-h",
+            _LOOPBACK,
+            "-p",
+            str(self.port),
+            "-noSecurityManager",
+        ]
+        with open(self.home / "server.out", "ab") as out:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home,
+                start_new_session=True,
+            )
+        register_child(proc)
+        self._pid_file.write_text(str(proc.pid))
+        deadline = time.monotonic() + self.params.local.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._accepts():
+                return self.status()
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        tail = ""
+        for log in (self.home / "server.out", self.log_file):
+            if log.exists():
+                tail += "\n".join(log.read_text(errors="replace").splitlines()[-10:])
+        raise StackError(
+            f"Failed to start the local metastore on {_LOOPBACK}:{self.port} "
+            f"(see {self.home / 'server.out'}):\n{tail}"
+        )
+
+    def stop(self, timeout_s: float = 30.0) -> MetastoreStatus:
+        """Stop the server (SIGTERM; Derby recovers from its log on the next start)."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout_s)
+        return self.status()
+
+    def status(self) -> MetastoreStatus:
+        """Running or stopped, pid, port, data folder and log."""
+        pid = self.pid()
+        return MetastoreStatus(
+            server="metastore",
+            running=pid is not None,
+            pid=pid,
+            port=self.port,
+            version=f"derby {DERBY_VERSION}",
+            data_dir=str(self.home / _DATABASE),
+            log_file=str(self.log_file),
+        )

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Fetch the JVM jars of scripts/jars.tsv from Maven Central into .jars/ (git-ignored) and check
+# each against its pinned SHA-256. A jar already present with the right checksum is not fetched
+# again. Maven's own cache is project-local too (.cache/m2).
+#   bash scripts/fetch_jars.sh [SET ...]     default sets: spark metastore
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { printf '[jars] %s\n' "$*" >&2; }
+
+sets=("$@")
+[ ${#sets[@]} -gt 0 ] || sets=(spark metastore)
+dest=.jars
+mkdir -p "$dest" .cache/m2
+fetched=0
+while IFS=$'\t' read -r set coords sha; do
+  case "$set" in ''|'#'*) continue ;; esac
+  wanted=0
+  for s in "${sets[@]}"; do [ "$s" = "$set" ] && wanted=1; done
+  [ "$wanted" = 1 ] || continue
+  IFS=: read -r group artifact version <<<"$coords"
+  file="$dest/$artifact-$version.jar"
+  if [ -f "$file" ] && [ "$(sha256sum "$file" | cut -d' ' -f1)" = "$sha" ]; then
+    continue
+  fi
+  command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to fetch $coords: apt-get install maven"; exit 1; }
+  log "fetching $coords from Maven Central"
+  rm -f "$file"
+  if ! out=$(mvn -B -q -Dmaven.repo.local="$ROOT/.cache/m2" dependency:copy \
+        -Dartifact="$coords" -DoutputDirectory="$ROOT/$dest" -Dmdep.overWriteReleases=true 2>&1); then
+    log "Failed to fetch $coords with Maven:"
+    printf '%s\n' "$out" | grep -E 'ERROR' | head -5 >&2
+    exit 1
+  fi
+  got="$(sha256sum "$file" | cut -d' ' -f1)"
+  if [ "$got" != "$sha" ]; then
+    rm -f "$file"
+    log "Failed to verify $coords: sha256 $got, expected $sha (scripts/jars.tsv); the file was removed"
+    exit 1
+  fi
+  fetched=$((fetched + 1))
+done < scripts/jars.tsv
+[ "$fetched" = 0 ] || log "fetched $fetched jar(s) into $dest/"
