@@ -348,8 +348,9 @@ def arrow_written_tables(work: Path, rows: int) -> dict[str, Path]:
     """Fallback for (c) when (a) wrote no table: the same bulk insert + upsert, written by the
     writer's in-process pyarrow core (``helpers.hudi.writer.write_arrow``)."""
     try:
-        from helpers.hudi.api import parse_write_options, to_table_config
         from helpers.hudi.writer import write_arrow
+
+        from helpers.hudi.api import parse_write_options, to_table_config
 
         base = sale_table(rows)
         changes = changed_rows(base, CHANGE_FRACTION)
@@ -370,10 +371,10 @@ def bench_time_travel(
     spark: Any, work: Path, rows: int, tables: dict[str, Path], repeat: int, out: list[Row]
 ) -> None:
     """(c) as-of read of the first commit: our paths vs the official reader alone."""
+    from helpers.hudi.spark_source import read_hudi_df
     from hudi import HudiReadOptions, HudiTableBuilder
 
     from helpers.hudi.read import read_snapshot
-    from helpers.hudi.spark_source import read_hudi_df
 
     if not tables:
         tables = arrow_written_tables(work, rows)

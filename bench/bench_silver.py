@@ -73,12 +73,18 @@ def _timeline(base: str) -> dict[str, float]:
     out: dict[str, float] = {}
     if not folder.exists():
         return out
-    names = {p.name: p for p in folder.iterdir() if p.is_file()}
+    names = {p.name: p for p in folder.iterdir()}
     for name, path in names.items():
         if name.endswith(_COMPLETED) and not name.startswith("."):
             stem, action = name.split(".", 1)
             requested = names.get(f"{stem}.{action}.requested") or names.get(f"{stem}.requested")
-            out[name] = (requested or path).stat().st_mtime
+            for candidate in (requested, path):
+                try:
+                    if candidate is not None:
+                        out[name] = candidate.stat().st_mtime
+                        break
+                except FileNotFoundError:  # archived by the writer meanwhile
+                    continue
     return out
 
 
@@ -121,7 +127,11 @@ def _observe(
                 fresh = [after[n] for n in after if n not in before[case.label]]
                 if fresh:
                     newest = max(n for n in after if n not in before[case.label])
-                    completed[case.label] = (min(fresh), Path(case.base, ".hoodie", newest).stat().st_mtime)
+                    try:
+                        done_at = Path(case.base, ".hoodie", newest).stat().st_mtime
+                    except FileNotFoundError:
+                        done_at = max(fresh)
+                    completed[case.label] = (min(fresh), done_at)
             rows = read_snapshot(
                 case.base, columns=[case.key, case.column], filters=[(case.key, "=", str(key_value))]
             ).to_pylist()
@@ -277,8 +287,8 @@ def main() -> int:
                 phases = " / ".join(f"{statistics.median(v):.2f}" for v in case.phases.values())
                 verdict = "met" if p50 <= 3 and p95 <= 8 else "NOT met"
                 print(
-                    f"| {source} | {case.label} | {p50:.2f} | {p95:.2f} | {top:.2f} | {cap50:.2f} / {cap95:.2f}"
-                    f" | {phases} | {verdict} |",
+                    f"| {source} | {case.label} | {p50:.2f} | {p95:.2f} | {top:.2f}"
+                    f" | {cap50:.2f} / {cap95:.2f} | {phases} | {verdict} |",
                     flush=True,
                 )
     finally:

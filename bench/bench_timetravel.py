@@ -100,10 +100,10 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=5, help="upsert commits after the bulk insert")
     args = parser.parse_args()
 
+    from helpers.hudi.writer import write_arrow
     from hudi import HudiReadOptions, HudiTableBuilder
 
     from helpers import timetravel as tt
-    from helpers.hudi.writer import write_arrow
 
     work = Path(tempfile.mkdtemp(prefix="bench_timetravel_", dir="/tmp"))
     try:

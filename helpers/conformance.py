@@ -126,14 +126,16 @@ def conformance_params(params: WorkbookParams, silver_root: str | Path | None = 
         silver_root: where the variant tables live (default ``<lake.silver>/_conformance``).
 
     Returns:
-        A copy of ``params`` whose ``silver.tables`` are the variants and ``lake.silver`` the root.
+        A copy of ``params`` whose ``silver.tables`` are the variants and ``lake.silver`` the root;
+        the variants are not registered in the catalog (``silver.sync`` off: they are the checks'
+        scratch tables, not the workbook's).
     """
     root = Path(silver_root) if silver_root else params.path(params.lake.silver) / "_conformance"
     tables = tuple(v for t in ALL_TARGETS for v in t.variants())
     return params.model_copy(
         update={
             "lake": params.lake.model_copy(update={"silver": str(root)}),
-            "silver": params.silver.model_copy(update={"tables": tables}),
+            "silver": params.silver.model_copy(update={"tables": tables, "sync": False}),
         }
     )
 

@@ -89,20 +89,24 @@ __all__ = [
     "POSITION_COLUMN",
     "QUARANTINE_KEY",
     "IngestResult",
+    "bronze_status",
     "bronze_store",
     "checkpoint_of",
     "fill_unavailable",
     "ingest_all",
     "ingest_table",
     "lake_uri",
+    "latest_per_key",
     "pending_bronze",
     "position_column",
     "read_bronze_arrow",
     "register_catalog",
+    "require_equal",
     "silver_database",
     "silver_tables_frame",
     "silver_vs_source",
     "silver_write_options",
+    "start_continuous",
     "sync_catalog",
     "table_config",
     "table_lock",
@@ -744,6 +748,31 @@ def fill_unavailable(
     return events, filled, unresolved
 
 
+def latest_per_key(events: pa.Table, config: HudiTableConfig) -> pa.Table:
+    """The newest event of each record key (by the ordering field; the later row on a tie), and
+    in hard-delete mode without the keys whose newest event is a delete: what an upsert of
+    ``events`` into an empty table leaves."""
+    if events.num_rows == 0:
+        return events
+    keys = record_keys(events, config).combine_chunks()
+    order_field = config.precombine_field
+    sort_keys = [("__key", "ascending")]
+    work = pa.table({"__key": keys, "__row": pa.array(range(events.num_rows), pa.int64())})
+    if order_field is not None:
+        work = work.append_column("__order", events.column(order_field))
+        sort_keys.append(("__order", "ascending"))
+    sort_keys.append(("__row", "ascending"))
+    ordered = work.take(pc.sort_indices(work, sort_keys=sort_keys))
+    sorted_keys = ordered.column("__key").combine_chunks()
+    last = pc.not_equal(sorted_keys.slice(0, len(sorted_keys) - 1), sorted_keys.slice(1))
+    last = pa.concat_arrays([last, pa.array([True])])
+    rows = ordered.column("__row").combine_chunks().filter(last)
+    latest = events.take(pc.take(rows, pc.sort_indices(rows)))
+    if config.delete_mode == "hard" and DELETE_MARKER_FIELD in latest.column_names:
+        latest = latest.filter(pc.invert(pc.fill_null(latest.column(DELETE_MARKER_FIELD), False)))
+    return latest
+
+
 def _stored_rows_reader(spark: Any, config: HudiTableConfig) -> StoredRows:
     """Stored rows of some keys, read through the official datasource."""
 
@@ -880,11 +909,16 @@ def ingest_table(
             metadata[TOMBSTONES_KEY] = stones_file
             if late:
                 log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
-        frame, staged = _staged_frame(spark, silver, table.name, events)
         options = {**silver_write_options(params, table), **metadata}
         stored_columns = set(_stored_types(config.base_path))
         if stored_columns and set(events.column_names) <= stored_columns:
             options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
+        if not completed_instants(config.base_path):
+            # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer)
+            events = latest_per_key(events, config)
+            options["hoodie.datasource.write.operation"] = "bulk_insert"
+            options.setdefault("hoodie.bulkinsert.sort.mode", "NONE")
+        frame, staged = _staged_frame(spark, silver, table.name, events)
         write_started = time.monotonic()
         try:
             commit: HudiCommit = write_hudi(frame, options, config.base_path)
@@ -930,29 +964,56 @@ def ingest_all(
 # looking at Silver
 
 
-def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None) -> pd.DataFrame:
-    """Each Silver table (through the official reader) against its local source table, row by row.
+def _source_connections(params: WorkbookParams) -> Any:
+    """Connections to the source databases: the local stack, or the RDS instances on AWS."""
+    if params.environment == "aws":
+        from helpers.sources import RdsSources
+
+        return RdsSources(params)
+    from helpers.stack import LocalStack
+
+    return LocalStack(params)
+
+
+def silver_vs_source(
+    params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None
+) -> pd.DataFrame:
+    """Each Silver table against its source table, row by row (locally the official Rust reader;
+    on S3 the official Spark datasource).
 
     Returns:
-        One row per table: ``source_rows``, ``silver_rows``, ``equal`` (same keys, every source
-        column equal; JSON compared parsed).
+        One row per table: ``source_rows``, ``silver_rows`` (live rows: a soft-delete table's
+        flagged rows are not counted), ``equal`` (same keys, every source column equal; JSON
+        compared parsed). A SQL Server source is not compared (``equal`` None): read it with
+        notebook 07's reconciliation.
     """
     from helpers.capture.api import _source_table, rows_equal_source
     from helpers.hudi.read import read_snapshot
-    from helpers.stack import LocalStack
 
-    stack = LocalStack(params)
+    connections = _source_connections(params)
     out = []
     for table in params.silver.tables:
         if names is not None and table.name not in names:
             continue
         sp = params.source(table.source)
-        engine = "postgres" if sp.engine == "postgres" else "mysql"
-        source = _source_table(stack, engine, sp.database, sp.namespace, table.table)
         base = table_config(params, table).base_path
-        silver = read_snapshot(base).to_pylist() if completed_instants(base) else []
+        if not completed_instants(base):
+            silver: list[dict[str, Any]] = []
+        elif is_s3(base):
+            if spark is None:
+                from helpers.spark import build_spark_session
+
+                spark = build_spark_session(params)
+            silver = [r.asDict() for r in read_hudi_df(spark, base).collect()]
+        else:
+            silver = read_snapshot(base).to_pylist()
         if table.delete_mode == "soft":
             silver = [r for r in silver if not r.get(SOFT_DELETE_FIELD)]
+        if sp.engine == "sqlserver":
+            out.append({"table": table.name, "source_rows": None, "silver_rows": len(silver), "equal": None})
+            continue
+        engine = "postgres" if sp.engine == "postgres" else "mysql"
+        source = _source_table(connections, engine, sp.database, sp.namespace, table.table)
         out.append(
             {
                 "table": table.name,
@@ -961,13 +1022,59 @@ def silver_vs_source(params: WorkbookParams, names: Sequence[str] | None = None)
                 "equal": rows_equal_source(source, silver, table.record_key),
             }
         )
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
+
+
+def require_equal(frame: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``frame`` unchanged when every ``equal`` is true (or None: not compared).
+
+    Raises:
+        HudiError: listing the rows that differ.
+    """
+    differ = frame[frame["equal"].map(lambda v: v is False or v == False)]  # noqa: E712 - numpy bools
+    if len(differ):
+        raise HudiError(f"Failed to verify {what}: these differ\n{differ.to_string(index=False)}")
+    return frame
+
+
+def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
+    """Whether Bronze holds what the sources hold, before ingesting.
+
+    Locally the embedded connectors' Bronze is replayed and compared with each source table
+    (:func:`helpers.capture.api.bronze_vs_source`, waiting up to ``wait_s`` for capture to catch
+    up). On AWS the S3 sink lands Bronze all the time: the Bronze files of each Silver table's
+    topic are listed with the number its checkpoint has not taken yet.
+
+    Returns:
+        Local: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. AWS: ``table``,
+        ``topic``, ``bronze_files``, ``pending_files``.
+    """
+    if params.environment != "aws" and params.capture.backend == "embedded":
+        from helpers.capture.api import bronze_vs_source, connector_specs, local_endpoints
+
+        specs = connector_specs(params, local_endpoints(params))
+        frame = bronze_vs_source(params, specs, wait_s=wait_s)
+        return frame[["topic", "source_rows", "bronze_rows", "events", "equal"]]
+    store = bronze_store(params)
+    rows = []
+    for table in params.silver.tables:
+        listing = store.list(topic_of(params, table))
+        pending, _ = pending_bronze(params, table, store)
+        rows.append(
+            {
+                "table": table.name,
+                "topic": topic_of(params, table),
+                "bronze_files": len(listing),
+                "pending_files": len(pending),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
-    """Per Silver table: type, commits, rows (official reader), file groups and bytes."""
-    from helpers.hudi.inspect import table_size
-    from helpers.hudi.read import read_snapshot
+    """Per Silver table: type, commits, rows and the latest file slices (file groups, bytes), as
+    the official Rust reader plans them (local paths and S3 alike)."""
+    from helpers.hudi.inspect import table_file_groups
 
     rows = []
     for table in params.silver.tables:
@@ -976,18 +1083,28 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
         if not commits:
             rows.append({"table": table.name, "type": table.table_type, "commits": 0, "rows": 0})
             continue
-        size = table_size(base).iloc[0]
+        groups = table_file_groups(base)
         rows.append(
             {
                 "table": table.name,
                 "type": table.table_type,
                 "commits": len(commits),
-                "rows": read_snapshot(base, columns=[RECORD_KEY_COL]).num_rows,
-                "file_groups": int(size["file_groups"]),
-                "data_bytes": int(size["data_bytes"]),
+                "rows": int(groups["records"].sum()) if table.table_type == "COPY_ON_WRITE" else None,
+                "file_groups": len(groups),
+                "data_bytes": int((groups["base_bytes"] + groups["log_bytes"]).sum()),
             }
         )
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if (frame["type"] == "MERGE_ON_READ").any():  # log files hold changes: count the merged rows
+        from helpers.hudi.read import read_snapshot
+
+        for i, row in frame.iterrows():
+            if row["type"] == "MERGE_ON_READ" and row["commits"]:
+                spec = next(t for t in params.silver.tables if t.name == row["table"])
+                frame.loc[i, "rows"] = read_snapshot(
+                    table_config(params, spec).base_path, columns=[RECORD_KEY_COL]
+                ).num_rows
+    return frame
 
 
 def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
@@ -1056,6 +1173,28 @@ def sync_catalog(
             ) from exc
         done.append(table.name)
     return done
+
+
+def start_continuous(params: WorkbookParams, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Start the continuous ingestion (DeltaStreamer's ``--continuous``) and wait for its first
+    round: locally the background job :class:`helpers.silver_job.SilverJob` (stopped by
+    ``./workbook stack stop``). On AWS the same ingestion runs as a scheduled EMR step or notebook
+    execution of this notebook, so nothing is started here.
+
+    Returns:
+        The job's ``state``, ``loops``, ``error`` (AWS: ``state`` ``SCHEDULED_ON_EMR``).
+
+    Raises:
+        HudiError: when the job dies or finishes no round in time.
+    """
+    if params.environment == "aws":
+        return {"state": "SCHEDULED_ON_EMR", "loops": None, "error": None}
+    from helpers.silver_job import SilverJob
+
+    job = SilverJob(params)
+    job.start()
+    status = wait_for_job_round(job, timeout_s)
+    return {k: status.get(k) for k in ("state", "loops", "error")}
 
 
 def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFrame:

@@ -28,7 +28,7 @@ from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
 from helpers.silver import bronze_store, ingest_all, pending_bronze
 from helpers.spark import build_spark_session
-from helpers.workers import kill_process, live_pid, spawn_module, stop_process
+from helpers.workers import kill_process, live_pid, pid_alive, spawn_module, stop_process
 
 __all__ = ["SilverJob", "main"]
 
@@ -78,10 +78,15 @@ class SilverJob:
             stop_process(pid, timeout_s)
 
     def kill(self) -> int | None:
-        """``kill -9`` (crash tests)."""
+        """``kill -9`` of the job and its Spark driver JVM at once (crash tests): its process
+        group, as a machine or container crash would."""
         pid = self.pid()
         if pid is not None:
-            kill_process(pid)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            kill_process(pid) if pid_alive(pid) else None
         return pid
 
     def status(self) -> dict[str, Any]:

@@ -352,79 +352,46 @@ def _data_columns(schema: pa.Schema) -> list[str]:
     return [n for n in schema.names if n not in _META_ALL]
 
 
-def record_history(params: WorkbookParams, table: str | SilverTableParams, key: RecordKey) -> pd.DataFrame:
+def record_history(
+    params: WorkbookParams, table: str | SilverTableParams, key: RecordKey, *, spark: Any = None
+) -> pd.DataFrame:
     """Every version of one record across the retained commits, oldest first.
 
-    The first row is the record as of the earliest readable commit (if it existed then); after
-    that one incremental read per commit, restricted to the key, finds each new version, and the
-    commits whose metadata count deletes are checked for the key's disappearance.
+    Built on Hudi's change feed for Copy-on-Write tables (its CDC log), on the timeline for
+    Merge-on-Read ones (:func:`helpers.changefeed.versions`).
 
     Args:
         params: Workbook parameters.
         table: Silver table name.
         key: The record key (value, or ``{column: value}``).
+        spark: the session for the change feed (default: built from ``params``).
 
     Returns:
         One row per version: ``commit_time`` (the instant that wrote it), ``committed_at`` (UTC),
-        ``operation`` (``insert``, ``update`` or ``delete``; a hard delete's row has only the key),
-        then the table's columns.
+        ``operation`` (``insert``, ``update`` or ``delete``; a delete's row holds the record as it
+        was before it), then the table's columns.
 
     Raises:
         TimeTravelError: for an unknown table or a bad key.
     """
+    from helpers.changefeed import versions
+
     spec = silver_table(params, table)
-    base = _base_path(params, spec)
-    filters = _key_filters(spec, key)
-    hudi = open_table(base)
-    schema = table_arrow_schema(hudi)
-    columns = _data_columns(schema)
-    earliest = _earliest_retained(base)
-    instants = [i for i in completed_instants(base) if earliest is None or i.timestamp >= earliest]
-    versions: list[dict[str, Any]] = []
-    present = False
-
-    def add(commit: str, operation: str, row: Mapping[str, Any] | None) -> None:
-        values = {c: (row or {}).get(c) for c in columns}
-        versions.append(
-            {
-                "commit_time": commit,
-                "committed_at": instant_to_datetime(commit),
-                "operation": operation,
-                **values,
-            }
-        )
-
-    if instants:
-        first = _read(hudi, HudiReadSpec(as_of=instants[0].timestamp), schema, filters, base)
-        if len(first):
-            row = first.iloc[0].to_dict()
-            soft = _is_soft_deleted(row)
-            add(str(row[COMMIT_TIME]), "delete" if soft else "insert", row)
-            present = not soft
-    previous = instants[0].timestamp if instants else None
-    for instant in _progress(instants[1:], f"{spec.name}: history"):
-        assert previous is not None
-        changed = _read(
-            hudi,
-            HudiReadSpec(query_type="incremental", begin=previous, end=instant.timestamp),
-            schema,
-            filters,
-            base,
-        )
-        if len(changed):
-            row = changed.iloc[0].to_dict()
-            soft = _is_soft_deleted(row)
-            add(str(row[COMMIT_TIME]), "delete" if soft else ("update" if present else "insert"), row)
-            present = not soft
-        elif present and any(int(s.get("numDeletes") or 0) for s in _stats(_commit_metadata(base, instant))):
-            still = _read(hudi, HudiReadSpec(as_of=instant.timestamp), schema, filters, base)
-            if not len(still):
-                add(instant.timestamp, "delete", _key_values(spec, key))
-                present = False
-        previous = instant.timestamp
-    frame = pd.DataFrame(
-        versions, columns=["commit_time", "committed_at", "operation", *columns], dtype=object
-    )
+    _key_values(spec, key)
+    found = versions(params, spec, key, spark=spark)
+    columns: list[str] = []
+    for version in found:
+        columns += [c for c in version.values if c not in columns]
+    rows = [
+        {
+            "commit_time": v.instant,
+            "committed_at": instant_to_datetime(v.instant),
+            "operation": v.operation,
+            **{c: v.values.get(c) for c in columns},
+        }
+        for v in found
+    ]
+    frame = pd.DataFrame(rows, columns=["commit_time", "committed_at", "operation", *columns], dtype=object)
     frame["committed_at"] = pd.to_datetime(frame["committed_at"], utc=True)
     return frame
 
@@ -446,11 +413,14 @@ def diff(
     after: InstantInput | None = None,
     *,
     cdc_columns: bool = False,
+    spark: Any = None,
 ) -> pd.DataFrame:
     """What changed between two instants: inserted, deleted and updated records (long format).
 
-    Only records written after ``before`` can differ, so both snapshots are narrowed to the keys
-    the increment ``(before, after]`` wrote plus the keys that disappeared.
+    Copy-on-Write tables answer from Hudi's change feed of ``(before, after]``: for each record it
+    touched, the before image of its first change against the after image of its last. Merge-on-
+    Read tables (no readable feed) compare the two snapshots, narrowed to the keys the increment
+    wrote plus the keys that disappeared.
 
     Args:
         params: Workbook parameters.
@@ -475,6 +445,10 @@ def diff(
     stop = _resolve(base, spec.name, after) if after is not None else None
     if stop is not None and stop < start:
         raise TimeTravelError(f"Failed to diff {spec.name}: {stop} is before {start}")
+    from helpers.changefeed import cdc_enabled
+
+    if cdc_enabled(base):
+        return _diff_from_feed(params, spec, start, stop, cdc_columns, spark)
     hudi = open_table(base)
     schema = table_arrow_schema(hudi)
     old = _read(hudi, HudiReadSpec(as_of=start), schema, [], base)
@@ -515,6 +489,65 @@ def diff(
     for column in ("before", "after"):
         out[column] = out[column].map(_comparable).astype(object)
     return out.sort_values([*keys, "column"]).reset_index(drop=True)
+
+
+def _diff_from_feed(
+    params: WorkbookParams,
+    spec: SilverTableParams,
+    start: str,
+    stop: str | None,
+    cdc_columns: bool,
+    spark: Any,
+) -> pd.DataFrame:
+    from helpers.changefeed import changes
+
+    feed = changes(params, spec, start, stop, spark=spark)
+    keys = list(spec.record_key)
+    first: dict[tuple[Any, ...], Any] = {}
+    last: dict[tuple[Any, ...], Any] = {}
+    for row in feed.to_dict("records"):
+        ident = tuple(row[k] for k in keys)
+        first.setdefault(ident, row)
+        last[ident] = row
+    soft = spec.delete_mode == "soft"
+
+    def live(image: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        if image is None or (soft and _is_soft_deleted(image)):
+            return None
+        return image
+
+    out: list[dict[str, Any]] = []
+    for ident, row in first.items():
+        old = live(row["before"])
+        new = live(last[ident]["after"])
+        if old is None and new is None:
+            continue
+        columns = [
+            c
+            for c in (new or old or {})
+            if c not in keys and c != _SOFT_DELETE and (cdc_columns or not c.startswith(_CDC_PREFIX))
+        ]
+        key_values = dict(zip(keys, ident, strict=True))
+        if old is None:
+            assert new is not None
+            out += [
+                {"change": "insert", **key_values, "column": c, "before": None, "after": new[c]}
+                for c in columns
+            ]
+        elif new is None:
+            out += [
+                {"change": "delete", **key_values, "column": c, "before": old[c], "after": None}
+                for c in columns
+            ]
+        else:
+            for c in columns:
+                was, now = _comparable(old.get(c)), _comparable(new.get(c))
+                if was != now:
+                    out.append({"change": "update", **key_values, "column": c, "before": was, "after": now})
+    frame = pd.DataFrame(out, columns=["change", *keys, "column", "before", "after"])
+    for column in ("before", "after"):
+        frame[column] = frame[column].map(_comparable).astype(object)
+    return frame.sort_values([*keys, "column"]).reset_index(drop=True)
 
 
 def consistent_as_of(

@@ -8,8 +8,9 @@ delete marker for ``delete.retention.ms``, Silver keeps each deleted key with th
 of its delete for ``silver.tombstone_retention_s`` and drops changes of that key that are not
 newer.
 
-Storage: one Parquet file per state (``<table>/.hoodie/.aux/workbook/tombstones-<uuid>.parquet``,
-written before the commit, locally or on S3 through :mod:`helpers.lakefs`), named in the commit's
+Storage: one Parquet file per state (``<silver>/.workbook/tombstones/<table>/tombstones-<uuid>.parquet``,
+beside the table, not in it: a table's own folder is created by its first commit; written before
+the commit, locally or on S3 through :mod:`helpers.lakefs`), named in the commit's
 ``extraMetadata`` (``workbook.tombstones.file``) so a state counts only once its commit completed;
 the newest commit naming one holds the state, files no longer named are removed. Soft-delete
 tables need none: their deleted rows stay, with their ordering values, and the writer's own
@@ -47,11 +48,11 @@ __all__ = [
 
 TOMBSTONES_KEY = "workbook.tombstones.file"
 DELETED_AT = "_deleted_at"
-_FOLDER = ".hoodie/.aux/workbook"
 
 
 def _folder(base_path: str) -> str:
-    return join(str(base_path), _FOLDER)
+    parent, name = str(base_path).rstrip("/").rsplit("/", 1)
+    return join(parent, ".workbook", "tombstones", name)
 
 
 def tombstone_file_of(metadata_newest_first: Iterable[dict[str, Any]]) -> str:
@@ -83,7 +84,7 @@ def read_tombstones(
         return _empty(config)
     location = join(_folder(base_path), name)
     try:
-        return pq.read_table(io.BytesIO((store or open_store(base_path)).read(location)))
+        return pq.read_table(io.BytesIO((store or open_store(_folder(base_path))).read(location)))
     except (OSError, WorkbookError, pa.ArrowException) as exc:
         raise HudiError(
             f"Failed to read the tombstones {location} of table {config.table_name}: {exc}"
@@ -179,16 +180,18 @@ def write_tombstones(base_path: str, stones: pa.Table, store: LakeStore | None =
     name = f"tombstones-{uuid.uuid4().hex}.parquet"
     buffer = io.BytesIO()
     pq.write_table(stones, buffer)
-    store = store or open_store(base_path)
-    relative = join(_folder(base_path), name)[len(store.root) :].lstrip("/")
+    folder = _folder(base_path)
+    store = store or open_store(folder)
+    relative = join(folder, name)[len(store.root) :].lstrip("/")
     store.write(relative, buffer.getvalue())
     return name
 
 
 def prune_tombstone_files(base_path: str, keep: str, store: LakeStore | None = None) -> int:
     """Remove state files other than ``keep`` (call under the table lock, after the commit)."""
-    store = store or open_store(base_path)
-    relative = _folder(base_path)[len(store.root) :].lstrip("/")
+    folder = _folder(base_path)
+    store = store or open_store(folder)
+    relative = folder[len(store.root) :].lstrip("/")
     removed = 0
     for entry in store.list(relative):
         if (

@@ -15,11 +15,38 @@ import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole test session, built by ``helpers.spark``."""
+def spark_params():  # type: ignore[no-untyped-def]
+    """Parameters of the test session's Spark session: the CI set with a metastore of its own
+    (a Derby network server on a free port, in a throw-away state directory)."""
+    from helpers.metastore import LocalMetastore
+    from helpers.params import load_params
+
+    state = Path(tempfile.mkdtemp(prefix="wb-spark-", dir="/tmp"))
+    params = load_params(
+        "ci",
+        overrides={
+            "state_dir": str(state / "st"),
+            "local.metastore.port": _free_port(),
+            "lake.silver": str(state / "silver"),
+            "lake.bronze": str(state / "bronze"),
+        },
+    )
+    metastore = LocalMetastore(params)
+    metastore.start()
+    try:
+        yield params
+    finally:
+        metastore.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark(spark_params):  # type: ignore[no-untyped-def]
+    """One local SparkSession for the whole test session, built by ``helpers.spark`` (the official
+    Hudi bundle, Hive catalog in the session's own metastore)."""
     from helpers.spark import build_spark_session
 
-    session = build_spark_session(app_name="workbook-tests", conf={"spark.driver.memory": "4g"})
+    session = build_spark_session(spark_params, app_name="workbook-tests")
     yield session
     session.stop()
 
@@ -56,6 +83,7 @@ def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> It
             "state_dir": str(state / "st"),
             "local.postgres.port": _free_port(),
             "local.mariadb.port": _free_port(),
+            "local.metastore.port": _free_port(),
             **(overrides or {}),
         },
     )

@@ -14,6 +14,13 @@ from helpers.capture.backends import EmbeddedBackend
 from helpers.sources import LocalSources
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _spark_first(spark: Any) -> Any:
+    """The test session's Spark session exists before any integration test builds one itself, so
+    every in-process Silver write uses it (and its metastore)."""
+    return spark
+
+
 @pytest.fixture(scope="session")
 def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
     """The running pipeline (see ``pipeline.py``), shared by every module that asks for it."""
@@ -22,6 +29,7 @@ def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPath
         "lake.bronze": str(bronze),
         "lake.silver": str(bronze.parent / "silver"),
         "capture.flush_interval_ms": 100,
+        "silver.database": "wb_capture",
     }
     with stack_factory("wb-cap-", overrides) as stack:
         params = stack.params

@@ -13,7 +13,6 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -438,24 +437,3 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
         recorded += json_.loads(raw) if raw else []
     assert len(recorded) == len(set(recorded))
     assert silver_vs_source(params, ["category"])["equal"].all()
-
-
-def test_silver_through_the_spark_reader_equals_the_sources(
-    capture: Capture, spark: Any, tmp_path: Path
-) -> None:  # noqa: ANN401
-    """``silver.reader: spark`` (Bronze read by Spark's AvroFileFormat) builds a second Silver from
-    the same Bronze; every table equals its source."""
-    from helpers.capture.api import bronze_vs_source
-    from helpers.silver import ingest_all, silver_vs_source
-
-    base = capture.stack.params
-    params = base.model_copy(
-        update={
-            "silver": base.silver.model_copy(update={"reader": "spark"}),
-            "lake": base.lake.model_copy(update={"silver": str(tmp_path / "silver_spark")}),
-        }
-    )
-    assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
-    assert (ingest_all(params)["files"] > 0).all()
-    check = silver_vs_source(params)
-    assert check["equal"].all(), check[~check["equal"]]

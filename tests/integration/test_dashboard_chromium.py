@@ -7,6 +7,7 @@ import re
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -164,8 +165,8 @@ def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
     assert elapsed < 60, f"pipeline_health took {elapsed:.1f} s"
 
 
-def test_pipeline_health_rows_and_lags_are_exact(tmp_path: Path) -> None:
-    """A table written in the process with known source times: three upserts and one delete.
+def test_pipeline_health_rows_and_lags_are_exact(tmp_path: Path, spark: Any) -> None:
+    """A table written by the official writer with known source times: three upserts and one delete.
     Expected: rows per commit as written (3, 2 = 1 insert + 1 update, 1, then 1 delete); lags
     equal to the instant time minus the median / newest / oldest source time of each commit's
     records; the delete-only commit has no lag; ``last_commits`` keeps the latest commits."""
@@ -188,10 +189,11 @@ def test_pipeline_health_rows_and_lags_are_exact(tmp_path: Path) -> None:
         ([3, 4], [now - 3000, now - 1000]),
         ([5], [now - 500]),
     ]
+    schema = "catid int, catname string, __lsn long, __source_ts_ms long"
     for lsn, (keys, source_ms) in enumerate(batches):
-        frame = pd.DataFrame({"catid": keys, "catname": "x", "__lsn": lsn, "__source_ts_ms": source_ms})
-        write_hudi(frame, options, path)
-    delete = pd.DataFrame({"catid": [1], "catname": "x", "__lsn": 9, "__source_ts_ms": now})
+        rows = [(k, "x", lsn, ms) for k, ms in zip(keys, source_ms, strict=True)]
+        write_hudi(spark.createDataFrame(rows, schema), options, path)
+    delete = spark.createDataFrame([(1, "x", 9, now)], schema)
     write_hudi(delete, {**options, "hoodie.datasource.write.operation": "delete"}, path)
 
     health = pipeline_health(params, last_commits=10, tables=["category"])

@@ -1,8 +1,9 @@
-"""Fault injection on the running pipeline (real PostgreSQL, MariaDB, Debezium, Hudi writer and the
-official reader): after each fault and its recovery, Bronze and Silver equal the sources.
+"""Fault injection on the running pipeline (real PostgreSQL, MariaDB, Debezium, the official Hudi
+writer and reader): after each fault and its recovery, Bronze and Silver equal the sources.
 
 * ``kill -9`` of a capture worker while changes stream, then a restart;
-* ``kill -9`` of the continuous Silver job while a Merge-on-Read delta commit is in flight;
+* ``kill -9`` of the continuous Silver job (its Python process and Spark driver JVM) while a
+  Merge-on-Read delta commit is in flight;
 * ``kill -9`` of a source database server while capturing, changes before and after;
 * the Bronze folder made read-only: the worker reports it and marks nothing processed; once
   writable again and restarted, nothing is lost.
@@ -124,7 +125,7 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     params = base.model_copy(
         update={
             "lake": base.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
-            "silver": base.silver.model_copy(update={"tables": (mor,), "min_interval_s": 0.2}),
+            "silver": base.silver.model_copy(update={"tables": (mor,), "min_interval_s": 0.2, "sync": False}),
         }
     )
     # the job's own state folder, so it never meets the shared pipeline's continuous job

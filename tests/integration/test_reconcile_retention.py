@@ -79,13 +79,16 @@ def test_reconcile_equal_after_ingestion(capture: Capture, silver: WorkbookParam
     assert "/" in positions["category"]  # an LSN
 
 
-def test_changed_silver_row_is_listed(capture: Capture, silver: WorkbookParams, tmp_path: Path) -> None:
+def test_changed_silver_row_is_listed(
+    capture: Capture, silver: WorkbookParams, tmp_path: Path, spark: Any
+) -> None:
     """A copy of Silver ``sale`` with one row's ``pricepaid`` changed by a direct Hudi upsert.
 
     Expected: reconcile lists exactly that key as ``different``; the original still equals.
     """
+    from silver_tables import write_silver
+
     from helpers.hudi.read import read_snapshot
-    from helpers.hudi.writer import write_arrow
     from helpers.silver import table_config
 
     params = capture.stack.params
@@ -100,12 +103,13 @@ def test_changed_silver_row_is_listed(capture: Capture, silver: WorkbookParams, 
     price = row.column("pricepaid")
     changed = pc.add(price, pa.scalar(1, price.type)).cast(price.type)
     row = row.set_column(row.schema.get_field_index("pricepaid"), row.schema.field("pricepaid"), changed)
+    position = row.schema.get_field_index("_cdc_position")  # a later log position: the change wins
     row = row.set_column(
-        row.schema.get_field_index("__row"),
-        row.schema.field("__row"),
-        pc.add(row.column("__row"), 1).cast(row.schema.field("__row").type),
+        position, row.schema.field(position), pc.binary_join_element_wise(row.column(position), "9", "")
     )
-    write_arrow(row, table_config(copy, sale), "upsert")
+    row = row.drop_columns(["_hoodie_is_deleted"]) if "_hoodie_is_deleted" in row.column_names else row
+    copy = copy.model_copy(update={"silver": copy.silver.model_copy(update={"sync": False})})
+    write_silver(spark, copy, sale, row, precombine="_cdc_position")
 
     frame = reconcile(params, ["sale"], silver_params=copy, wait_s=5)
     result = frame.iloc[0]

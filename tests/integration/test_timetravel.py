@@ -95,7 +95,9 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     a soft-delete CoW table: as of each step's instant, A, N and B equal the source rows recorded
     after that step (absent once deleted; flagged in soft mode); the increment of each step holds
     exactly the keys it wrote; A's history after the start is update, update, delete with the
-    recorded values; the diff of step 1 is exactly A's two changed columns, N inserted and B
+    recorded values (the delete with A as it was before it); A's SCD2 rows are the same versions,
+    each valid until the next change, the last ended by the delete (CoW from Hudi's CDC log, MoR
+    from its timeline); the diff of step 1 is exactly A's two changed columns, N inserted and B
     deleted, and of step 3 exactly A deleted."""
     from helpers import timetravel as tt
     from helpers.capture.api import bronze_vs_source
@@ -148,6 +150,13 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     assert tt.source_rows(params, SALE, key_a) == []
     step3 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
 
+    from helpers.changefeed import scd2
+
+    def scd(table: str) -> pd.DataFrame:
+        frame = scd2(params, table, key_a)
+        assert set(frame["salesid"]) == {key_a}
+        return frame
+
     for table in TABLES:
         soft = table == "sale_soft"
         t0, t1, t2, t3 = start[table], step1[table], step2[table], step3[table]
@@ -195,10 +204,21 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
         assert t0 < commits[0] <= t1 < commits[1] <= t2 < commits[2] <= t3, (commits, t0, t1, t2, t3)
         _assert_row(new.iloc[0].to_dict(), a1, f"{table} history version 1")
         _assert_row(new.iloc[1].to_dict(), a2, f"{table} history version 2")
-        if soft:
-            _assert_row(new.iloc[2].to_dict(), a2, f"{table} history soft delete")
-        else:
-            assert new.iloc[2]["salesid"] == key_a and new.iloc[2]["qtysold"] is None
+        _assert_row(new.iloc[2].to_dict(), a2, f"{table} history: the delete holds the record before it")
+
+        # SCD2: A's versions after the start, valid from one change to the next, the last ended by
+        # the delete; no current version of A
+        versions = scd(table)
+        assert versions["valid_from"].tolist()[-2:] == commits[:2], (table, versions)
+        assert versions["valid_to"].tolist()[-2:] == commits[1:], (table, versions)
+        assert versions["operation"].tolist()[-2:] == ["update", "update"]
+        assert versions["ended_by"].tolist()[-2:] == ["update", "delete"]
+        assert not versions["is_current"].any()
+        _assert_row(versions.iloc[-2].to_dict(), a1, f"{table} SCD2 version 1")
+        _assert_row(versions.iloc[-1].to_dict(), a2, f"{table} SCD2 version 2")
+        earlier = versions[versions["valid_from"] <= t0]
+        _assert_row(earlier.iloc[-1].to_dict(), a0, f"{table} SCD2 version at the start")
+        assert earlier["valid_to"].iloc[-1] == commits[0]
 
         # diffs: exactly the scripted changes
         got1 = _diff_set(tt.diff(params, table, t0, t1), "salesid")

@@ -1,4 +1,5 @@
-"""TOAST placeholders (edge case 7) in Silver ingestion, on small batches and a real local table."""
+"""TOAST placeholders (edge case 7) in Silver ingestion, on small batches (the stored-row lookup
+against a real table written by the official writer is in tests/integration/test_silver_official.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import pyarrow as pa
 
 from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.read import read_snapshot
-from helpers.hudi.writer import write_arrow
 from helpers.silver import fill_unavailable
 
 P = UNAVAILABLE_VALUE
@@ -21,7 +20,6 @@ def _config(tmp_path: Path) -> HudiTableConfig:
         base_path=str(tmp_path / "event"),
         record_key_fields=("id",),
         ordering_fields=("__lsn",),
-        bloom_filter=False,
     )
 
 
@@ -55,18 +53,43 @@ def test_placeholders_take_the_latest_earlier_value_of_the_key_in_log_order(tmp_
 
 
 def test_placeholders_without_an_earlier_event_take_the_stored_row(tmp_path: Path) -> None:
-    config = _config(tmp_path)
-    write_arrow(_batch([(1, 1, "stored one", b"x1"), (2, 2, "stored two", b"x2")]), config, "upsert")
+    stored = {"1": {"name": "stored one", "blob": b"x1"}, "2": {"name": "stored two", "blob": b"x2"}}
+    asked: list[tuple[list[str], list[str]]] = []
+
+    def stored_rows(keys, columns):  # type: ignore[no-untyped-def]
+        asked.append((list(keys), list(columns)))
+        return {k: stored[k] for k in keys if k in stored}
+
     batch = _batch([(1, 5, P, b"new"), (3, 6, P, b"y")])  # key 3 is nowhere: left null, counted
-    out, filled, unresolved = fill_unavailable(batch, config)
+    out, filled, unresolved = fill_unavailable(batch, _config(tmp_path), stored_rows)
     assert (filled, unresolved) == (1, 1)
     assert out.column("name").to_pylist() == ["stored one", None]
-    write_arrow(out, config, "upsert")
-    rows = {r["id"]: (r["name"], r["blob"]) for r in read_snapshot(config.base_path).to_pylist()}
-    assert rows == {1: ("stored one", b"new"), 2: ("stored two", b"x2"), 3: (None, b"y")}
+    assert out.column("blob").to_pylist() == [b"new", b"y"]
+    assert asked == [(["1", "3"], ["name"])]  # only the keys the batch cannot resolve
 
 
 def test_batches_without_placeholders_are_returned_unchanged(tmp_path: Path) -> None:
     batch = _batch([(1, 1, "a", b"a"), (1, 2, "b", None)])
     out, filled, unresolved = fill_unavailable(batch, _config(tmp_path))
     assert out is batch and (filled, unresolved) == (0, 0)
+
+
+def test_latest_per_key_is_what_an_upsert_into_an_empty_table_leaves(tmp_path: Path) -> None:
+    """The newest event of each key by the ordering field (row order breaks a tie: the later
+    wins); hard mode drops keys whose newest event is a delete, soft mode keeps them."""
+    from helpers.silver import latest_per_key
+
+    events = pa.table(
+        {
+            "id": pa.array([1, 2, 1, 3, 2, 3], pa.int32()),
+            "__lsn": pa.array([20, 5, 10, 7, 9, 7], pa.int64()),
+            "v": ["1@20", "2@5", "1@10", "3@7 first", "2@9 delete", "3@7 second"],
+            "_hoodie_is_deleted": [False, False, False, False, True, False],
+        }
+    )
+    hard = latest_per_key(events, _config(tmp_path))
+    assert sorted(hard.column("v").to_pylist()) == ["1@20", "3@7 second"]
+    import dataclasses
+
+    soft = latest_per_key(events, dataclasses.replace(_config(tmp_path), delete_mode="soft"))
+    assert sorted(soft.column("v").to_pylist()) == ["1@20", "2@9 delete", "3@7 second"]

@@ -152,7 +152,9 @@ def test_cli_status_of_fresh_state_dir(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["server", "state", "pid"]
-    assert "postgres  stopped" in out and "mariadb   stopped" in out and "50123" in out
+    states = {line.split()[0]: line.split()[1] for line in lines[2:]}
+    assert states == {"postgres": "stopped", "mariadb": "stopped", "metastore": "stopped"}
+    assert "50123" in out
 
 
 def test_cli_rejects_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,8 +7,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.read import read_snapshot
-from helpers.hudi.writer import write_arrow
 from helpers.tombstones import (
     TOMBSTONES_KEY,
     drop_late_events,
@@ -25,8 +23,7 @@ def _config(tmp_path: Path) -> HudiTableConfig:
         table_name="t",
         base_path=str(tmp_path / "t"),
         record_key_fields=("id",),
-        ordering_fields=("__file", "__pos"),
-        bloom_filter=False,
+        ordering_fields=("pos",),
     )
 
 
@@ -34,8 +31,7 @@ def _events(rows: list[tuple[int, str, int, bool]]) -> pa.Table:
     return pa.table(
         {
             "id": pa.array([r[0] for r in rows], pa.int32()),
-            "__file": [r[1] for r in rows],
-            "__pos": pa.array([r[2] for r in rows], pa.int64()),
+            "pos": [f"{r[1]}.{r[2]:05d}" for r in rows],
             "v": [f"v{r[2]}" for r in rows],
             "_hoodie_is_deleted": [r[3] for r in rows],
         }
@@ -51,9 +47,9 @@ def test_changes_not_newer_than_the_delete_are_dropped(tmp_path: Path) -> None:
     batch = _events([(1, "f1", 9, False), (1, "f2", 5, False), (1, "f2", 6, False), (2, "f1", 1, False)])
     kept, dropped = drop_late_events(batch, config, stones)
     assert dropped == 2
-    assert list(zip(kept.column("id").to_pylist(), kept.column("__pos").to_pylist(), strict=True)) == [
-        (1, 6),
-        (2, 1),
+    assert list(zip(kept.column("id").to_pylist(), kept.column("pos").to_pylist(), strict=True)) == [
+        (1, "f2.00006"),
+        (2, "f1.00001"),
     ]
 
 
@@ -65,8 +61,8 @@ def test_state_follows_the_newest_change_and_expires(tmp_path: Path) -> None:
     second = next_tombstones(
         _events([(1, "f1", 3, False), (3, "f1", 4, False), (3, "f1", 5, True)]), config, first, 130.0, 60
     )
-    got = {r["_hoodie_record_key"]: (r["__pos"], r["_deleted_at"]) for r in second.to_pylist()}
-    assert got == {"2": (2, 100.0), "3": (5, 130.0)}
+    got = {r["_hoodie_record_key"]: (r["pos"], r["_deleted_at"]) for r in second.to_pylist()}
+    assert got == {"2": ("f1.00002", 100.0), "3": ("f1.00005", 130.0)}
     later = next_tombstones(_events([]), config, second, 170.0, 60)  # key 2's tombstone expired
     assert later.column("_hoodie_record_key").to_pylist() == ["3"]
 
@@ -78,25 +74,12 @@ def test_state_files_round_trip_and_only_the_named_one_stays(tmp_path: Path) -> 
     new = write_tombstones(config.base_path, stones)
     assert read_tombstones(config.base_path, new, config).equals(stones)
     assert prune_tombstone_files(config.base_path, keep=new) == 1
-    assert not (Path(config.base_path, ".hoodie", ".aux", "workbook", old)).exists()
+    folder = Path(config.base_path).parent / ".workbook" / "tombstones" / "t"
+    assert (folder / new).exists() and not (folder / old).exists()
+    assert not Path(config.base_path).exists()  # the table's folder is the writer's alone
     metas = [
         {"extraMetadata": {}},
         {"extraMetadata": {TOMBSTONES_KEY: new}},
         {"extraMetadata": {TOMBSTONES_KEY: old}},
     ]
     assert tombstone_file_of(metas) == new and tombstone_file_of([]) == ""
-
-
-def test_without_tombstones_the_writer_alone_brings_the_row_back(tmp_path: Path) -> None:
-    """Why the state exists: Hudi compares a change only with the stored row, so after a hard
-    delete a late older insert re-creates the row; with the tombstones it is dropped."""
-    config = _config(tmp_path)
-    write_arrow(_events([(1, "f1", 1, False)]), config, "upsert")
-    delete = _events([(1, "f1", 2, True)])
-    stones = next_tombstones(delete, config, read_tombstones("", "", config), 10.0, 60)
-    write_arrow(delete, config, "upsert")
-    late = _events([(1, "f1", 1, False)])
-    kept, dropped = drop_late_events(late, config, stones)
-    assert dropped == 1 and kept.num_rows == 0
-    write_arrow(late, config, "upsert")  # the control: written anyway
-    assert read_snapshot(config.base_path).column("id").to_pylist() == [1]

@@ -1,7 +1,8 @@
 """Athena SQL (helpers.athena, sql/): the AWS path through pyathena with a stubbed Athena client
 (the exact StartQueryExecution requests, parameters bound as ExecutionParameters), the transpile
-of every SQL file to DuckDB, parameter conversion, and the local engine over small Hudi tables
-written in the process from the generators (no servers)."""
+of every SQL file to DuckDB, parameter conversion, and the local engine over small Silver tables
+written by the official Hudi writer from the generators and registered by Hudi's Hive sync in the
+test session's metastore (no database servers)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import json
 import re
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyathena
 import pytest
 from botocore.stub import Stubber
+from silver_tables import silver_like, write_silver
 
 from helpers.athena import (
     AthenaEngine,
@@ -327,32 +328,26 @@ def test_athena_errors_name_the_file_and_the_engine(athena: tuple[AthenaEngine, 
 # the local engine over Hudi tables written in the process
 
 
-def _silver_like(table: pa.Table) -> pa.Table:
-    """Silver's types: Avro has no 16-bit ints; timestamps are UTC."""
-    fields = []
-    for f in table.schema:
-        if pa.types.is_int16(f.type) or pa.types.is_int8(f.type):
-            fields.append(pa.field(f.name, pa.int32()))
-        elif pa.types.is_timestamp(f.type):
-            fields.append(pa.field(f.name, pa.timestamp("us", "UTC")))
-        else:
-            fields.append(f)
-    return table.cast(pa.schema(fields))
-
-
 @pytest.fixture(scope="module")
-def local_silver(tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkbookParams, dict[str, pd.DataFrame]]:
-    """Every Silver table of the CI params written as Hudi tables from the generators (outbox
-    payloads as the triggers build them), registered in a local catalog; plus the same data as
-    pandas frames (the oracle)."""
-    from helpers.hudi.config import HudiTableConfig
-    from helpers.hudi.writer import write_arrow
+def local_silver(
+    spark: Any, spark_params: WorkbookParams, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[WorkbookParams, dict[str, pd.DataFrame]]:
+    """Every Silver table of the CI params written by the official Hudi writer from the generators
+    (outbox payloads as the triggers build them), registered by Hudi's Hive sync in a database of
+    their own; plus the same data as pandas frames (the oracle)."""
     from helpers.outbox import generate_orders, order_payload
-    from helpers.silver import register_catalog
     from helpers.tickit import generate_tickit
 
     silver = tmp_path_factory.mktemp("athena") / "silver"
-    params = load_params("ci", {"lake.silver": str(silver)})
+    params = load_params(
+        "ci",
+        {
+            "lake.silver": str(silver),
+            "state_dir": spark_params.state_dir,
+            "local.metastore.port": spark_params.local.metastore.port,
+            "silver.database": "wb_athena",
+        },
+    )
     data = dict(generate_tickit(params.tickit.scale, params.tickit.seed))
     data.update(generate_orders(params.orders.customers, params.orders.orders, params.orders.seed))
     items: dict[int, list[dict[str, Any]]] = {}
@@ -367,15 +362,7 @@ def local_silver(tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkbookPara
     )
     data["sale_mor"] = data["sale"]
     for table in params.silver.tables:
-        config = HudiTableConfig(
-            table.name,
-            str(silver / table.name),
-            table_type=table.table_type,
-            record_key_fields=table.record_key,
-            ordering_fields=table.record_key,
-        )
-        write_arrow(_silver_like(data[table.name]), config, "upsert")
-    register_catalog(params)
+        write_silver(spark, params, table, silver_like(data[table.name]))
     return params, {name: t.to_pandas() for name, t in data.items()}
 
 
@@ -414,13 +401,10 @@ def test_local_engine_results_equal_pandas_over_the_same_data(
 
 
 def test_local_engine_reads_each_table_once_per_commit(
-    local_silver: tuple[WorkbookParams, dict[str, pd.DataFrame]], tmp_path: Path
+    local_silver: tuple[WorkbookParams, dict[str, pd.DataFrame]], spark: Any
 ) -> None:
     """Only the tables a query needs are read; a new commit makes the next query read that table
     again and see the change; ro/rt of the MoR table are registered separately."""
-    from helpers.hudi.config import HudiTableConfig
-    from helpers.hudi.writer import write_arrow
-
     params, frames = local_silver
     engine = open_engine(params, progress=False)
     assert isinstance(engine, LocalEngine)
@@ -429,18 +413,9 @@ def test_local_engine_reads_each_table_once_per_commit(
     before = engine.loaded_tables().set_index("table")["instant"].to_dict()
     counts = engine.query("table_row_counts").set_index("table_name")["row_count"]
     assert counts["sale_mor_rt"] == counts["sale"] == len(frames["sale"])
-    category = _silver_like(pa.Table.from_pandas(frames["category"].iloc[:1], preserve_index=False))
+    category = silver_like(pa.Table.from_pandas(frames["category"].iloc[:1], preserve_index=False))
     category = category.set_column(2, "catname", pa.array(["Renamed"]))
-    write_arrow(
-        category,
-        HudiTableConfig(
-            "category",
-            str(Path(params.lake.silver) / "category"),
-            record_key_fields=("catid",),
-            ordering_fields=("catid",),
-        ),
-        "upsert",
-    )
+    write_silver(spark, params, next(t for t in params.silver.tables if t.name == "category"), category)
     renamed = engine.query("SELECT catname FROM category WHERE catid = 1")
     assert list(renamed["catname"]) == ["Renamed"]
     after = engine.loaded_tables().set_index("table")["instant"].to_dict()

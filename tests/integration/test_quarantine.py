@@ -1,8 +1,9 @@
 """Bad Bronze input is set aside with its reason, counted and listed; the rest is ingested.
 
-No servers: Bronze files are written by the workbook's own Bronze writer from Connect JSON
-events built here (the shape Debezium's flattened events have), Silver by the in-process Hudi
-writer, read back with the official reader. Expected final state, stated per test.
+No database servers: Bronze files are written by the workbook's own Bronze writer from Connect
+JSON events built here (the shape Debezium's flattened events have), Silver by the official Hudi
+writer (the test session's Spark), read back with the official reader. Expected final state,
+stated per test.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from helpers.capture.bronze import BronzeWriter, event_from_json
+from helpers.errors import HudiError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import WorkbookParams, load_params
@@ -68,6 +70,9 @@ def _write(params: WorkbookParams, raws: list[str], fmt: str = "avro") -> Path:
     return written.path
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture
 def params(tmp_path: Path) -> WorkbookParams:
     return load_params(
@@ -76,6 +81,7 @@ def params(tmp_path: Path) -> WorkbookParams:
             "state_dir": str(tmp_path / "state"),
             "lake.bronze": str(tmp_path / "bronze"),
             "lake.silver": str(tmp_path / "silver"),
+            "silver.sync": False,
         },
     )
 
@@ -112,7 +118,7 @@ def test_truncated_avro_file_is_set_aside_whole_and_the_rest_is_ingested(params:
         {"table": "category", "bronze_file": str(bad), "record": None, "whole_file": True}
     ]
     assert "unreadable Avro file" in frame.iloc[0]["reason"]
-    copy = quarantine_dir(params, "category") / "files" / bad.name
+    copy = Path(quarantine_dir(params, "category")) / "files" / bad.name
     assert copy.read_bytes() == damaged == bad.read_bytes()
     assert good1.exists() and good2.exists()
     pending, _ = pending_bronze(params, _category(params))
@@ -147,7 +153,9 @@ def test_unknown_op_and_changed_column_type_are_set_aside_per_event(params: Work
     assert "unknown __op 't'" in reasons["2" + str(mixed)]
     assert "unknown __op 'm'" in reasons["4" + str(mixed)]
     assert "'price' is string in this event but decimal128(8, 2)" in reasons["1" + str(typed)]
-    record = json.loads((quarantine_dir(params, "category") / f"{typed.name}.quarantine.json").read_text())
+    record = json.loads(
+        (Path(quarantine_dir(params, "category")) / f"{typed.name}.quarantine.json").read_text()
+    )
     assert record["records"][0]["event"]["catname"] == "wrong" and record["settled"] is True
     base = table_config(params, _category(params)).base_path
     meta = read_commit_metadata(base, completed_instants(base)[-1])["extraMetadata"]
@@ -181,18 +189,18 @@ def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
     import helpers.silver as silver
 
     _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b", op="t")])
-    real = silver.write_arrow
+    real = silver.write_hudi
 
     def failing(*args: Any, **kwargs: Any) -> Any:
         raise silver.HudiError("disk full (simulated commit failure)")
 
-    monkeypatch.setattr(silver, "write_arrow", failing)
+    monkeypatch.setattr(silver, "write_hudi", failing)
     with pytest.raises(silver.HudiError, match="simulated"):
         ingest_table(params, _category(params))
     first = quarantine_frame(params)
     assert len(first) == 1
     assert len(pending_bronze(params, _category(params))[0]) == 1  # not taken: the commit failed
-    monkeypatch.setattr(silver, "write_arrow", real)
+    monkeypatch.setattr(silver, "write_hudi", real)
     result = ingest_table(params, _category(params))
     assert (result.events, result.quarantined) == (1, 1)
     second = quarantine_frame(params)
@@ -202,12 +210,18 @@ def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
 
 
 def test_a_bronze_file_that_cannot_be_opened_is_an_error_not_bad_input(params: WorkbookParams) -> None:
-    """Opening fails (an OSError: permissions, I/O; here a directory in place of the file): that is
-    not bad input, the reader raises and nothing is set aside."""
-    from helpers.silver import _read_checked
+    """Reading fails (an OSError: permissions, I/O, an S3 AccessDenied; here a store that lists the
+    file but cannot read it): that is not bad input, ingestion fails naming the topic and nothing is
+    set aside or taken."""
+    from helpers.bronze_checkpoint import BronzeObject, LocalBronze
 
-    path = params.path(params.lake.bronze) / TOPIC / f"{TOPIC}+1+1+x.avro"
-    path.mkdir(parents=True)
-    with pytest.raises(OSError):
-        _read_checked([path], table_config(params, _category(params)))
+    class Unreadable(LocalBronze):
+        def read(self, obj: BronzeObject) -> bytes:
+            raise PermissionError(f"Permission denied: {obj.uri}")
+
+    _write(params, [_raw(10, 1, "a")])
+    store = Unreadable(params.path(params.lake.bronze))
+    with pytest.raises(HudiError, match=f"Failed to read Bronze of {TOPIC} for category: Permission denied"):
+        ingest_table(params, _category(params), store=store)
     assert quarantine_frame(params).empty
+    assert len(pending_bronze(params, _category(params))[0]) == 1

@@ -1,0 +1,60 @@
+"""Writing test tables with the official Hudi writer, for integration tests that need Silver-shaped
+tables without the capture pipeline: Arrow in, a Parquet file staged under the test's folder,
+``helpers.hudi.api.write_hudi`` with the options :func:`helpers.silver.silver_write_options` gives
+the Silver table (precombine on a column of the data)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from helpers.hudi.api import HudiCommit, write_hudi
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver import silver_write_options, table_config
+
+
+def spark_frame(spark: Any, table: pa.Table, folder: Path) -> Any:
+    """``table`` as a Spark DataFrame with exact types (through a Parquet file in ``folder``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{uuid.uuid4().hex}.parquet"
+    pq.write_table(table, path)
+    return spark.read.parquet(str(path))
+
+
+def silver_like(table: pa.Table) -> pa.Table:
+    """Silver's types: Avro has no 16-bit ints; timestamps are UTC."""
+    fields = []
+    for f in table.schema:
+        if pa.types.is_int16(f.type) or pa.types.is_int8(f.type):
+            fields.append(pa.field(f.name, pa.int32()))
+        elif pa.types.is_timestamp(f.type):
+            fields.append(pa.field(f.name, pa.timestamp("us", "UTC")))
+        else:
+            fields.append(f)
+    return table.cast(pa.schema(fields))
+
+
+def write_silver(
+    spark: Any,
+    params: WorkbookParams,
+    table: SilverTableParams,
+    rows: pa.Table,
+    *,
+    precombine: str | None = None,
+    operation: str = "upsert",
+    **extra: str,
+) -> HudiCommit:
+    """Write ``rows`` into Silver table ``table`` as ingestion would (its options; precombine on
+    ``precombine``, default the first record key field)."""
+    options = {
+        **silver_write_options(params, table),
+        "hoodie.datasource.write.precombine.field": precombine or table.record_key[0],
+        "hoodie.datasource.write.operation": operation,
+        **extra,
+    }
+    base = table_config(params, table).base_path
+    return write_hudi(spark_frame(spark, rows, Path(base).parent / ".test-staging"), options, base)

@@ -1,0 +1,338 @@
+"""Silver ingestion through the official Hudi writer: against the real sources (the shared capture
+pipeline), and the writer's behaviours the ingestion relies on, on small tables written here.
+
+Expected final states are stated per test; instants come from the timelines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pipeline import Capture
+from silver_tables import spark_frame, write_silver
+
+from helpers.bronze_checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
+from helpers.capture.api import bronze_vs_source
+from helpers.capture.connectors import UNAVAILABLE_VALUE
+from helpers.changes import apply_scenario
+from helpers.hudi.api import read_hudi_df
+from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import completed_instants, read_commit_metadata
+from helpers.params import SilverTableParams, WorkbookParams, load_params
+from helpers.silver import (
+    POSITION_COLUMN,
+    _stored_rows_reader,
+    fill_unavailable,
+    ingest_all,
+    pending_bronze,
+    position_column,
+    register_catalog,
+    silver_vs_source,
+    silver_write_options,
+    table_config,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def _with(params: WorkbookParams, **updates: Any) -> WorkbookParams:
+    lake = params.lake.model_copy(update={k: v for k, v in updates.items() if k in ("silver",)})
+    silver = params.silver.model_copy(update={k: v for k, v in updates.items() if k in ("database", "sync")})
+    return params.model_copy(update={"lake": lake, "silver": silver})
+
+
+def test_silver_equals_the_sources_and_takes_each_bronze_file_once(
+    capture: Capture, tmp_path: Path, spark: Any
+) -> None:
+    """Every Silver table (12, ``sale`` also as MoR) equals its source row by row after one
+    ingestion; a second finds nothing new; after a delete + re-insert and rapid updates at the
+    sources, Silver equals them again. Each commit names the files it took: no file twice. Every
+    table is Hudi table version 6, registered by Hudi's Hive sync (MoR as ``_ro``/``_rt``), and
+    Spark SQL over the catalog returns the source's row count."""
+    params = _with(capture.stack.params, silver=str(tmp_path / "silver"), database="wb_official")
+    specs = list(capture.specs.values())
+    assert bronze_vs_source(params, specs, wait_s=60)["equal"].all()
+    first = ingest_all(params, spark=spark)
+    assert (first["files"] > 0).all(), first
+    check = silver_vs_source(params)
+    assert check["equal"].all(), check[~check["equal"]]
+    assert (ingest_all(params, spark=spark)["files"] == 0).all()
+
+    apply_scenario(params, "delete_reinsert")
+    apply_scenario(params, "rapid_updates")
+    assert bronze_vs_source(params, specs, wait_s=60)["equal"].all()
+    again = ingest_all(params, spark=spark)
+    assert again["files"].sum() > 0
+    check = silver_vs_source(params)
+    assert check["equal"].all(), check[~check["equal"]]
+
+    for table in params.silver.tables:
+        base = table_config(params, table).base_path
+        props = Path(base, ".hoodie", "hoodie.properties").read_text()
+        assert "hoodie.table.version=6" in props.splitlines()
+        taken: list[str] = []
+        for instant in completed_instants(base, ("commit", "deltacommit")):
+            extra = read_commit_metadata(base, instant).get("extraMetadata") or {}
+            if FILES_KEY in extra:
+                taken += json.loads(extra[FILES_KEY])
+                BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
+        assert len(taken) == len(set(taken)) > 0, table.name
+    assert (
+        POSITION_COLUMN in read_snapshot(table_config(params, params.silver.tables[0]).base_path).column_names
+    )
+
+    catalog = register_catalog(params, spark=spark)
+    names = set(catalog["name"])
+    assert {"sale", "sale_mor_ro", "sale_mor_rt", "category", "order_items"} <= names
+    sale_rows = int(check.set_index("table").loc["sale", "source_rows"])
+    for name in ("sale", "sale_mor_rt"):
+        got = spark.sql(f"SELECT count(*) AS n FROM wb_official.{name}").collect()[0]["n"]  # noqa: S608
+        assert got == sale_rows, name
+
+
+def test_position_column_sorts_in_log_order_across_binlog_files() -> None:
+    """String order of ``_cdc_position`` equals the (file number, position, row) order, also
+    across a binlog rollover and positions of different widths; PostgreSQL LSNs likewise."""
+    rows = [
+        ("mysql-bin.000009", 987654, 0),
+        ("mysql-bin.000010", 4, 0),
+        ("mysql-bin.000010", 4, 1),
+        ("mysql-bin.000010", 4, 10),
+        ("mysql-bin.000010", 120, 2),
+        ("mysql-bin.000100", 7, 0),
+    ]
+    events = pa.table(
+        {
+            "__file": [r[0] for r in rows],
+            "__pos": pa.array([r[1] for r in rows], pa.int64()),
+            "__row": pa.array([r[2] for r in rows], pa.int32()),
+        }
+    )
+    positions = position_column(events, "mariadb", ("__file", "__pos", "__row")).to_pylist()
+    assert sorted(positions) == positions and len(set(positions)) == len(rows)
+    pg = pa.table({"__lsn": pa.array([123456789, 9, 10], pa.int64())})
+    lsns = position_column(pg, "postgres", ("__lsn",)).to_pylist()
+    assert sorted(lsns) == [lsns[1], lsns[2], lsns[0]]
+
+
+def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capture) -> None:
+    """The commit metadata prefix covers every workbook key; ordering by ``_cdc_position`` with the
+    ordering payload; CoW keeps Hudi's CDC log, MoR compacts inline; Hive sync into the Silver
+    database, MoR without a suffix-less table."""
+    params = capture.stack.params
+    mor = next(t for t in params.silver.tables if t.name == "sale_mor")
+    cow = next(t for t in params.silver.tables if t.name == "sale")
+    options = silver_write_options(params, mor)
+    assert options["hoodie.datasource.write.precombine.field"] == POSITION_COLUMN
+    assert options["hoodie.datasource.write.commitmeta.key.prefix"] == "workbook."
+    assert FILES_KEY.startswith("workbook.") and CHECKPOINT_KEY.startswith("workbook.")
+    assert options["hoodie.compact.inline"] == "true"
+    assert "hoodie.table.cdc.enabled" not in options
+    assert options["hoodie.datasource.hive_sync.database"] == "wb_capture"
+    assert silver_write_options(params, cow)["hoodie.table.cdc.enabled"] == "true"
+
+
+@pytest.fixture
+def small(tmp_path: Path, spark_params: WorkbookParams) -> WorkbookParams:
+    """CI parameters with Silver in a folder of the test, catalog sync off."""
+    return load_params(
+        "ci",
+        overrides={
+            "state_dir": spark_params.state_dir,
+            "local.metastore.port": spark_params.local.metastore.port,
+            "lake.silver": str(tmp_path / "silver"),
+            "lake.bronze": str(tmp_path / "bronze"),
+            "silver.sync": False,
+            "silver.compaction_delta_commits": 2,
+        },
+    )
+
+
+def _table(params: WorkbookParams, name: str, table_type: str = "COPY_ON_WRITE") -> SilverTableParams:
+    return SilverTableParams(
+        name=name, source="ems", table="event", record_key=("id",), table_type=table_type
+    )  # type: ignore[arg-type]
+
+
+SCHEMA = pa.schema(
+    [("id", pa.int32()), ("name", pa.string()), ("pos", pa.string()), ("_hoodie_is_deleted", pa.bool_())]
+)
+
+
+def _events(rows: list[tuple[int, str, str, bool]]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": i, "name": n, "pos": p, "_hoodie_is_deleted": d} for i, n, p, d in rows], schema=SCHEMA
+    )
+
+
+def _state(params: WorkbookParams, table: SilverTableParams, spark: Any) -> dict[int, str]:
+    base = table_config(params, table).base_path
+    by_spark = {r["id"]: r["name"] for r in read_hudi_df(spark, base).collect()}
+    assert by_spark == {r["id"]: r["name"] for r in read_snapshot(base).to_pylist()}
+    return by_spark
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_an_older_change_never_overwrites_or_deletes_a_newer_row(
+    small: WorkbookParams, spark: Any, table_type: str
+) -> None:
+    """Ordering by the precombine field on the stored row: after ``1@5 = b``, an older update
+    (``1@3``) and an older delete (``1@4``) leave ``b``; a newer update (``1@6``) wins; in one batch
+    the newest change of a key wins whatever the row order; MoR the same before and after its
+    inline compaction (every 2 delta commits here)."""
+    t = _table(small, "ordering", table_type)
+    write_silver(spark, small, t, _events([(1, "a", "001", False), (2, "x", "001", False)]), precombine="pos")
+    write_silver(spark, small, t, _events([(1, "b", "005", False)]), precombine="pos")
+    write_silver(
+        spark, small, t, _events([(1, "old", "003", False), (1, "gone", "004", True)]), precombine="pos"
+    )
+    assert _state(small, t, spark) == {1: "b", 2: "x"}
+    write_silver(spark, small, t, _events([(2, "z", "009", False), (2, "y", "008", False)]), precombine="pos")
+    write_silver(spark, small, t, _events([(1, "c", "006", False)]), precombine="pos")
+    assert _state(small, t, spark) == {1: "c", 2: "z"}
+    base = table_config(small, t).base_path
+    if table_type == "MERGE_ON_READ":
+        actions = [i.action for i in completed_instants(base, ("commit", "deltacommit"))]
+        assert "commit" in actions, f"no compaction on the timeline: {actions}"
+        write_silver(spark, small, t, _events([(2, "older", "007", False)]), precombine="pos")
+        assert _state(small, t, spark) == {1: "c", 2: "z"}
+
+
+def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
+    small: WorkbookParams, spark: Any, tmp_path: Path
+) -> None:
+    """The control first: the official writer alone re-creates a hard-deleted row when an older
+    insert of it arrives later (it compares with the stored row only). Through ingestion, with
+    the delete remembered as a tombstone, the same late change is dropped and counted."""
+    control = _table(small, "control")
+    write_silver(spark, small, control, _events([(1, "a", "001", False)]), precombine="pos")
+    write_silver(spark, small, control, _events([(1, "a", "002", True)]), precombine="pos")
+    assert _state(small, control, spark) == {}
+    write_silver(spark, small, control, _events([(1, "a", "001", False)]), precombine="pos")
+    assert _state(small, control, spark) == {1: "a"}  # the row came back
+
+    from helpers.capture.bronze import BronzeWriter, event_from_json
+
+    params = load_params(
+        "ci",
+        overrides={
+            "state_dir": small.state_dir,
+            "local.metastore.port": small.local.metastore.port,
+            "lake.silver": small.lake.silver,
+            "lake.bronze": str(tmp_path / "bronze"),
+            "silver.sync": False,
+        },
+    )
+    category = next(t for t in params.silver.tables if t.name == "category")
+    topic = "tickit.ems.category"
+    fields = [
+        {"type": "int32", "optional": False, "field": "catid"},
+        {"type": "string", "optional": True, "field": "catname"},
+        {"type": "string", "optional": True, "field": "__deleted"},
+        {"type": "string", "optional": True, "field": "__op"},
+        {"type": "int64", "optional": True, "field": "__lsn"},
+        {"type": "int64", "optional": True, "field": "__source_ts_ms"},
+    ]
+
+    def bronze(lsn: int, op: str, name: str) -> None:
+        payload = {
+            "catid": 1,
+            "catname": name,
+            "__deleted": str(op == "d").lower(),
+            "__op": op,
+            "__lsn": lsn,
+            "__source_ts_ms": 1_700_000_000_000 + lsn,
+        }
+        raw = json.dumps(
+            {"schema": {"type": "struct", "fields": fields, "optional": False}, "payload": payload}
+        )
+        event = event_from_json(topic, raw)
+        assert event is not None
+        BronzeWriter(params.path(params.lake.bronze), "avro").write_batch([event])
+
+    bronze(10, "c", "first")
+    bronze(20, "d", "first")
+    ingest_all(params, ["category"], spark=spark)  # inserted and deleted in one round: nothing stored
+    base = table_config(params, category).base_path
+    assert read_snapshot(base).num_rows == 0
+    bronze(15, "u", "late and older")  # e.g. a redelivered file
+    result = ingest_all(params, ["category"], spark=spark).iloc[0]
+    assert (result["files"], result["late_dropped"]) == (1, 1)
+    assert read_snapshot(base).num_rows == 0
+    assert pending_bronze(params, category)[0] == []  # the round committed (an empty commit): taken
+    bronze(30, "c", "re-inserted")
+    ingest_all(params, ["category"], spark=spark)
+    assert [r["catname"] for r in read_snapshot(base).to_pylist()] == ["re-inserted"]
+
+
+def test_toast_placeholders_take_the_stored_row_through_the_official_reader(
+    small: WorkbookParams, spark: Any
+) -> None:
+    """A placeholder whose key has no earlier full value in the batch takes the value stored in
+    the table, read through the official datasource; a key stored nowhere stays null."""
+    t = _table(small, "toast")
+    write_silver(
+        spark,
+        small,
+        t,
+        _events([(1, "stored one", "001", False), (2, "stored two", "001", False)]),
+        precombine="pos",
+    )
+    config = dataclasses.replace(table_config(small, t), ordering_fields=("pos",))
+    batch = pa.table(
+        {
+            "id": pa.array([1, 3, 2], pa.int32()),
+            "name": [UNAVAILABLE_VALUE, UNAVAILABLE_VALUE, "new two"],
+            "pos": ["005", "006", "007"],
+        }
+    )
+    out, filled, unresolved = fill_unavailable(batch, config, _stored_rows_reader(spark, config))
+    assert (filled, unresolved) == (1, 1)
+    assert out.column("name").to_pylist() == ["stored one", None, "new two"]
+
+
+def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) -> None:
+    """Soft mode: a delete keeps the row with ``__deleted = true``; an older update does not
+    un-delete it; a newer insert does."""
+    t = SilverTableParams(name="soft", source="ems", table="event", record_key=("id",), delete_mode="soft")
+    schema = pa.schema(
+        [("id", pa.int32()), ("name", pa.string()), ("pos", pa.string()), ("__deleted", pa.bool_())]
+    )
+
+    def rows(items: list[tuple[int, str, str, bool]]) -> pa.Table:
+        return pa.Table.from_pylist(
+            [{"id": i, "name": n, "pos": p, "__deleted": d} for i, n, p, d in items], schema=schema
+        )
+
+    write_silver(spark, small, t, rows([(1, "a", "001", False)]), precombine="pos")
+    write_silver(spark, small, t, rows([(1, "a", "003", True)]), precombine="pos")
+    write_silver(spark, small, t, rows([(1, "older", "002", False)]), precombine="pos")
+    base = table_config(small, t).base_path
+    assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("a", True)]
+    write_silver(spark, small, t, rows([(1, "back", "004", False)]), precombine="pos")
+    assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("back", False)]
+
+
+def test_staged_frames_keep_exact_types(spark: Any, tmp_path: Path) -> None:
+    """Decimals, UTC timestamps and dates reach the writer exactly (no pandas in between)."""
+    import datetime as dt
+    from decimal import Decimal
+
+    table = pa.table(
+        {
+            "price": pa.array([Decimal("12345.67"), None], pa.decimal128(8, 2)),
+            "at": pa.array(
+                [dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC), None], pa.timestamp("us", "UTC")
+            ),
+            "day": pa.array([dt.date(2008, 2, 29), None], pa.date32()),
+        }
+    )
+    rows = spark_frame(spark, table, tmp_path).collect()
+    assert rows[0]["price"] == Decimal("12345.67") and rows[1]["price"] is None
+    assert rows[0]["at"] == dt.datetime(2026, 1, 2, 3, 4, 5, 678901)  # session time zone UTC
+    assert rows[0]["day"] == dt.date(2008, 2, 29)
