@@ -1,19 +1,22 @@
-"""Time-travel benchmark: ``helpers.timetravel.as_of`` vs the official Hudi reader alone.
+"""Time-travel reads: the official Rust reader against the official Spark datasource.
 
-Not a test, and no servers: builds a Silver-shaped ``sale`` table (TICKIT scale 1.0, 172,456
-rows, with the Debezium columns Silver carries) in a temporary folder with the workbook's writer
-(``helpers.hudi.writer.write_arrow``): one bulk insert, then ``--commits`` upserts of 1% of the
-rows each. Then, in the same run, the median of ``--repeat`` reads of the table as of the middle
-commit (instant taken from the timeline):
+Not a test, and no servers: writes a Silver-shaped ``sale`` table (TICKIT scale 1.0, 172,456 rows,
+with the Debezium columns Silver carries) with the official Hudi writer, Copy-on-Write and
+Merge-on-Read: one bulk insert, then ``--commits`` upserts of 1% of the rows each. Then, in the
+same run and the same Spark session, the median of ``--repeat`` reads of the table as of the
+middle commit (instant from the timeline), each into pandas (what the notebooks show) and into
+Arrow (what the local DuckDB engine registers):
 
-* ours: :func:`helpers.timetravel.as_of` (resolves the table from the params, checks the
-  cleaner's retention, returns a pandas DataFrame);
-* the official reader alone: ``hudi.HudiTableBuilder`` + ``read`` with an as-of timestamp,
-  returning Arrow batches; and the same plus ``to_pandas()``, the like-for-like output.
+* Rust reader: :func:`helpers.timetravel.as_of` (the official reader, PyPI ``hudi``) and
+  ``read_snapshot`` (Arrow);
+* the baseline, the official Spark datasource (``as.of.instant``): ``as_of(engine="spark")`` and
+  ``spark.read.format("hudi")...toPandas()``.
+
+The workbook keeps the Rust reader for pandas and DuckDB where this shows it faster.
 
 Run::
 
-    .venv/bin/python bench/bench_timetravel.py                 # CoW and MoR, median of 7
+    .venv/bin/python bench/bench_timetravel.py                 # CoW and MoR, median of 5
     .venv/bin/python bench/bench_timetravel.py --repeat 3 --commits 3
 """
 
@@ -62,16 +65,17 @@ def silver_sale() -> pa.Table:
 def with_cdc(table: pa.Table, op: str, position: int) -> pa.Table:
     """Add the columns the Silver writer gets from Debezium (MariaDB log position ordering)."""
     n = table.num_rows
-    for name in ("__op", "__source_ts_ms", "__file", "__pos", "__row", "_hoodie_is_deleted"):
-        if name in table.column_names:
-            table = table.drop_columns([name])
+    cdc = ("__op", "__source_ts_ms", "__file", "__pos", "__row", "_hoodie_is_deleted", "_cdc_position")
+    table = table.drop_columns([c for c in cdc if c in table.column_names])
+    rows = np.arange(n, dtype=np.int32)
     return (
         table.append_column("__op", pa.array([op] * n))
         .append_column("__source_ts_ms", pa.array(np.full(n, 1_700_000_000_000 + position), pa.int64()))
         .append_column("__file", pa.array(["mariadb-bin.000001"] * n))
         .append_column("__pos", pa.array(np.full(n, position), pa.int64()))
-        .append_column("__row", pa.array(np.arange(n, dtype=np.int32)))
+        .append_column("__row", pa.array(rows))
         .append_column("_hoodie_is_deleted", pa.array(np.zeros(n, dtype=bool)))
+        .append_column("_cdc_position", pa.array([f"0000000001.{position:020d}.{r:010d}" for r in rows]))
     )
 
 
@@ -96,49 +100,61 @@ def timed(fn: Callable[[], Any]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7, help="timed reads per path (median)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed reads per path (median)")
     parser.add_argument("--commits", type=int, default=5, help="upsert commits after the bulk insert")
     args = parser.parse_args()
 
-    from helpers.hudi.writer import write_arrow
-    from hudi import HudiReadOptions, HudiTableBuilder
-
     from helpers import timetravel as tt
+    from helpers.hudi.api import read_hudi_df
+    from helpers.hudi.read import read_snapshot
+    from helpers.spark import build_spark_session
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+    from silver_tables import write_silver
 
     work = Path(tempfile.mkdtemp(prefix="bench_timetravel_", dir="/tmp"))
     try:
-        params = load_params("ci", {"lake.silver": str(work / "silver")})
+        params = load_params(
+            "ci", {"lake.silver": str(work / "silver"), "spark.catalog": "none", "silver.sync": False}
+        )
+        spark = build_spark_session(params, app_name="bench-timetravel")
         base_rows = silver_sale()
         print(
-            f"{'table':<10} {'rows':>8} {'ours as_of (s)':>15} {'official (s)':>13} "
-            f"{'official+pandas (s)':>20} {'ours/official':>14} {'ours/official+pandas':>21}"
+            f"# bench_timetravel  as of the middle of {args.commits + 1} commits, median of {args.repeat}\n"
+            "\n| table | rows | into | Rust reader (s) | Spark datasource (s) | Spark / Rust |"
+            "\n|---|---|---|---|---|---|"
         )
         for name in ("sale", "sale_mor"):
-            config = table_config(params, tt.silver_table(params, name))
-            write_arrow(base_rows, config, "bulk_insert")
+            spec = tt.silver_table(params, name)
+            write_silver(spark, params, spec, base_rows, precombine="_cdc_position", operation="bulk_insert")
             for commit in range(1, args.commits + 1):
-                write_arrow(changed(base_rows, commit), config, "upsert")
+                write_silver(spark, params, spec, changed(base_rows, commit), precombine="_cdc_position")
+            base = table_config(params, spec).base_path
             instants = tt.timeline_frame(params, name)["instant"].tolist()
             middle = instants[len(instants) // 2]
-
-            def official(path: str = config.base_path, instant: str = middle) -> pa.Table:
-                table = HudiTableBuilder.from_base_uri(path).build()
-                return pa.Table.from_batches(table.read(HudiReadOptions().with_as_of_timestamp(instant)))
-
-            def ours(table: str = name, instant: str = middle) -> Any:
-                return tt.as_of(params, table, instant)
-
-            rows = official().num_rows
-            assert len(ours()) == rows, "ours and the official reader disagree on the row count"
-            t_official = statistics.median(timed(official) for _ in range(args.repeat))
-            t_pandas = statistics.median(timed(lambda: official().to_pandas()) for _ in range(args.repeat))
-            t_ours = statistics.median(timed(ours) for _ in range(args.repeat))
-            print(
-                f"{name:<10} {rows:>8,} {t_ours:>15.3f} {t_official:>13.3f} {t_pandas:>20.3f} "
-                f"{t_ours / t_official:>13.2f}x {t_ours / t_pandas:>20.2f}x",
-                flush=True,
-            )
-        print(f"# as of the middle of {args.commits + 1} commits; median of {args.repeat} reads each")
+            paths: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
+                (
+                    "pandas (as_of)",
+                    lambda t=name, i=middle: tt.as_of(params, t, i),
+                    lambda t=name, i=middle: tt.as_of(params, t, i, engine="spark", spark=spark),
+                ),
+                (
+                    "Arrow / pandas, whole table (DuckDB)",
+                    lambda b=base, i=middle: read_snapshot(b, as_of=i),
+                    lambda b=base, i=middle: read_hudi_df(spark, b, {"as.of.instant": i}).toPandas(),
+                ),
+            ]
+            rows = len(tt.as_of(params, name, middle))
+            for label, rust, by_spark in paths:
+                rust()  # warm both once
+                by_spark()
+                t_rust = statistics.median(timed(rust) for _ in range(args.repeat))
+                t_spark = statistics.median(timed(by_spark) for _ in range(args.repeat))
+                ratio = t_spark / t_rust
+                print(
+                    f"| {name} | {rows:,} | {label} | {t_rust:.3f} | {t_spark:.3f} | {ratio:.1f}x |",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -124,7 +124,10 @@ def _key_condition(spec: SilverTableParams, key: Any) -> Any:
     from helpers.timetravel import _key_values
 
     condition = F.lit(True)
-    image = F.coalesce(F.col("after"), F.col("before"))
+    after = F.when(F.col("after").isNull() | (F.col("after") == F.lit("null")), F.lit(None)).otherwise(
+        F.col("after")
+    )
+    image = F.coalesce(after, F.col("before"))
     for column, value in _key_values(spec, key).items():
         condition = condition & (F.get_json_object(image, f"$.{column}") == F.lit(str(value)))
     return condition

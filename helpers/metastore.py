@@ -169,6 +169,7 @@ class LocalMetastore:
         argv = [
             "java",
             f"-Xmx{self.params.local.metastore.heap}",
+            "-Djava.net.preferIPv4Stack=true",
             f"-Dderby.system.home={self.home}",
             "-cp",
             os.pathsep.join(str(j) for j in jars),

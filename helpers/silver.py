@@ -808,6 +808,16 @@ def _staged_frame(spark: Any, store: LakeStore, table: str, events: pa.Table) ->
     return spark.read.parquet(spark_location), location
 
 
+def _file_groups(frame: Any, rows: int, config: HudiTableConfig, per_group: int) -> Any:
+    """A new table's rows spread over ``ceil(rows / per_group)`` partitions by key range: Hudi's
+    bulk insert writes one file group per partition, so a later single-row upsert rewrites (CoW)
+    or merges (MoR) one small file group, and the bloom index's key ranges prune the others."""
+    groups = max(1, -(-rows // per_group))
+    if groups == 1:
+        return frame.coalesce(1)
+    return frame.repartitionByRange(groups, *config.record_key_fields)
+
+
 def _is_local_spark(spark: Any) -> bool:
     return str(spark.sparkContext.master).startswith("local")
 
@@ -913,12 +923,15 @@ def ingest_table(
         stored_columns = set(_stored_types(config.base_path))
         if stored_columns and set(events.column_names) <= stored_columns:
             options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
-        if not completed_instants(config.base_path):
+        new_table = not completed_instants(config.base_path)
+        if new_table:
             # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer)
             events = latest_per_key(events, config)
             options["hoodie.datasource.write.operation"] = "bulk_insert"
             options.setdefault("hoodie.bulkinsert.sort.mode", "NONE")
         frame, staged = _staged_frame(spark, silver, table.name, events)
+        if new_table:
+            frame = _file_groups(frame, events.num_rows, config, params.silver.file_group_rows)
         write_started = time.monotonic()
         try:
             commit: HudiCommit = write_hudi(frame, options, config.base_path)
@@ -952,12 +965,35 @@ def ingest_table(
 def ingest_all(
     params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None, s3: Any = None
 ) -> pd.DataFrame:
-    """:func:`ingest_table` for every configured table (or those named); one row per table."""
-    rows = []
-    for table in params.silver.tables:
-        if names is None or table.name in names:
-            rows.append(ingest_table(params, table, spark=spark, s3=s3).__dict__)
-    return pd.DataFrame(rows)
+    """:func:`ingest_table` for every configured table (or those named), ``silver.parallel_tables``
+    at a time (each holds its own table's lock; Spark runs their jobs side by side); one row per
+    table, in the configured order.
+
+    Raises:
+        HudiError: the first table's error, after the other tables' rounds finished.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    tables = [t for t in params.silver.tables if names is None or t.name in names]
+    if spark is None and tables:
+        from helpers.spark import build_spark_session
+
+        spark = build_spark_session(params)
+    workers = max(1, min(params.silver.parallel_tables, len(tables)))
+    if workers == 1:
+        return pd.DataFrame([ingest_table(params, t, spark=spark, s3=s3).__dict__ for t in tables])
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
+        futures = [pool.submit(ingest_table, params, t, spark=spark, s3=s3) for t in tables]
+        results = []
+        first_error: BaseException | None = None
+        for future in futures:
+            try:
+                results.append(future.result().__dict__)
+            except BaseException as exc:  # noqa: BLE001 - re-raised once every table finished
+                first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
+    return pd.DataFrame(results)
 
 
 # ------------------------------------------------------------------------------------------------

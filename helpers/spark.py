@@ -111,7 +111,14 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
         settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
         settings["spark.executor.extraClassPath"] = os.pathsep.join(jars)
     if params.spark.catalog == "local":
-        settings.update(LocalMetastore(params).spark_conf())
+        metastore = LocalMetastore(params)
+        if metastore.pid() is None:
+            raise SparkSetupError(
+                f"Failed to configure the Spark catalog: the local metastore (127.0.0.1:{metastore.port}, "
+                f"state {params.state_path}) is not running; start it with ./workbook stack start, or set "
+                "spark.catalog: none for a session without catalog"
+            )
+        settings.update(metastore.spark_conf())
     elif params.spark.catalog == "cluster":
         settings["spark.sql.catalogImplementation"] = "hive"
     settings.update(params.spark.conf)

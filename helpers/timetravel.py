@@ -64,6 +64,7 @@ __all__ = [
     "diff",
     "incremental",
     "insert_source_row",
+    "readers_agree",
     "record_history",
     "restore_sample_row",
     "silver_table",
@@ -79,6 +80,13 @@ _META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_
 _META_ALL = (*_META, "_hoodie_file_name", "_hoodie_is_deleted")
 _SOFT_DELETE = "__deleted"
 _CDC_PREFIX = "__"
+_POSITION = "_cdc_position"  # the precombine field Silver builds from the log position
+
+
+def _is_cdc_column(name: str) -> bool:
+    """Debezium's ``__*`` columns and Silver's ``_cdc_position``: they differ for every change."""
+    return name.startswith(_CDC_PREFIX) or name == _POSITION
+
 
 #: A record key: the value of a one-column key, or ``{column: value}`` for any key.
 RecordKey = Any
@@ -279,6 +287,8 @@ def as_of(
     key: RecordKey | None = None,
     *,
     meta_columns: bool = False,
+    engine: str = "rust",
+    spark: Any = None,
 ) -> pd.DataFrame:
     """The table, or one record, as it was at an instant or time (time travel).
 
@@ -289,6 +299,9 @@ def as_of(
             state after the latest commit at or before it. None: the latest commit.
         key: One record key (value, or ``{column: value}``); None for every record.
         meta_columns: Keep every ``_hoodie_*`` column (default: only ``_hoodie_commit_time``).
+        engine: ``rust`` (the official Rust reader: faster into pandas, see bench/README.md) or
+            ``spark`` (the official Spark datasource, ``as.of.instant``, what EMR runs).
+        spark: the session for ``engine="spark"`` (default: built from ``params``).
 
     Returns:
         The records, sorted by record key; soft-delete tables include flagged rows.
@@ -299,9 +312,64 @@ def as_of(
     spec = silver_table(params, table)
     base = _base_path(params, spec)
     read_spec = HudiReadSpec(as_of=_resolve(base, spec.name, when) if when is not None else None)
+    if engine == "spark":
+        return _tidy(_read_spark(params, spec, base, read_spec, key, spark), spec, meta_columns)
     hudi = open_table(base)
     rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), _key_filters(spec, key), base)
     return _tidy(rows, spec, meta_columns)
+
+
+def _read_spark(
+    params: WorkbookParams,
+    spec: SilverTableParams,
+    base: str,
+    read_spec: HudiReadSpec,
+    key: RecordKey | None,
+    spark: Any,
+) -> pa.Table:
+    """A read through the official Spark datasource, as Arrow (exact decimals, UTC timestamps)."""
+    from pyspark.sql import functions as F
+
+    from helpers.hudi.api import read_hudi_df
+
+    if spark is None:
+        from helpers.spark import build_spark_session
+
+        spark = build_spark_session(params)
+    frame = read_hudi_df(spark, base, read_spec.to_datasource_options())
+    if key is not None:
+        for column, value in _key_values(spec, key).items():
+            frame = frame.where(F.col(column) == F.lit(value))
+    schema = table_arrow_schema(open_table(base))
+    rows = [r.asDict() for r in frame.collect()]
+    data = {name: [r.get(name) for r in rows] for name in schema.names}
+    return pa.Table.from_pydict(
+        {n: pa.array(v, schema.field(n).type) for n, v in data.items()}, schema=schema
+    )
+
+
+def readers_agree(
+    params: WorkbookParams,
+    table: str | SilverTableParams,
+    when: InstantInput | None = None,
+    key: RecordKey | None = None,
+    *,
+    spark: Any = None,
+) -> dict[str, Any]:
+    """Whether the official Spark datasource and the official Rust reader return the same rows as
+    of ``when`` (every column, decimals exact): ``table``, ``instant``, ``rows``, ``equal``."""
+    spec = silver_table(params, table)
+    by_rust = as_of(params, spec, when, key, meta_columns=True)
+    by_spark = as_of(params, spec, when, key, meta_columns=True, engine="spark", spark=spark)
+    keys = list(spec.record_key)
+    left = by_rust.sort_values(keys).reset_index(drop=True)
+    right = by_spark[list(by_rust.columns)].sort_values(keys).reset_index(drop=True)
+    return {
+        "table": spec.name,
+        "instant": to_instant(when) if when is not None else "latest",
+        "rows": len(left),
+        "equal": bool(left.equals(right)),
+    }
 
 
 def incremental(
@@ -312,6 +380,8 @@ def incremental(
     key: RecordKey | None = None,
     *,
     meta_columns: bool = False,
+    engine: str = "rust",
+    spark: Any = None,
 ) -> pd.DataFrame:
     """Records written by the commits in ``(begin, end]`` (a point-in-time query), latest version.
 
@@ -322,6 +392,8 @@ def incremental(
         end: Inclusive end instant or time; None: the latest commit.
         key: One record key; None for every record.
         meta_columns: Keep every ``_hoodie_*`` column.
+        engine: ``rust`` (the official Rust reader) or ``spark`` (the official Spark datasource).
+        spark: the session for ``engine="spark"``.
 
     Returns:
         Inserted and updated records of the range (hard deletes are not emitted; see
@@ -338,8 +410,10 @@ def incremental(
     stop = to_instant(end) if end is not None else None
     if stop is not None and stop < start:
         raise TimeTravelError(f"Failed to read {spec.name} incrementally: end {stop} is before begin {start}")
-    hudi = open_table(base)
     read_spec = HudiReadSpec(query_type="incremental", begin=start, end=stop)
+    if engine == "spark":
+        return _tidy(_read_spark(params, spec, base, read_spec, key, spark), spec, meta_columns)
+    hudi = open_table(base)
     rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), _key_filters(spec, key), base)
     return _tidy(rows, spec, meta_columns)
 
@@ -427,8 +501,8 @@ def diff(
         table: Silver table name.
         before: Earlier instant or time.
         after: Later instant or time; None: the latest commit.
-        cdc_columns: Also compare Debezium's ``__*`` columns (log positions, source times),
-            which differ for every change; the default compares the data columns only. A
+        cdc_columns: Also compare Debezium's ``__*`` columns (log positions, source times) and
+            ``_cdc_position``, which differ for every change; the default compares the data columns only. A
             soft-deleted record (``__deleted = true``) counts as deleted either way.
 
     Returns:
@@ -457,7 +531,7 @@ def diff(
     compared = [
         c
         for c in _data_columns(schema)
-        if c not in keys and (cdc_columns or not c.startswith(_CDC_PREFIX) or c == _SOFT_DELETE)
+        if c not in keys and (cdc_columns or not _is_cdc_column(c) or c == _SOFT_DELETE)
     ]
     if _SOFT_DELETE in old.columns:
         old = old[old[_SOFT_DELETE].astype(str).str.lower() != "true"]
@@ -525,7 +599,7 @@ def _diff_from_feed(
         columns = [
             c
             for c in (new or old or {})
-            if c not in keys and c != _SOFT_DELETE and (cdc_columns or not c.startswith(_CDC_PREFIX))
+            if c not in keys and c != _SOFT_DELETE and (cdc_columns or not _is_cdc_column(c))
         ]
         key_values = dict(zip(keys, ident, strict=True))
         if old is None:

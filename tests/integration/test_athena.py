@@ -171,7 +171,7 @@ def athena(aws_params: WorkbookParams) -> Iterator[tuple[AthenaEngine, Stubber]]
         session=session,
         region_name=aws_params.aws.region,
         s3_staging_dir=aws_params.aws.athena.output_location,
-        schema_name="tickit_silver",
+        schema_name="tickit_cdc_hudi",
         work_group=aws_params.aws.athena.workgroup,
     )
     stubber = Stubber(conn.client)
@@ -214,7 +214,7 @@ def _result_set(frame: pd.DataFrame) -> dict[str, Any]:
 def _expect(stubber: Stubber, query: str, parameters: list[str] | None, result: pd.DataFrame, n: int) -> None:
     request: dict[str, Any] = {
         "QueryString": query,
-        "QueryExecutionContext": {"Database": "tickit_silver", "Catalog": "awsdatacatalog"},
+        "QueryExecutionContext": {"Database": "tickit_cdc_hudi", "Catalog": "awsdatacatalog"},
         "WorkGroup": "primary",
         "ResultConfiguration": {"OutputLocation": "s3://lake-bucket/athena-results/"},
     }
@@ -254,7 +254,7 @@ def test_open_engine_on_aws_connects_pyathena_with_the_params(
         "region_name": "us-east-1",
         "work_group": "primary",
         "s3_staging_dir": "s3://lake-bucket/athena-results/",
-        "schema_name": "tickit_silver",
+        "schema_name": "tickit_cdc_hudi",
     }
 
 

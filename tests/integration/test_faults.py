@@ -129,7 +129,12 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
         }
     )
     # the job's own state folder, so it never meets the shared pipeline's continuous job
-    job_params = params.model_copy(update={"state_dir": str(tmp_path / "state")})
+    job_params = params.model_copy(
+        update={
+            "state_dir": str(tmp_path / "state"),
+            "spark": params.spark.model_copy(update={"catalog": "none"}),  # no metastore in that folder
+        }
+    )
     job = SilverJob(job_params)
     path = table_config(params, mor).base_path
     stop = threading.Event()

@@ -69,8 +69,14 @@ def test_start_is_idempotent(running: tuple[LocalStack, WorkbookParams]) -> None
 
 def test_status_reports_each_server(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
-    pg, maria = stack.status()
+    pg, maria, metastore = stack.status()
     assert isinstance(pg, ServerStatus)
+    assert (metastore.server, metastore.state, metastore.port) == (
+        "metastore",
+        "running",
+        params.local.metastore.port,
+    )
+    assert metastore.data_dir == str(params.state_path / "metastore" / "metastore_db")
     assert (pg.server, pg.state, pg.port) == ("postgres", "running", params.local.postgres.port)
     assert (maria.server, maria.state, maria.port) == ("mariadb", "running", params.local.mariadb.port)
     assert pg.version.startswith("15.") and maria.version.startswith("10.11.")
@@ -82,6 +88,7 @@ def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookPara
     _, params = running
     assert _listeners(params.local.postgres.port) == ["127.0.0.1"]
     assert _listeners(params.local.mariadb.port) == ["127.0.0.1"]
+    assert _listeners(params.local.metastore.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
 
 
 def test_application_accounts(running: tuple[LocalStack, WorkbookParams], tmp_path: Path) -> None:
@@ -210,7 +217,7 @@ def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams])
     stack.stop()
     stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
     stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
-    assert [s.state for s in stack.status()] == ["stopped", "stopped"]
+    assert [s.state for s in stack.status()] == ["stopped", "stopped", "stopped"]
     stack.start()
     pids = _pids(stack)
     assert pids["postgres"] and pids["mariadb"] and pids["mariadb"] != os.getpid()
@@ -256,7 +263,8 @@ def test_start_failure_shows_log_tail(running: tuple[LocalStack, WorkbookParams]
 def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
     statuses = stack.stop()
-    assert [s.state for s in statuses] == ["stopped", "stopped"]
+    assert [s.state for s in statuses] == ["stopped", "stopped", "stopped"]
     assert _listeners(params.local.postgres.port) == []
     assert _listeners(params.local.mariadb.port) == []
-    assert [s.state for s in stack.stop()] == ["stopped", "stopped"]  # stopping twice is fine
+    assert _listeners(params.local.metastore.port) == []
+    assert [s.state for s in stack.stop()] == ["stopped", "stopped", "stopped"]  # stopping twice is fine

@@ -414,12 +414,26 @@ def test_04_history_diff_and_increments_are_exactly_the_scripted_changes(first_r
     history = pd.read_csv(first_run.run_dir / "04_history.csv", dtype=str)
     diffs = pd.read_csv(first_run.run_dir / "04_diff.csv", dtype=str)
     increments = pd.read_csv(first_run.run_dir / "04_incremental.csv", dtype=str)
+    scd2 = pd.read_csv(first_run.run_dir / "04_scd2.csv", dtype=str)
     for table in ("sale", "sale_mor"):
         start = shown[(shown["table"] == table) & (shown["point"] == "before change")]["instant"].iloc[0]
         versions = history[(history["table"] == table) & (history["commit_time"] > start)]
         assert versions["operation"].tolist() == ["update", "delete"], versions
         assert versions["qtysold"].iloc[0] == after["qtysold"]
         assert Decimal(versions["pricepaid"].iloc[0]) == Decimal(after["pricepaid"])
+        # SCD2 (CoW from Hudi's change feed, MoR from the timeline): the version before the change
+        # ends at the update, the updated one at the delete; no current version while deleted
+        rows = scd2[scd2["table"] == table]
+        assert set(rows["is_current"]) == {"False"}, rows
+        last, previous = rows.iloc[-1], rows.iloc[-2]
+        assert (last["operation"], last["ended_by"]) == ("update", "delete")
+        assert (last["qtysold"], Decimal(last["pricepaid"])) == (
+            after["qtysold"],
+            Decimal(after["pricepaid"]),
+        )
+        assert (previous["qtysold"], previous["ended_by"]) == (before["qtysold"], "update")
+        assert previous["valid_to"] == last["valid_from"] == versions["commit_time"].iloc[0]
+        assert last["valid_to"] == versions["commit_time"].iloc[1]
 
         update = diffs[(diffs["table"] == table) & (diffs["step"] == "update")]
         got = {(r.change, r.salesid, r.column, r.before, r.after) for r in update.itertuples()}

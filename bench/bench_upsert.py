@@ -1,0 +1,278 @@
+"""(c) Upsert against the peers: 10% of TICKIT ``sale`` into the whole table, in one Spark session.
+
+    .venv/bin/python bench/bench_upsert.py              # 172,456 rows, 17,246 changed, median of 5
+    .venv/bin/python bench/bench_upsert.py --repeat 3
+
+Hudi Copy-on-Write and Merge-on-Read (the official writer, ``df.write.format("hudi")`` with the
+Silver tables' options: upsert, ``DefaultHoodieRecordPayload`` ordered by ``saletime``, table
+version 6) against Delta Lake ``MERGE`` (delta-spark 3.3.2) and Iceberg ``MERGE INTO``
+(iceberg-spark-runtime 1.10.1, copy-on-write and merge-on-read modes), each updating when the
+change is newer and inserting otherwise. Same local Spark session, same data: the generator's
+``sale`` (seed 20080101) and a seeded 10% of it with new quantity, price and a later time, both
+cached in Spark before the clock starts. Every run starts from a fresh copy of the same base table
+(written once per format, untimed), after the page cache settled. Prints rows/s per engine and
+Hudi's ratio to the faster peer of its kind. A benchmark, not a test: it checks only that every
+engine ends with the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from helpers.params import load_params  # noqa: E402
+
+SALE_ROWS = 172_456
+SEED = 20080101
+SETTLE_SECONDS = 0.5
+
+
+def sale_table(rows: int) -> pa.Table:
+    """TICKIT-sale-shaped rows: the real generator's table at 172,456 rows, else seeded numpy."""
+    from helpers.tickit import decimal_from_cents, generate_tickit
+
+    if rows == SALE_ROWS:
+        table = generate_tickit(1.0, seed=SEED)["sale"]
+    else:
+        rng = np.random.default_rng(SEED)
+        qty = rng.integers(1, 9, rows).astype(np.int16)
+        price_cents = rng.integers(2_000, 250_000, rows) // 100 * 100
+        saletime = np.datetime64("2008-01-01T00:00:00", "s") + np.sort(rng.integers(0, 365 * 86_400, rows))
+        table = pa.table(
+            {
+                "salesid": pa.array(np.arange(1, rows + 1, dtype=np.int32)),
+                "listid": pa.array(rng.integers(1, 235_000, rows, dtype=np.int32)),
+                "sellerid": pa.array(rng.integers(1, 50_000, rows, dtype=np.int32)),
+                "buyerid": pa.array(rng.integers(1, 50_000, rows, dtype=np.int32)),
+                "eventid": pa.array(rng.integers(1, 8_800, rows, dtype=np.int32)),
+                "dateid": pa.array(
+                    (1827 + (saletime - saletime[0]).astype(np.int64) // 86_400).astype(np.int16)
+                ),
+                "qtysold": pa.array(qty),
+                "pricepaid": decimal_from_cents(price_cents),
+                "commission": decimal_from_cents(price_cents * 15 // 100),
+                "saletime": pa.array(saletime.astype("datetime64[us]")),
+            }
+        )
+    # Spark's TimestampType is a UTC instant; give both engines the same zone-aware column.
+    idx = table.schema.get_field_index("saletime")
+    return table.set_column(idx, "saletime", table.column("saletime").cast(pa.timestamp("us", tz="UTC")))
+
+
+def changed_rows(table: pa.Table, fraction: float) -> pa.Table:
+    """A seeded ``fraction`` of the rows with new quantity, price, commission and a later time."""
+    from helpers.tickit import decimal_from_cents
+
+    rng = np.random.default_rng(SEED + 1)
+    n = int(round(table.num_rows * fraction))
+    picked = np.sort(rng.choice(table.num_rows, size=n, replace=False))
+    changes = table.take(pa.array(picked))
+    qty = rng.integers(1, 9, n).astype(np.int16)
+    cents = rng.integers(2_000, 250_000, n) // 100 * 100
+    later = pa.compute.add(changes.column("saletime"), pa.scalar(86_400_000_000, pa.duration("us")))
+    for name, values in (
+        ("qtysold", pa.array(qty)),
+        ("pricepaid", decimal_from_cents(cents)),
+        ("commission", decimal_from_cents(cents * 15 // 100)),
+        ("saletime", later.cast(pa.timestamp("us", tz="UTC"))),
+    ):
+        changes = changes.set_column(changes.schema.get_field_index(name), name, values)
+    return changes.cast(table.schema)
+
+
+def settle() -> None:
+    """Let background work of earlier runs finish before a timed run, so each run starts from the
+    same quiet state: Python garbage, Spark's JVM, and above all the page cache (the table copies
+    made before each run leave tens of MB of dirty pages, which no engine should pay for)."""
+    import gc
+
+    gc.collect()
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
+def _session(work: Path) -> Any:
+    from helpers.spark import build_spark_session
+
+    params = load_params("local", overrides={"spark.catalog": "none"})
+    conf = {
+        "spark.sql.extensions": (
+            "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
+            "io.delta.sql.DeltaSparkSessionExtension,"
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+        ),
+        "spark.sql.catalog.ice": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.ice.type": "hadoop",
+        "spark.sql.catalog.ice.warehouse": str(work / "iceberg"),
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.shuffle.partitions": "4",
+    }
+    return build_spark_session(params, app_name="bench-upsert", conf=conf, extra_jar_sets=("bench",))
+
+
+def _frame(spark: Any, table: Any, folder: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "data.parquet"
+    pq.write_table(table, path)
+    frame = spark.read.parquet(str(path)).cache()
+    frame.count()
+    return frame
+
+
+def _hudi_options(table_type: str, operation: str) -> dict[str, str]:
+    return {
+        "hoodie.table.name": "sale",
+        "hoodie.datasource.write.recordkey.field": "salesid",
+        "hoodie.datasource.write.precombine.field": "saletime",
+        "hoodie.datasource.write.table.type": table_type,
+        "hoodie.datasource.write.operation": operation,
+        "hoodie.upsert.shuffle.parallelism": "2",
+        "hoodie.bulkinsert.shuffle.parallelism": "2",
+        "hoodie.embed.timeline.server": "false",
+        "hoodie.write.markers.type": "DIRECT",
+        "hoodie.compact.inline": "false",
+    }
+
+
+def _median(seconds: list[float]) -> float:
+    return statistics.median(seconds)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs per engine; the median is reported")
+    parser.add_argument("--keep", action="store_true", help="keep the tables")
+    args = parser.parse_args(argv)
+
+    from helpers.hudi.api import write_hudi
+
+    work = Path(tempfile.mkdtemp(prefix="bench_upsert_", dir="/tmp"))
+    spark = _session(work)
+    base = sale_table(SALE_ROWS)
+    changes = changed_rows(base, 0.10)
+    base_df = _frame(spark, base, work / "in" / "base")
+    changes_df = _frame(spark, changes, work / "in" / "changes")
+    changes_df.createOrReplaceTempView("changes")
+    n = changes.num_rows
+    print(
+        f"# bench_upsert  {base.num_rows:,} rows, {n:,} changed ({n / base.num_rows:.0%}), "
+        f"median of {args.repeat}, cores {os.cpu_count()}",
+        flush=True,
+    )
+
+    seeds: dict[str, Path] = {}
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        path = work / "seed" / f"hudi_{table_type}"
+        write_hudi(base_df, _hudi_options(table_type, "bulk_insert"), str(path))
+        seeds[f"hudi_{table_type}"] = path
+    seeds["delta"] = work / "seed" / "delta"
+    base_df.write.format("delta").save(str(seeds["delta"]))
+
+    def copy_of(seed: Path) -> Callable[[str], str]:
+        def prepare(run_id: str) -> str:
+            target = work / "runs" / run_id
+            shutil.copytree(seed, target)
+            return str(target)
+
+        return prepare
+
+    def iceberg_table(mode: str) -> Callable[[str], str]:
+        def prepare(run_id: str) -> str:  # a fresh table per run (Iceberg metadata holds absolute paths)
+            name = f"ice.runs.{run_id}"
+            base_df.writeTo(name).tableProperty("format-version", "2").tableProperty(
+                "write.merge.mode", mode
+            ).tableProperty("write.update.mode", mode).create()
+            return name
+
+        return prepare
+
+    def run(
+        label: str, prepare: Callable[[str], str], action: Callable[[str], Any], rows: Callable[[str], int]
+    ) -> float:
+        times = []
+        for i in range(args.repeat):
+            target = prepare(f"{label}_{i}")
+            settle()
+            started = time.perf_counter()
+            action(target)
+            times.append(time.perf_counter() - started)
+            got = rows(target)
+            assert got == base.num_rows, f"{label}: {got} rows after the upsert"
+        return _median(times)
+
+    def hudi(table_type: str) -> Callable[[str], Any]:
+        return lambda target: write_hudi(changes_df, _hudi_options(table_type, "upsert"), target)
+
+    def hudi_rows(target: str) -> int:
+        return int(spark.read.format("hudi").load(target).count())
+
+    merge = (
+        "MERGE INTO {} t USING changes s ON t.salesid = s.salesid "
+        "WHEN MATCHED AND s.saletime >= t.saletime THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+    )
+
+    def delta(target: str) -> None:
+        spark.sql(merge.format(f"delta.`{target}`"))
+
+    def delta_rows(target: str) -> int:
+        return int(spark.read.format("delta").load(target).count())
+
+    def iceberg(target: str) -> None:
+        spark.sql(merge.format(target))
+
+    def iceberg_rows(target: str) -> int:
+        return int(spark.table(target).count())
+
+    results: dict[str, float] = {}
+    results["Hudi CoW upsert"] = run(
+        "hudi_cow", copy_of(seeds["hudi_COPY_ON_WRITE"]), hudi("COPY_ON_WRITE"), hudi_rows
+    )
+    results["Hudi MoR upsert"] = run(
+        "hudi_mor", copy_of(seeds["hudi_MERGE_ON_READ"]), hudi("MERGE_ON_READ"), hudi_rows
+    )
+    results["Delta Lake MERGE"] = run("delta", copy_of(seeds["delta"]), delta, delta_rows)
+    for mode in ("copy-on-write", "merge-on-read"):
+        label = f"iceberg_{mode.replace('-', '_')}"
+        results[f"Iceberg MERGE INTO ({mode})"] = run(label, iceberg_table(mode), iceberg, iceberg_rows)
+
+    print("\n| engine | seconds (median) | rows/s | Hudi / this |")
+    print("|---|---|---|---|")
+    for label, seconds in results.items():
+        ratio = ""
+        if not label.startswith("Hudi"):
+            cow, mor = results["Hudi CoW upsert"], results["Hudi MoR upsert"]
+            ratio = f"CoW {seconds / cow:.2f}x, MoR {seconds / mor:.2f}x"
+        print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | {ratio} |")
+    peers_cow = min(results["Delta Lake MERGE"], results["Iceberg MERGE INTO (copy-on-write)"])
+    peers_mor = min(results["Delta Lake MERGE"], results["Iceberg MERGE INTO (merge-on-read)"])
+    cow_ratio = peers_cow / results["Hudi CoW upsert"]
+    print(
+        f"\nHudi CoW vs the faster peer (copy-on-write kind): {cow_ratio:.2f}x "
+        f"(goal >= 1.0x: {'met' if cow_ratio >= 1.0 else 'NOT met'}); "
+        f"Hudi MoR vs the faster peer (merge-on-read kind): {peers_mor / results['Hudi MoR upsert']:.2f}x"
+    )
+    spark.stop()
+    if args.keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
