@@ -5,7 +5,7 @@
 
 Hudi Copy-on-Write and Merge-on-Read (the official writer, ``df.write.format("hudi")`` with the
 Silver tables' options: upsert, ``DefaultHoodieRecordPayload`` ordered by ``saletime``, table
-version 6) against Delta Lake ``MERGE`` (delta-spark 3.3.2) and Iceberg ``MERGE INTO``
+version 6) against Delta Lake's merge (delta-spark 3.3.2, ``DeltaTable.merge``) and Iceberg ``MERGE INTO``
 (iceberg-spark-runtime 1.10.1, copy-on-write and merge-on-read modes), each updating when the
 change is newer and inserting otherwise. Same local Spark session, same data: the generator's
 ``sale`` (seed 20080101) and a seeded 10% of it with new quantity, price and a later time, both
@@ -227,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def delta(target: str) -> None:
-        spark.sql(merge.format(f"delta.`{target}`"))
+        # delta-spark's merge builder (the DeltaTable API behind MERGE INTO; path-based SQL would
+        # need Delta's own spark_catalog, which is Hudi's in this session)
+        table = spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, target)
+        builder = table.alias("t").merge(changes_df.alias("s")._jdf, "t.salesid = s.salesid")
+        builder.whenMatched("s.saletime >= t.saletime").updateAll().whenNotMatched().insertAll().execute()
 
     def delta_rows(target: str) -> int:
         return int(spark.read.format("delta").load(target).count())

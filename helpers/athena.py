@@ -3,7 +3,7 @@
 The workbook's queries are written once, in Athena's dialect (Trino), in the top-level ``sql/``
 folder, one statement per file. Each file starts with a comment header saying what it returns
 (or creates) and its parameters; parameters are ``?`` placeholders, bound by position, never
-pasted into the SQL text. Table names are the catalog names notebook 03 registers (``sale``,
+pasted into the SQL text. Table names are the catalog names Hudi's Hive sync registers (``sale``,
 ``sale_mor_ro``, ``sale_mor_rt``, ``event``, ``outbox``...), unqualified: the engine sets the
 database. A file whose statement is ``CREATE OR REPLACE VIEW`` defines a view; queries that read
 a view get it created first.
@@ -11,12 +11,13 @@ a view get it created first.
 Two engines behind one interface (:class:`QueryEngine`, from :func:`open_engine`):
 
 * **Athena** (``env: aws``): statements go through pyathena to ``StartQueryExecution`` on the
-  Glue database (``aws.athena.database``, default ``<project>_silver``), parameters as
+  Glue database (``aws.athena.database``, default the Silver database), parameters as
   ``ExecutionParameters`` (SQL literal text made by :func:`athena_literal`); prepared statements
   are real ``PREPARE name FROM ...`` / ``EXECUTE name`` with execution parameters.
 * **local** (DuckDB in the process): each statement is transpiled with sqlglot from Trino to
-  DuckDB; every catalog table a statement needs (``<silver>/_catalog.json``) is read through the
-  official Hudi reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
+  DuckDB; every catalog table a statement needs (listed from the local metastore, where Hudi's Hive
+  sync registered it: :func:`helpers.catalog.catalog_tables`) is read through the official Rust
+  reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
   registered without copying. A table is read again only when its latest completed commit
   changed (the continuous Silver job commits often); parameters are bound by DuckDB.
 

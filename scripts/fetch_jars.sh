@@ -11,7 +11,8 @@ log() { printf '[jars] %s\n' "$*" >&2; }
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(spark metastore)
 dest=.jars
-mkdir -p "$dest" .cache/m2
+m2="${WORKBOOK_M2:-$ROOT/.cache/m2}"   # Maven's local repository (project-local by default)
+mkdir -p "$dest" "$m2"
 fetched=0
 while IFS=$'\t' read -r set coords sha; do
   case "$set" in ''|'#'*) continue ;; esac
@@ -26,7 +27,8 @@ while IFS=$'\t' read -r set coords sha; do
   command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to fetch $coords: apt-get install maven"; exit 1; }
   log "fetching $coords from Maven Central"
   rm -f "$file"
-  if ! out=$(mvn -B -q -Dmaven.repo.local="$ROOT/.cache/m2" dependency:copy \
+  # shellcheck disable=SC2086 # WORKBOOK_MVN_FLAGS: extra Maven flags, e.g. -o (offline)
+  if ! out=$(mvn -B -q ${WORKBOOK_MVN_FLAGS:-} -Dmaven.repo.local="$m2" dependency:copy \
         -Dartifact="$coords" -DoutputDirectory="$ROOT/$dest" -Dmdep.overWriteReleases=true 2>&1); then
     log "Failed to fetch $coords with Maven:"
     printf '%s\n' "$out" | grep -E 'ERROR' | head -5 >&2

@@ -1,9 +1,10 @@
-"""Read Apache Hudi tables through the official reader (PyPI ``hudi``, the hudi-rs bindings).
+"""Read Apache Hudi tables through the official Rust reader (PyPI ``hudi``, the hudi-rs bindings).
 
 Results are :class:`pyarrow.Table` objects (``.to_pandas()`` for pandas, or
-:func:`read_hudi_pandas`). Read options use the names of Hudi's Spark datasource, so the same
-option dictionary works with ``spark.read.format("hudi")`` on EMR, with the Spark data source of
-:mod:`helpers.hudi.spark_source` here, and with :func:`read_hudi`:
+:func:`read_hudi_pandas`): what the notebooks' time travel and the local DuckDB engine use, being
+faster there than the Spark datasource (``bench/bench_timetravel.py``). Read options use the names
+of Hudi's Spark datasource, so the same option dictionary works with
+:func:`helpers.hudi.api.read_hudi_df` (the official Spark datasource) and with :func:`read_hudi`:
 
 =============================================  ================================================
 option                                         meaning

@@ -93,6 +93,12 @@ def test_silver_equals_the_sources_and_takes_each_bronze_file_once(
     for name in ("sale", "sale_mor_rt"):
         got = spark.sql(f"SELECT count(*) AS n FROM wb_official.{name}").collect()[0]["n"]  # noqa: S608
         assert got == sale_rows, name
+    # the read-optimized table reads the base files only: what the datasource's read_optimized gives
+    mor_base = table_config(params, next(t for t in params.silver.tables if t.name == "sale_mor")).base_path
+    ro = read_hudi_df(spark, mor_base, {"hoodie.datasource.query.type": "read_optimized"})
+    ro_keys = {r["salesid"] for r in ro.select("salesid").collect()}
+    sql_keys = {r["salesid"] for r in spark.sql("SELECT salesid FROM wb_official.sale_mor_ro").collect()}
+    assert sql_keys == ro_keys and len(ro_keys) > 0
 
 
 def test_position_column_sorts_in_log_order_across_binlog_files() -> None:

@@ -187,14 +187,20 @@ def test_silver_equals_the_sources_after_notebook_03(
 def test_no_secret_in_executed_notebooks(
     first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
 ) -> None:
-    """Generated passwords appear in no executed notebook or artefact."""
+    """Generated passwords (PostgreSQL, MariaDB, the metastore) appear in no executed notebook or
+    artefact, and in no log of the state directory (the Silver job's Spark, the metastore's)."""
     _, params, _ = workbook
     creds = LocalStack(params).credentials
     secrets = [creds.postgres_password.get_secret_value(), creds.mariadb_password.get_secret_value()]
-    for path in first_run.run_dir.iterdir():
+    properties = (params.state_path / "metastore" / "derby.properties").read_text()
+    secrets += [line.split("=", 1)[1] for line in properties.splitlines() if line.startswith("derby.user.")]
+    assert len(secrets) == 3 and all(len(s) >= 24 for s in secrets)
+    logs = [p for p in params.state_path.rglob("*") if p.is_file() and p.suffix in (".log", ".out")]
+    assert any(p.name == "job.log" for p in logs) and any(p.name == "derby.log" for p in logs)
+    for path in [*first_run.run_dir.iterdir(), *logs]:
         text = path.read_text(errors="replace")
         for secret in secrets:
-            assert secret not in text, f"a password leaked into {path.name}"
+            assert secret not in text, f"a password leaked into {path}"
 
 
 def test_rerun_after_kill9_recovers_without_reloading(

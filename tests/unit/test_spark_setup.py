@@ -1,0 +1,100 @@
+"""Set-up of the JVM side: the pinned jars (fetched, checked, found) and the Spark settings every
+session gets (the official Hudi bundle, loopback only, the metastore)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers.jars import JARS_DIR, manifest, project_jars
+from helpers.params import load_params, project_root
+from helpers.spark import SparkSetupError, spark_conf
+
+ROOT = project_root()
+
+
+def test_manifest_pins_the_official_bundle_and_what_emr_runs() -> None:
+    """Hudi 1.0.2's Spark 3.5 bundle and the matching spark-avro, each with a SHA-256."""
+    spark = {coords for coords, _, _ in manifest(("spark",))}
+    assert spark == {
+        "org.apache.hudi:hudi-spark3.5-bundle_2.12:1.0.2",
+        "org.apache.spark:spark-avro_2.12:3.5.6",
+    }
+    for _, name, sha in manifest(("spark", "metastore", "bench")):
+        assert name.endswith(".jar") and len(sha) == 64 and int(sha, 16) >= 0
+
+
+def test_a_missing_jar_names_the_set_up_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project copy without .jars/: building a session's settings fails before the JVM starts,
+    naming the missing coordinates and ./workbook setup."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "jars.tsv", tmp_path / "scripts" / "jars.tsv")
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    with pytest.raises(SparkSetupError, match=r"hudi-spark3.5-bundle_2.12:1.0.2.*run ./workbook setup"):
+        spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
+
+
+def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
+    """The settings: the official bundle on spark.jars and the driver class path, Hudi's Kryo
+    registrar, SQL extension and catalog, driver and block manager on 127.0.0.1, UI off."""
+    params = load_params("ci", overrides={"spark.catalog": "none"})
+    conf = spark_conf(params)
+    jars = conf["spark.jars"].split(",")
+    assert [Path(j) for j in jars] == project_jars()
+    assert any(j.endswith("hudi-spark3.5-bundle_2.12-1.0.2.jar") for j in jars)
+    assert conf["spark.driver.extraClassPath"].split(os.pathsep) == jars
+    assert conf["spark.kryo.registrator"] == "org.apache.spark.HoodieSparkKryoRegistrar"
+    assert conf["spark.sql.extensions"] == "org.apache.spark.sql.hudi.HoodieSparkSessionExtension"
+    assert (conf["spark.driver.bindAddress"], conf["spark.driver.host"]) == ("127.0.0.1", "127.0.0.1")
+    assert conf["spark.ui.enabled"] == "false"
+    assert "spark.sql.catalogImplementation" not in conf
+
+
+def test_the_local_catalog_needs_a_running_metastore(tmp_path: Path) -> None:
+    """spark.catalog: local with no metastore running in the state directory: a clear error."""
+    params = load_params("ci", overrides={"state_dir": str(tmp_path / "st"), "local.metastore.port": 15999})
+    with pytest.raises(SparkSetupError, match=r"local metastore \(127.0.0.1:15999.*not running.*stack start"):
+        spark_conf(params)
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven, which the set-up installs")
+def test_fetch_jars_refuses_a_jar_whose_checksum_differs(tmp_path: Path) -> None:
+    """fetch_jars.sh with a wrong pinned SHA-256: exit 1, the jar removed, the message names the
+    coordinates; with the right one the jar is copied and a second run fetches nothing. Maven
+    works offline from the project's own cache here (WORKBOOK_M2), filled by the set-up."""
+    m2 = ROOT / ".cache" / "m2"
+    if not (m2 / "org" / "apache" / "derby" / "derbytools" / "10.14.2.0").is_dir():
+        pytest.skip("the project's Maven cache has no derbytools yet (run ./workbook setup)")
+    good = hashlib.sha256((ROOT / JARS_DIR / "derbytools-10.14.2.0.jar").read_bytes()).hexdigest()
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
+
+    def run(sha: str) -> subprocess.CompletedProcess[str]:
+        line = f"metastore\torg.apache.derby:derbytools:10.14.2.0\t{sha}\n"
+        (tmp_path / "scripts" / "jars.tsv").write_text(line)
+        env = {**os.environ, "WORKBOOK_M2": str(m2), "WORKBOOK_MVN_FLAGS": "-o"}
+        return subprocess.run(
+            ["bash", "scripts/fetch_jars.sh", "metastore"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    bad = run("0" * 64)
+    assert bad.returncode == 1
+    assert "Failed to verify org.apache.derby:derbytools:10.14.2.0" in bad.stderr
+    assert not (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").exists()
+    ok = run(good)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").is_file()
+    again = run(good)
+    assert again.returncode == 0 and "fetching" not in again.stderr
