@@ -198,7 +198,9 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
     Copy-on-Write tables keep Hudi's CDC log (``silver.cdc``); Merge-on-Read tables compact inline
     every ``silver.compaction_delta_commits`` delta commits and keep none (Hudi 1.0.2 cannot read
     the CDC feed of a version-6 Merge-on-Read table). The options include Hudi's Hive sync
-    (``<name>_ro`` / ``<name>_rt`` for MoR) when ``silver.sync`` is on and there is a catalog;
+    (``<name>_ro`` / ``<name>_rt`` for MoR) when ``silver.sync`` is on and there is a catalog. A
+    partitioned table uses Hudi's global bloom index with partition-path updates, so a change that
+    moves a key to another partition moves the row (a non-global index would keep both);
     :func:`ingest_table` turns it on only for a commit that creates the table or changes its
     columns (a sync costs about a second, and nothing else changes what the catalog holds).
     """
@@ -225,6 +227,9 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
         "hoodie.keep.min.commits": str(params.silver.commits_retained + 10),
         "hoodie.keep.max.commits": str(params.silver.commits_retained + 20),
     }
+    if table.partition:  # a key may move to another partition: find it anywhere, move it there
+        options["hoodie.index.type"] = "GLOBAL_BLOOM"
+        options["hoodie.bloom.index.update.partition.path"] = "true"
     if config.is_mor:
         options["hoodie.compact.inline"] = "true"
         options["hoodie.compact.inline.max.delta.commits"] = str(params.silver.compaction_delta_commits)
