@@ -21,39 +21,20 @@ import secrets
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.errors import StackError
 from helpers.jars import JarsMissingError, project_jars
 from helpers.params import WorkbookParams
-from helpers.workers import live_pid, register_child, stop_process
+from helpers.workers import ServerStatus, live_pid, register_child, stop_process
 
-__all__ = ["DERBY_VERSION", "LocalMetastore", "MetastoreStatus"]
+__all__ = ["DERBY_VERSION", "LocalMetastore"]
 
 DERBY_VERSION = "10.14.2.0"  # the Derby of Spark 3.5's bundled Hive client
 _USER = "workbook"
 _SERVER_JARS = ("derby", "derbynet", "derbytools")
 _DATABASE = "metastore_db"
 _LOOPBACK = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class MetastoreStatus:
-    """The metastore server as ``stack status`` shows it (the fields of the servers' status)."""
-
-    server: str
-    running: bool
-    pid: int | None
-    port: int
-    version: str
-    data_dir: str
-    log_file: str
-
-    @property
-    def state(self) -> str:
-        """``running`` or ``stopped``."""
-        return "running" if self.running else "stopped"
 
 
 class LocalMetastore:
@@ -147,7 +128,7 @@ class LocalMetastore:
             sock.settimeout(0.5)
             return sock.connect_ex((_LOOPBACK, self.port)) == 0
 
-    def start(self) -> MetastoreStatus:
+    def start(self) -> ServerStatus:
         """Start the server unless it runs; wait until it accepts connections.
 
         Raises:
@@ -208,17 +189,17 @@ class LocalMetastore:
             f"(see {self.home / 'server.out'}):\n{tail}"
         )
 
-    def stop(self, timeout_s: float = 30.0) -> MetastoreStatus:
+    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
         """Stop the server (SIGTERM; Derby recovers from its log on the next start)."""
         pid = self.pid()
         if pid is not None:
             stop_process(pid, timeout_s)
         return self.status()
 
-    def status(self) -> MetastoreStatus:
+    def status(self) -> ServerStatus:
         """Running or stopped, pid, port, data folder and log."""
         pid = self.pid()
-        return MetastoreStatus(
+        return ServerStatus(
             server="metastore",
             running=pid is not None,
             pid=pid,

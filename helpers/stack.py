@@ -71,9 +71,9 @@ from helpers.credentials import Credentials, load_credentials
 from helpers.errors import StackError, WorkbookError
 from helpers.metastore import LocalMetastore
 from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params, parse_overrides
+from helpers.workers import ServerStatus, register_child
 from helpers.workers import pid_alive as _pid_alive
 from helpers.workers import read_pid as _read_pid
-from helpers.workers import register_child
 
 __all__ = [
     "APP_USER",
@@ -216,24 +216,6 @@ class StackPaths:
     def maria_log(self) -> Path:
         """MariaDB error log."""
         return self.maria_home / "mariadb.log"
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerStatus:
-    """State of one local server."""
-
-    server: str
-    running: bool
-    pid: int | None
-    port: int
-    version: str
-    data_dir: str
-    log_file: str
-
-    @property
-    def state(self) -> str:
-        """``"running"`` or ``"stopped"``."""
-        return "running" if self.running else "stopped"
 
 
 # --------------------------------------------------------------------------------------------
@@ -559,7 +541,7 @@ class LocalStack:
                 data_dir=str(self.paths.maria_data),
                 log_file=str(self.paths.maria_log),
             ),
-            ServerStatus(**dataclasses.asdict(LocalMetastore(self.params).status())),
+            LocalMetastore(self.params).status(),
         ]
 
     def apply_accounts(self) -> None:

@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ServerStatus",
     "kill_process",
     "live_pid",
     "pid_alive",
@@ -26,6 +28,24 @@ __all__ = [
 ]
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """State of one local server (``./workbook stack status`` shows one row each)."""
+
+    server: str
+    running: bool
+    pid: int | None
+    port: int
+    version: str
+    data_dir: str
+    log_file: str
+
+    @property
+    def state(self) -> str:
+        """``"running"`` or ``"stopped"``."""
+        return "running" if self.running else "stopped"
 
 
 def register_child(proc: subprocess.Popen[bytes]) -> None:
