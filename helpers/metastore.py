@@ -26,7 +26,7 @@ from pathlib import Path
 from helpers.errors import StackError
 from helpers.jars import JarsMissingError, project_jars
 from helpers.params import WorkbookParams
-from helpers.workers import ServerStatus, live_pid, register_child, stop_process
+from helpers.workers import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
 
@@ -141,7 +141,7 @@ class LocalMetastore:
             jars = [p for p in project_jars(("metastore",)) if p.name.split("-")[0] in _SERVER_JARS]
         except JarsMissingError as exc:
             raise StackError(str(exc)) from None
-        if self._accepts():
+        if port_in_use(self.port, _LOOPBACK):
             raise StackError(
                 f"Failed to start the local metastore: port {self.port} on {_LOOPBACK} is taken by another "
                 "program; set local.metastore.port to a free port"
@@ -180,10 +180,9 @@ class LocalMetastore:
             if proc.poll() is not None:
                 break
             time.sleep(0.2)
-        tail = ""
-        for log in (self.home / "server.out", self.log_file):
-            if log.exists():
-                tail += "\n".join(log.read_text(errors="replace").splitlines()[-10:])
+        tail = "\n".join(
+            log_tail(log, 10) for log in (self.home / "server.out", self.log_file) if log.exists()
+        )
         raise StackError(
             f"Failed to start the local metastore on {_LOOPBACK}:{self.port} "
             f"(see {self.home / 'server.out'}):\n{tail}"

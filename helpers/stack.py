@@ -54,7 +54,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -72,7 +71,9 @@ from helpers.errors import StackError, WorkbookError
 from helpers.metastore import LocalMetastore
 from helpers.params import ENVIRONMENTS, SourceParams, WorkbookParams, load_params, parse_overrides
 from helpers.workers import ServerStatus, register_child
+from helpers.workers import log_tail as _tail
 from helpers.workers import pid_alive as _pid_alive
+from helpers.workers import port_in_use as _port_in_use
 from helpers.workers import read_pid as _read_pid
 
 __all__ = [
@@ -389,24 +390,6 @@ def _pids_in_dir(directory: Path) -> list[int]:
 def _is_server(pid: int, data_dir: Path) -> bool:
     """True when ``pid`` is alive and runs in ``data_dir`` (not a recycled pid)."""
     return _pid_alive(pid) and _pid_cwd(pid) == data_dir.resolve()
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((LOOPBACK, port))
-        except OSError:
-            return True
-    return False
 
 
 @functools.cache

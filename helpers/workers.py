@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +21,9 @@ __all__ = [
     "ServerStatus",
     "kill_process",
     "live_pid",
+    "log_tail",
     "pid_alive",
+    "port_in_use",
     "read_pid",
     "register_child",
     "spawn_module",
@@ -138,3 +141,23 @@ def kill_process(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether another socket holds ``host:port`` (a bind there fails), before a server starts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a server's log, for an error message."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
