@@ -20,7 +20,7 @@ Bronze is listed from the local file system or from S3 (boto3); the timeline lik
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,9 +37,7 @@ __all__ = [
     "LocalBronze",
     "S3Bronze",
     "latest_checkpoint",
-    "local_commit_metadata",
     "plan_round",
-    "s3_commit_metadata",
 ]
 
 FILES_KEY = "workbook.bronze.files"
@@ -130,37 +128,11 @@ def latest_checkpoint(metadata_newest_first: Iterable[dict[str, Any]]) -> Bronze
     return BronzeCheckpoint(0.0, frozenset(legacy))
 
 
-def local_commit_metadata(base_path: str) -> Iterator[dict[str, Any]]:
-    """Completed data commits of a table (local path or S3 URI), newest first (read lazily)."""
-    from helpers.hudi.timeline import commit_metadata_newest_first
-
-    return commit_metadata_newest_first(base_path)
-
-
 def _split_s3(uri: str) -> tuple[str, str]:
     parsed = urlparse(uri)
     if parsed.scheme not in ("s3", "s3a") or not parsed.netloc:
         raise HudiError(f"Failed to use {uri!r}: not an s3:// URI")
     return parsed.netloc, parsed.path.strip("/")
-
-
-def s3_commit_metadata(s3: Any, base_uri: str) -> Iterator[dict[str, Any]]:
-    """Completed data commits of a table on S3, newest first (read lazily with ``s3``, a boto3
-    S3 client). Only the active timeline (``.hoodie/``) is listed.
-
-    Raises:
-        HudiError: naming the table when S3 cannot be listed or a commit file cannot be parsed.
-    """
-    from helpers.errors import WorkbookError
-    from helpers.hudi.timeline import commit_metadata_newest_first
-    from helpers.lakefs import S3Store
-
-    try:
-        yield from commit_metadata_newest_first(base_uri, S3Store(base_uri, s3))
-    except HudiError:
-        raise
-    except WorkbookError as exc:
-        raise HudiError(f"Failed to list the timeline of {base_uri}: {exc}") from None
 
 
 class BronzeStore(Protocol):

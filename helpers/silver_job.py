@@ -86,7 +86,8 @@ class SilverJob:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            kill_process(pid) if pid_alive(pid) else None
+            if pid_alive(pid):
+                kill_process(pid)
         return pid
 
     def status(self) -> dict[str, Any]:

@@ -21,9 +21,10 @@ from helpers.bronze_checkpoint import (
     S3Bronze,
     latest_checkpoint,
     plan_round,
-    s3_commit_metadata,
 )
 from helpers.errors import HudiError
+from helpers.hudi.timeline import commit_metadata_newest_first
+from helpers.lakefs import S3Store
 
 
 def _obj(name: str, modified: float) -> BronzeObject:
@@ -122,7 +123,7 @@ def test_s3_listing_and_timeline_reading() -> None:
     s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.commit.requested", Body=b"")
     s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.inflight", Body=b"")
     s3.put_object(Bucket="lake", Key=timeline + "archived/20261101000000000.commit", Body=b"{}")
-    assert latest_checkpoint(s3_commit_metadata(s3, "s3://lake/silver/sale")) == state
-    assert latest_checkpoint(s3_commit_metadata(s3, "s3://lake/silver/none")) == BronzeCheckpoint()
+    for uri, expected in (("s3://lake/silver/sale", state), ("s3://lake/silver/none", BronzeCheckpoint())):
+        assert latest_checkpoint(commit_metadata_newest_first(uri, S3Store(uri, s3))) == expected
     with pytest.raises(HudiError, match="not an s3:// URI"):
         S3Bronze(s3, "/local/path")
