@@ -39,13 +39,24 @@ import pandas as pd
 import pyarrow as pa
 
 from helpers.errors import HudiError
+from helpers.hudi.config import DELETE_MARKER_FIELD
 from helpers.hudi.keys import META_COLUMNS
+from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.spark import build_spark_session
+from helpers.tableref import (
+    commit_metadata,
+    earliest_retained,
+    key_filters,
+    key_values,
+    silver_table,
+    table_base_path,
+)
 
 __all__ = ["Version", "cdc_enabled", "changes", "decode_image", "scd2", "versions"]
 
-_SKIP = (*META_COLUMNS, "_hoodie_is_deleted")
+_SKIP = (*META_COLUMNS, DELETE_MARKER_FIELD)
 _OPS = {"i": "insert", "u": "update", "d": "delete"}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -112,23 +123,19 @@ def _schema(base: str) -> pa.Schema:
 
 
 def _spec(params: WorkbookParams, table: str | SilverTableParams) -> tuple[SilverTableParams, str]:
-    from helpers.timetravel import _base_path, silver_table
-
     spec = silver_table(params, table)
-    return spec, _base_path(params, spec)
+    return spec, table_base_path(params, spec)
 
 
 def _key_condition(spec: SilverTableParams, key: Any) -> Any:
     from pyspark.sql import functions as F
-
-    from helpers.timetravel import _key_values
 
     condition = F.lit(True)
     after = F.when(F.col("after").isNull() | (F.col("after") == F.lit("null")), F.lit(None)).otherwise(
         F.col("after")
     )
     image = F.coalesce(after, F.col("before"))
-    for column, value in _key_values(spec, key).items():
+    for column, value in key_values(spec, key).items():
         condition = condition & (F.get_json_object(image, f"$.{column}") == F.lit(str(value)))
     return condition
 
@@ -170,10 +177,7 @@ def changes(
             "Hudi 1.0.2 cannot read the feed of a version-6 MoR table; use helpers.changefeed.versions, "
             "which reads its timeline instead)"
         )
-    if spark is None:
-        from helpers.spark import build_spark_session
-
-        spark = build_spark_session(params)
+    spark = spark or build_spark_session(params)
     start = "000" if isinstance(begin, str) and set(begin.strip()) == {"0"} else to_instant(begin)
     options: dict[str, Any] = {
         "hoodie.datasource.query.type": "incremental",
@@ -225,13 +229,12 @@ def _versions_from_feed(
     params: WorkbookParams, spec: SilverTableParams, base: str, key: Any, spark: Any
 ) -> list[Version]:
     from helpers.hudi.read import read_snapshot
-    from helpers.timetravel import _earliest_retained, _key_filters
 
-    earliest = _earliest_retained(base)
+    earliest = earliest_retained(base)
     out: list[Version] = []
     begin = "000"
     if earliest is not None:  # older commits were cleaned: start from the table as of the earliest kept
-        for row in read_snapshot(base, as_of=earliest, filters=_key_filters(spec, key) or None).to_pylist():
+        for row in read_snapshot(base, as_of=earliest, filters=key_filters(spec, key) or None).to_pylist():
             values = {c: v for c, v in row.items() if c not in _SKIP}
             if spec.delete_mode == "soft" and values.get("__deleted"):
                 continue
@@ -264,11 +267,9 @@ def _versions_from_timeline(spec: SilverTableParams, base: str, key: Any) -> lis
     """Versions of a table without a CDC log: per commit an incremental read of what it wrote (the
     official Rust reader), and for the commits that delete, the keys that vanished."""
     from helpers.hudi.read import HudiReadSpec, read_hudi, read_snapshot
-    from helpers.hudi.timeline import completed_instants
-    from helpers.timetravel import _commit_metadata, _earliest_retained, _key_filters, _stats
 
-    filters = _key_filters(spec, key) or None
-    earliest = _earliest_retained(base)
+    filters = key_filters(spec, key) or None
+    earliest = earliest_retained(base)
     instants = [i for i in completed_instants(base) if earliest is None or i.timestamp >= earliest]
     out: list[Version] = []
     present: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -293,7 +294,7 @@ def _versions_from_timeline(spec: SilverTableParams, base: str, key: Any) -> lis
             else:
                 present[ident] = values
         gone_possible = previous is not None and any(
-            int(s.get("numDeletes") or 0) for s in _stats(_commit_metadata(base, instant))
+            int(s.get("numDeletes") or 0) for s in write_stats(commit_metadata(base, instant))
         )
         if gone_possible and present:
             still = read_snapshot(

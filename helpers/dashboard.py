@@ -176,14 +176,13 @@ def _commit_health(
     table: str, base_path: str, previous: str, instant: Instant, has_source_time: bool
 ) -> dict[str, Any]:
     from helpers.hudi.read import EARLIEST_INSTANT, read_incremental
-    from helpers.hudi.timeline import read_commit_metadata
+    from helpers.hudi.timeline import read_commit_metadata, write_stats
 
     meta = read_commit_metadata(base_path, instant)
     counts = {"numInserts": 0, "numUpdateWrites": 0, "numDeletes": 0, "numWrites": 0}
-    for stats in (meta.get("partitionToWriteStats") or {}).values():
-        for stat in stats:
-            for key in counts:
-                counts[key] += int(stat.get(key) or 0)
+    for stat in write_stats(meta):
+        for key in counts:
+            counts[key] += int(stat.get(key) or 0)
     commit_time = _instant_time(instant.timestamp)
     row: dict[str, Any] = {
         "table": table,

@@ -15,6 +15,7 @@ __all__ = [
     "HudiError",
     "HudiCommitError",
     "HudiLockError",
+    "TimeTravelError",
     "RunnerError",
     "AwsError",
     "BronzeError",
@@ -52,6 +53,10 @@ class HudiCommitError(HudiError):
 
 class HudiLockError(HudiError):
     """Another live writer holds the table's lock."""
+
+
+class TimeTravelError(HudiError):
+    """A time-travel query cannot be answered (unknown table, instant outside the timeline...)."""
 
 
 class RunnerError(WorkbookError):

@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,11 +44,24 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
-from helpers.errors import HudiError
+from helpers.changefeed import cdc_enabled, changes, versions
+from helpers.errors import TimeTravelError
+from helpers.hudi.config import DELETE_MARKER_FIELD
+from helpers.hudi.keys import META_COLUMNS
 from helpers.hudi.read import HudiReadSpec, ReadFilter, open_table, table_arrow_schema
-from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
+from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.spark import build_spark_session
+from helpers.tableref import (
+    RecordKey,
+    commit_metadata,
+    earliest_retained,
+    key_filters,
+    key_values,
+    silver_table,
+    table_base_path,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from hudi import HudiTable
@@ -76,8 +88,7 @@ __all__ = [
 
 #: Hudi meta column holding the instant that wrote a record version.
 COMMIT_TIME = "_hoodie_commit_time"
-_META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path")
-_META_ALL = (*_META, "_hoodie_file_name", "_hoodie_is_deleted")
+_META_ALL = (*META_COLUMNS, DELETE_MARKER_FIELD)
 _SOFT_DELETE = "__deleted"
 _CDC_PREFIX = "__"
 _POSITION = "_cdc_position"  # the precombine field Silver builds from the log position
@@ -88,72 +99,7 @@ def _is_cdc_column(name: str) -> bool:
     return name.startswith(_CDC_PREFIX) or name == _POSITION
 
 
-#: A record key: the value of a one-column key, or ``{column: value}`` for any key.
-RecordKey = Any
-
-
-class TimeTravelError(HudiError):
-    """A time-travel query cannot be answered (unknown table, instant outside the timeline...)."""
-
-
 # ------------------------------------------------------------------------------ tables, keys
-
-
-def silver_table(params: WorkbookParams, table: str | SilverTableParams) -> SilverTableParams:
-    """Resolve a Silver table by name (``params.silver.tables``).
-
-    Args:
-        params: Workbook parameters.
-        table: Table name, or the table's parameters (returned unchanged).
-
-    Returns:
-        The table's parameters.
-
-    Raises:
-        TimeTravelError: naming the configured tables, if there is no such table.
-    """
-    if isinstance(table, SilverTableParams):
-        return table
-    for candidate in params.silver.tables:
-        if candidate.name == table:
-            return candidate
-    names = ", ".join(t.name for t in params.silver.tables)
-    raise TimeTravelError(f"Failed to find Silver table {table!r}: configured tables are {names}")
-
-
-def _base_path(params: WorkbookParams, table: SilverTableParams) -> str:
-    from helpers.silver import table_config
-
-    base = table_config(params, table).base_path
-    if not os.path.exists(os.path.join(hoodie_dir(base), "hoodie.properties")):
-        raise TimeTravelError(
-            f"Failed to open Silver table {table.name} at {base}: no Hudi table there yet "
-            "(run notebook 03 or helpers.silver.ingest_all first)"
-        )
-    return base
-
-
-def _key_values(table: SilverTableParams, key: RecordKey) -> dict[str, Any]:
-    if isinstance(key, Mapping):
-        values = {str(k): v for k, v in key.items()}
-    elif len(table.record_key) == 1:
-        values = {table.record_key[0]: key}
-    else:
-        raise TimeTravelError(
-            f"Failed to use key {key!r} for table {table.name}: its record key has the columns "
-            f"{list(table.record_key)}; pass a mapping {{column: value}}"
-        )
-    if set(values) != set(table.record_key):
-        raise TimeTravelError(
-            f"Failed to use key {key!r} for table {table.name}: expected the columns {list(table.record_key)}"
-        )
-    return values
-
-
-def _key_filters(table: SilverTableParams, key: RecordKey | None) -> list[ReadFilter]:
-    if key is None:
-        return []
-    return [(column, "=", str(value)) for column, value in _key_values(table, key).items()]
 
 
 def _to_arrow(batches: Sequence[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
@@ -175,38 +121,11 @@ def _tidy(rows: pa.Table, table: SilverTableParams, meta_columns: bool) -> pd.Da
 
 # ------------------------------------------------------------------------------ timeline
 
-_metadata_cache: dict[tuple[str, str], dict[str, Any]] = {}
-
-
-def _commit_metadata(base: str, instant: Instant) -> dict[str, Any]:
-    """Commit metadata, cached: a completed instant's file never changes."""
-    cache_key = (base, instant.file_name)
-    if cache_key not in _metadata_cache:
-        _metadata_cache[cache_key] = read_commit_metadata(base, instant)
-    return _metadata_cache[cache_key]
-
-
-def _stats(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [s for stats in (meta.get("partitionToWriteStats") or {}).values() for s in stats or []]
-
 
 def _progress(items: Sequence[Any], what: str, minimum: int = 50) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(items, desc=what, disable=len(items) < minimum, leave=False)
-
-
-def _earliest_retained(base: str) -> str | None:
-    """The earliest commit whose file slices the last clean kept (None: never cleaned)."""
-    cleans = completed_instants(base, actions=("clean",))
-    if not cleans:
-        return None
-    import fastavro
-
-    with open(os.path.join(hoodie_dir(base), cleans[-1].file_name), "rb") as handle:
-        records: list[Any] = list(fastavro.reader(handle))
-    earliest = str(records[0].get("earliestCommitToRetain") or "") if records else ""
-    return earliest or None
 
 
 def timeline_frame(params: WorkbookParams, table: str | SilverTableParams) -> pd.DataFrame:
@@ -226,13 +145,13 @@ def timeline_frame(params: WorkbookParams, table: str | SilverTableParams) -> pd
         TimeTravelError: if the table does not exist.
     """
     spec = silver_table(params, table)
-    base = _base_path(params, spec)
-    earliest = _earliest_retained(base)
+    base = table_base_path(params, spec)
+    earliest = earliest_retained(base)
     rows = []
     instants = completed_instants(base)
     for instant in _progress(instants, f"{spec.name}: commit metadata"):
-        meta = _commit_metadata(base, instant)
-        stats = _stats(meta)
+        meta = commit_metadata(base, instant)
+        stats = write_stats(meta)
         rows.append(
             {
                 "instant": instant.timestamp,
@@ -252,7 +171,7 @@ def timeline_frame(params: WorkbookParams, table: str | SilverTableParams) -> pd
 
 def _resolve(base: str, name: str, when: InstantInput) -> str:
     instant = to_instant(when)
-    earliest = _earliest_retained(base)
+    earliest = earliest_retained(base)
     if earliest is not None and instant < earliest:
         raise TimeTravelError(
             f"Failed to read Silver table {name} as of {instant}: the cleaner kept commits from "
@@ -310,12 +229,12 @@ def as_of(
         TimeTravelError: for an unknown table, a bad key, or an instant the cleaner dropped.
     """
     spec = silver_table(params, table)
-    base = _base_path(params, spec)
+    base = table_base_path(params, spec)
     read_spec = HudiReadSpec(as_of=_resolve(base, spec.name, when) if when is not None else None)
     if engine == "spark":
         return _tidy(_read_spark(params, spec, base, read_spec, key, spark), spec, meta_columns)
     hudi = open_table(base)
-    rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), _key_filters(spec, key), base)
+    rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), key_filters(spec, key), base)
     return _tidy(rows, spec, meta_columns)
 
 
@@ -332,13 +251,10 @@ def _read_spark(
 
     from helpers.hudi.api import read_hudi_df
 
-    if spark is None:
-        from helpers.spark import build_spark_session
-
-        spark = build_spark_session(params)
+    spark = spark or build_spark_session(params)
     frame = read_hudi_df(spark, base, read_spec.to_datasource_options())
     if key is not None:
-        for column, value in _key_values(spec, key).items():
+        for column, value in key_values(spec, key).items():
             frame = frame.where(F.col(column) == F.lit(value))
     schema = table_arrow_schema(open_table(base))
     rows = [r.asDict() for r in frame.collect()]
@@ -403,7 +319,7 @@ def incremental(
         TimeTravelError: for an unknown table, a bad key, or ``end`` before ``begin``.
     """
     spec = silver_table(params, table)
-    base = _base_path(params, spec)
+    base = table_base_path(params, spec)
     start = (
         "19700101000000000" if isinstance(begin, str) and set(begin.strip()) == {"0"} else to_instant(begin)
     )
@@ -414,7 +330,7 @@ def incremental(
     if engine == "spark":
         return _tidy(_read_spark(params, spec, base, read_spec, key, spark), spec, meta_columns)
     hudi = open_table(base)
-    rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), _key_filters(spec, key), base)
+    rows = _read_arrow(hudi, read_spec, table_arrow_schema(hudi), key_filters(spec, key), base)
     return _tidy(rows, spec, meta_columns)
 
 
@@ -448,10 +364,8 @@ def record_history(
     Raises:
         TimeTravelError: for an unknown table or a bad key.
     """
-    from helpers.changefeed import versions
-
     spec = silver_table(params, table)
-    _key_values(spec, key)
+    key_values(spec, key)
     found = versions(params, spec, key, spark=spark)
     columns: list[str] = []
     for version in found:
@@ -514,12 +428,11 @@ def diff(
         TimeTravelError: for an unknown table, an unreadable instant, or ``after`` before ``before``.
     """
     spec = silver_table(params, table)
-    base = _base_path(params, spec)
+    base = table_base_path(params, spec)
     start = _resolve(base, spec.name, before)
     stop = _resolve(base, spec.name, after) if after is not None else None
     if stop is not None and stop < start:
         raise TimeTravelError(f"Failed to diff {spec.name}: {stop} is before {start}")
-    from helpers.changefeed import cdc_enabled
 
     if cdc_enabled(base):
         return _diff_from_feed(params, spec, start, stop, cdc_columns, spark)
@@ -545,24 +458,40 @@ def diff(
     for record in candidates.to_dict("records"):
         ident = {k: record[k] for k in keys}
         if record["_merge"] == "left_only":
-            rows += [
-                {"change": "insert", **ident, "column": c, "before": None, "after": record[c]}
-                for c in compared
-            ]
-            continue
-        for c in compared:
-            was, now = _comparable(record[f"{c}__before"]), _comparable(record[c])
-            if was != now:
-                rows.append({"change": "update", **ident, "column": c, "before": was, "after": now})
+            rows += _record_changes(ident, None, record, compared)
+        else:
+            rows += _record_changes(ident, {c: record[f"{c}__before"] for c in compared}, record, compared)
     for record in gone.to_dict("records"):
-        ident = {k: record[k] for k in keys}
-        rows += [
-            {"change": "delete", **ident, "column": c, "before": record[c], "after": None} for c in compared
-        ]
-    out = pd.DataFrame(rows, columns=["change", *keys, "column", "before", "after"])
+        rows += _record_changes({k: record[k] for k in keys}, record, None, compared)
+    return _diff_frame(rows, keys)
+
+
+def _record_changes(
+    ident: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    columns: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The diff rows of one record: every column of an insert or a delete, the changed columns
+    of an update."""
+    if old is None:
+        assert new is not None
+        return [{"change": "insert", **ident, "column": c, "before": None, "after": new[c]} for c in columns]
+    if new is None:
+        return [{"change": "delete", **ident, "column": c, "before": old[c], "after": None} for c in columns]
+    out = []
+    for c in columns:
+        was, now = _comparable(old.get(c)), _comparable(new.get(c))
+        if was != now:
+            out.append({"change": "update", **ident, "column": c, "before": was, "after": now})
+    return out
+
+
+def _diff_frame(rows: list[dict[str, Any]], keys: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=["change", *keys, "column", "before", "after"])
     for column in ("before", "after"):
-        out[column] = out[column].map(_comparable).astype(object)
-    return out.sort_values([*keys, "column"]).reset_index(drop=True)
+        frame[column] = frame[column].map(_comparable).astype(object)
+    return frame.sort_values([*keys, "column"]).reset_index(drop=True)
 
 
 def _diff_from_feed(
@@ -573,8 +502,6 @@ def _diff_from_feed(
     cdc_columns: bool,
     spark: Any,
 ) -> pd.DataFrame:
-    from helpers.changefeed import changes
-
     feed = changes(params, spec, start, stop, spark=spark)
     keys = list(spec.record_key)
     first: dict[tuple[Any, ...], Any] = {}
@@ -601,27 +528,8 @@ def _diff_from_feed(
             for c in (new or old or {})
             if c not in keys and c != _SOFT_DELETE and (cdc_columns or not _is_cdc_column(c))
         ]
-        key_values = dict(zip(keys, ident, strict=True))
-        if old is None:
-            assert new is not None
-            out += [
-                {"change": "insert", **key_values, "column": c, "before": None, "after": new[c]}
-                for c in columns
-            ]
-        elif new is None:
-            out += [
-                {"change": "delete", **key_values, "column": c, "before": old[c], "after": None}
-                for c in columns
-            ]
-        else:
-            for c in columns:
-                was, now = _comparable(old.get(c)), _comparable(new.get(c))
-                if was != now:
-                    out.append({"change": "update", **key_values, "column": c, "before": was, "after": now})
-    frame = pd.DataFrame(out, columns=["change", *keys, "column", "before", "after"])
-    for column in ("before", "after"):
-        frame[column] = frame[column].map(_comparable).astype(object)
-    return frame.sort_values([*keys, "column"]).reset_index(drop=True)
+        out += _record_changes(dict(zip(keys, ident, strict=True)), old, new, columns)
+    return _diff_frame(out, keys)
 
 
 def consistent_as_of(
@@ -651,7 +559,7 @@ def consistent_as_of(
     rows = []
     for table in tables:
         spec = silver_table(params, table)
-        base = _base_path(params, spec)
+        base = table_base_path(params, spec)
         candidates = [i.timestamp for i in completed_instants(base) if i.timestamp <= target]
         instant = candidates[-1] if candidates else None
         committed = instant_to_datetime(instant) if instant else None
@@ -716,7 +624,7 @@ def _quoted(params: WorkbookParams, table: SilverTableParams, column: str) -> st
 
 
 def _where(params: WorkbookParams, table: SilverTableParams, key: RecordKey) -> tuple[str, list[Any]]:
-    values = _key_values(table, key)
+    values = key_values(table, key)
     clause = " AND ".join(f"{_quoted(params, table, c)} = %s" for c in values)
     return clause, list(values.values())
 
@@ -817,7 +725,7 @@ def restore_sample_row(params: WorkbookParams, table: str | SilverTableParams, k
         return False
     generated = generate_tickit(params.tickit.scale, seed=params.tickit.seed)[spec.table]
     mask = None
-    for column, value in _key_values(spec, key).items():
+    for column, value in key_values(spec, key).items():
         equal = pc.equal(generated.column(column), value)
         mask = equal if mask is None else pc.and_(mask, equal)
     rows = generated.filter(mask).to_pylist()
@@ -883,7 +791,7 @@ def wait_for_silver(
         if ingest:
             ingest_all(params, list(pending))
         for name, spec in list(pending.items()):
-            base = _base_path(params, spec)
+            base = table_base_path(params, spec)
             latest = completed_instants(base)
             if latest and _matches(want, as_of(params, spec, latest[-1].timestamp, key)):
                 found[name] = latest[-1].timestamp

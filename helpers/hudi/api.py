@@ -26,13 +26,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from helpers.errors import HudiError
 from helpers.hudi.read import BEGIN_INSTANT, END_INSTANT, QUERY_TYPE, parse_read_options
-from helpers.hudi.timeline import completed_instants, read_commit_metadata
+from helpers.hudi.timeline import completed_instants, read_commit_metadata, write_stats
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame, SparkSession
@@ -144,7 +143,7 @@ def write_options(options: Mapping[str, Any]) -> dict[str, str]:
 
 def _commit_of(path: str, instant: Any) -> HudiCommit:
     meta = read_commit_metadata(path, instant)
-    stats = [s for group in (meta.get("partitionToWriteStats") or {}).values() for s in group or []]
+    stats = write_stats(meta)
     return HudiCommit(
         instant=instant.timestamp,
         action=instant.action,
@@ -229,8 +228,3 @@ def read_hudi_df(spark: SparkSession, path: str, options: Mapping[str, Any] | No
         return spark.read.format("hudi").options(**ds).load(str(path))
     except Exception as exc:  # noqa: BLE001
         raise HudiError(f"Failed to read Hudi table {path}: {str(exc).splitlines()[0][:2000]}") from exc
-
-
-def extra_metadata_json(value: Any) -> str:
-    """A value for the commit metadata (``extraMetadata`` values are strings)."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)

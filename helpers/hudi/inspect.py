@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from helpers.hudi.timeline import DATA_ACTIONS, list_instants, read_commit_metadata
+from helpers.hudi.timeline import DATA_ACTIONS, list_instants, read_commit_metadata, write_stats
 
 __all__ = ["table_timeline", "table_file_groups", "table_size"]
 
@@ -42,13 +42,12 @@ def table_timeline(base_path: str) -> pd.DataFrame:
         if inst.is_completed and inst.action in DATA_ACTIONS:
             meta = read_commit_metadata(base_path, inst)
             row["operation"] = meta.get("operationType")
-            for stats in (meta.get("partitionToWriteStats") or {}).values():
-                for s in stats:
-                    row["inserts"] = int(row["inserts"]) + int(s.get("numInserts") or 0)  # type: ignore[call-overload]
-                    row["updates"] = int(row["updates"]) + int(s.get("numUpdateWrites") or 0)  # type: ignore[call-overload]
-                    row["deletes"] = int(row["deletes"]) + int(s.get("numDeletes") or 0)  # type: ignore[call-overload]
-                    row["files_written"] = int(row["files_written"]) + 1  # type: ignore[call-overload]
-                    row["bytes_written"] = int(row["bytes_written"]) + int(s.get("fileSizeInBytes") or 0)  # type: ignore[call-overload]
+            for s in write_stats(meta):
+                row["inserts"] = int(row["inserts"]) + int(s.get("numInserts") or 0)  # type: ignore[call-overload]
+                row["updates"] = int(row["updates"]) + int(s.get("numUpdateWrites") or 0)  # type: ignore[call-overload]
+                row["deletes"] = int(row["deletes"]) + int(s.get("numDeletes") or 0)  # type: ignore[call-overload]
+                row["files_written"] = int(row["files_written"]) + 1  # type: ignore[call-overload]
+                row["bytes_written"] = int(row["bytes_written"]) + int(s.get("fileSizeInBytes") or 0)  # type: ignore[call-overload]
         rows.append(row)
     return pd.DataFrame(
         rows,

@@ -30,6 +30,7 @@ __all__ = [
     "list_instants",
     "pending_instants",
     "read_commit_metadata",
+    "write_stats",
 ]
 
 #: Actions whose completed instants hold data and carry JSON commit metadata.
@@ -157,6 +158,11 @@ def read_commit_metadata(base_path: str, instant: Instant, store: LakeStore | No
         return dict(json.loads(store.read(location) or b"{}"))
     except ValueError as exc:
         raise HudiError(f"Failed to read commit metadata {location}: {exc}") from exc
+
+
+def write_stats(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The write statistics of a commit's metadata (``partitionToWriteStats``), one per file."""
+    return [s for stats in (meta.get("partitionToWriteStats") or {}).values() for s in stats or []]
 
 
 def commit_metadata_newest_first(base_path: str, store: LakeStore | None = None) -> Iterator[dict[str, Any]]:
