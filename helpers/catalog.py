@@ -10,20 +10,29 @@ engine and the tests see exactly what the sync wrote.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from helpers.errors import HudiError
-from helpers.params import WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.spark import build_spark_session
 
-__all__ = ["catalog_frame", "catalog_tables"]
+__all__ = ["catalog_frame", "catalog_names", "catalog_tables", "missing_from_catalog", "qualified_name"]
 
 _COLUMNS = ["database", "name", "hudi_table", "query_type", "table_type", "location"]
 
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def qualified_name(params: WorkbookParams, table: str) -> str:
+    """A catalog table of the Silver database as a quoted Spark SQL name: `` `db`.`table` ``."""
+    from helpers.silver import silver_database
+
+    return f"{_quoted(silver_database(params))}.{_quoted(table)}"
 
 
 def _location(spark: Any, database: str, name: str) -> str:
@@ -43,10 +52,7 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     """
     from helpers.silver import silver_database
 
-    if spark is None:
-        from helpers.spark import build_spark_session
-
-        spark = build_spark_session(params)
+    spark = spark or build_spark_session(params)
     database = silver_database(params)
     by_name = {t.name: t for t in params.silver.tables}
     try:
@@ -74,27 +80,49 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     return out
 
 
-def catalog_frame(params: WorkbookParams, spark: Any = None) -> pd.DataFrame:
+def catalog_names(table: SilverTableParams) -> list[str]:
+    """The catalog tables Hudi's Hive sync registers for a Silver table (``_ro`` / ``_rt`` for
+    Merge-on-Read, the table's own name otherwise)."""
+    if table.table_type == "MERGE_ON_READ":
+        return [f"{table.name}_ro", f"{table.name}_rt"]
+    return [table.name]
+
+
+def missing_from_catalog(params: WorkbookParams, present: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Silver tables that have commits but lack catalog tables in ``present`` (as
+    :func:`catalog_tables` returns it): table name -> the missing catalog names."""
+    from helpers.hudi.timeline import completed_instants
+    from helpers.silver import table_config
+
+    missing = {}
+    for table in params.silver.tables:
+        absent = [n for n in catalog_names(table) if n not in present]
+        if absent and completed_instants(table_config(params, table).base_path):
+            missing[table.name] = absent
+    return missing
+
+
+def catalog_frame(
+    params: WorkbookParams, spark: Any = None, *, tables: Mapping[str, Mapping[str, str]] | None = None
+) -> pd.DataFrame:
     """One row per catalog table of the Silver database (``database``, ``name``, ``hudi_table``,
     ``query_type``, ``table_type``, ``location``).
+
+    Args:
+        params: workbook parameters.
+        spark: the session that reads the catalog (default: built from ``params``).
+        tables: the catalog as :func:`catalog_tables` just read it (default: read it now).
 
     Raises:
         HudiError: naming the Silver tables that have commits but are not in the catalog (or lack
             their ``_ro`` / ``_rt`` tables).
     """
-    from helpers.hudi.timeline import completed_instants
-    from helpers.silver import silver_database, table_config
+    from helpers.silver import silver_database
 
-    tables = catalog_tables(params, spark)
+    if tables is None:
+        tables = catalog_tables(params, spark)
     database = silver_database(params)
-    missing = []
-    for table in params.silver.tables:
-        if not completed_instants(table_config(params, table).base_path):
-            continue
-        wanted = (
-            [f"{table.name}_ro", f"{table.name}_rt"] if table.table_type == "MERGE_ON_READ" else [table.name]
-        )
-        missing += [w for w in wanted if w not in tables]
+    missing = [n for names in missing_from_catalog(params, tables).values() for n in names]
     if missing:
         raise HudiError(
             f"Failed to find Silver table(s) {missing} in the catalog database {database}: Hudi's Hive sync "

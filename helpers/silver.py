@@ -73,6 +73,7 @@ from helpers.hudi.keys import RECORD_KEY_COL, record_keys
 from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
 from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.spark import build_spark_session
 from helpers.tombstones import (
     TOMBSTONES_KEY,
     drop_late_events,
@@ -899,8 +900,6 @@ def ingest_table(
             return IngestResult(
                 table.name, len(objects), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
             )
-        from helpers.spark import build_spark_session
-
         spark = spark or build_spark_session(params)
         events = _prepare(raw, config, engine, positions)
         events, filled, unresolved = fill_unavailable(events, config, _stored_rows_reader(spark, config))
@@ -981,8 +980,6 @@ def ingest_all(
 
     tables = [t for t in params.silver.tables if names is None or t.name in names]
     if spark is None and tables:
-        from helpers.spark import build_spark_session
-
         spark = build_spark_session(params)
     workers = max(1, min(params.silver.parallel_tables, len(tables)))
     if workers == 1:
@@ -1005,17 +1002,6 @@ def ingest_all(
 # looking at Silver
 
 
-def _source_connections(params: WorkbookParams) -> Any:
-    """Connections to the source databases: the local stack, or the RDS instances on AWS."""
-    if params.environment == "aws":
-        from helpers.sources import RdsSources
-
-        return RdsSources(params)
-    from helpers.stack import LocalStack
-
-    return LocalStack(params)
-
-
 def silver_vs_source(
     params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None
 ) -> pd.DataFrame:
@@ -1030,8 +1016,9 @@ def silver_vs_source(
     """
     from helpers.capture.api import _source_table, rows_equal_source
     from helpers.hudi.read import read_snapshot
+    from helpers.sources import open_sources
 
-    connections = _source_connections(params)
+    connections = open_sources(params)
     out = []
     for table in params.silver.tables:
         if names is not None and table.name not in names:
@@ -1041,10 +1028,7 @@ def silver_vs_source(
         if not completed_instants(base):
             silver: list[dict[str, Any]] = []
         elif is_s3(base):
-            if spark is None:
-                from helpers.spark import build_spark_session
-
-                spark = build_spark_session(params)
+            spark = spark or build_spark_session(params)
             silver = [r.asDict() for r in read_hudi_df(spark, base).collect()]
         else:
             silver = read_snapshot(base).to_pylist()
@@ -1186,10 +1170,7 @@ def sync_catalog(
     Raises:
         HudiError: naming the table when the sync fails.
     """
-    if spark is None:
-        from helpers.spark import build_spark_session
-
-        spark = build_spark_session(params)
+    spark = spark or build_spark_session(params)
     jvm = spark.sparkContext._jvm
     done = []
     for table in params.silver.tables:
@@ -1252,22 +1233,12 @@ def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFra
     Raises:
         HudiError: when a table is still missing after the sync.
     """
-    from helpers.catalog import catalog_frame, catalog_tables
+    from helpers.catalog import catalog_frame, catalog_tables, missing_from_catalog
 
-    if spark is None:
-        from helpers.spark import build_spark_session
-
-        spark = build_spark_session(params)
+    spark = spark or build_spark_session(params)
     present = catalog_tables(params, spark)
-    missing = [
-        t.name
-        for t in params.silver.tables
-        if completed_instants(table_config(params, t).base_path)
-        and not all(
-            n in present
-            for n in ([f"{t.name}_ro", f"{t.name}_rt"] if t.table_type == "MERGE_ON_READ" else [t.name])
-        )
-    ]
-    if missing:
-        sync_catalog(params, missing, spark=spark)
-    return catalog_frame(params, spark=spark)
+    missing = missing_from_catalog(params, present)
+    if not missing:
+        return catalog_frame(params, spark, tables=present)
+    sync_catalog(params, list(missing), spark=spark)
+    return catalog_frame(params, spark)

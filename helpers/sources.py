@@ -53,6 +53,12 @@ class Sources(Protocol):
     def row_counts(self) -> pd.DataFrame:
         """Exact row counts: ``system, engine, database, table, rows``."""
 
+    def connect_postgres(self, database: str, *, autocommit: bool = False) -> Any:
+        """A connection to a PostgreSQL source database as the workbook's user."""
+
+    def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
+        """A connection to a MySQL / MariaDB source database as the workbook's user."""
+
 
 def check_preflight(preflight: pd.DataFrame) -> None:
     """Raise when a preflight row failed, listing each failure with its fix.
@@ -89,6 +95,14 @@ class LocalSources:
 
     def __repr__(self) -> str:
         return f"LocalSources({self.stack!r})"
+
+    def connect_postgres(self, database: str, *, autocommit: bool = False) -> Any:
+        """:meth:`helpers.stack.LocalStack.connect_postgres`."""
+        return self.stack.connect_postgres(database, autocommit=autocommit)
+
+    def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
+        """:meth:`helpers.stack.LocalStack.connect_mariadb`."""
+        return self.stack.connect_mariadb(database, autocommit=autocommit)
 
     def start(self) -> pd.DataFrame:
         """Start both servers (no-op when running; a killed server is restarted).
