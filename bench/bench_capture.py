@@ -32,11 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.capture import connector_specs, open_backend, read_bronze  # noqa: E402
-from helpers.capture.api import local_endpoints  # noqa: E402
 from helpers.capture.backends import wait_until_running  # noqa: E402
+from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.params import load_params  # noqa: E402
-from helpers.sources import LocalSources  # noqa: E402
-from helpers.stack import LocalStack  # noqa: E402
+from helpers.sources.api import LocalSources  # noqa: E402
+from helpers.sources.local.stack import LocalStack  # noqa: E402
 
 
 def _free_port() -> int:

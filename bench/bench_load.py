@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.loading import bulk_load_mariadb, load_tickit  # noqa: E402
 from helpers.params import load_params  # noqa: E402
-from helpers.stack import LocalStack  # noqa: E402
-from helpers.tickit import generate_tickit  # noqa: E402
+from helpers.sources.local.stack import LocalStack  # noqa: E402
+from helpers.sources.sample.load import bulk_load_mariadb, load_tickit  # noqa: E402
+from helpers.sources.sample.tickit import generate_tickit  # noqa: E402
 
 
 def _free_port() -> int:

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.hudi.api import write_hudi
     from helpers.metastore import LocalMetastore
     from helpers.params import SilverTableParams, load_params
-    from helpers.silver import _file_groups, silver_write_options, table_config
+    from helpers.silver.ingest import _file_groups, silver_write_options, table_config
     from helpers.spark import build_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench_settings_", dir="/tmp"))

@@ -4,7 +4,7 @@ Not a test. Starts its own servers in a temporary state directory on free ports,
 full scale, enables CDC (notebook 01), captures to Bronze (notebook 02) and waits until Bronze
 replays to the sources, then
 
-* (a) full load: one-shot :func:`helpers.silver.ingest_all` of every configured Silver table
+* (a) full load: one-shot :func:`helpers.silver.ingest.ingest_all` of every configured Silver table
   (sale twice: CoW and MoR) from the full Bronze; wall time against the issue's 60 s, beside the
   named baseline ``bronze read`` (the same Bronze files decoded alone, the floor of any writer);
 * (b) continuous: starts the continuous job and makes ``--changes`` single-row updates per case,
@@ -41,13 +41,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
-from helpers.capture.api import bronze_vs_source, local_endpoints  # noqa: E402
+from helpers.capture.register import bronze_vs_source, local_endpoints  # noqa: E402
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.params import load_params  # noqa: E402
-from helpers.silver import ingest_all, silver_vs_source, table_config  # noqa: E402
-from helpers.silver_job import SilverJob  # noqa: E402
-from helpers.sources import LocalSources  # noqa: E402
-from helpers.stack import LocalStack  # noqa: E402
+from helpers.silver.ingest import ingest_all, silver_vs_source, table_config  # noqa: E402
+from helpers.silver.job import SilverJob  # noqa: E402
+from helpers.sources.api import LocalSources  # noqa: E402
+from helpers.sources.local.stack import LocalStack  # noqa: E402
 
 _COMPLETED = (".commit", ".deltacommit")
 
@@ -188,7 +188,7 @@ def main() -> int:
         )
 
         # (a) baseline: decode the same Bronze files alone
-        from helpers.silver import read_bronze_arrow
+        from helpers.silver.ingest import read_bronze_arrow
 
         files = sorted(p for p in Path(params.lake.bronze).rglob("*.avro"))
         started = time.monotonic()

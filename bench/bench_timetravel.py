@@ -7,7 +7,7 @@ same run and the same Spark session, the median of ``--repeat`` reads of the tab
 middle commit (instant from the timeline), each into pandas (what the notebooks show) and into
 Arrow (what the local DuckDB engine registers):
 
-* Rust reader: :func:`helpers.timetravel.as_of` (the official reader, PyPI ``hudi``) and
+* Rust reader: :func:`helpers.query.timetravel.as_of` (the official reader, PyPI ``hudi``) and
   ``read_snapshot`` (Arrow);
 * the baseline, the official Spark datasource (``as.of.instant``): ``as_of(engine="spark")`` and
   ``spark.read.format("hudi")...toPandas()``.
@@ -38,14 +38,14 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.params import load_params  # noqa: E402
-from helpers.silver import table_config  # noqa: E402
+from helpers.silver.ingest import table_config  # noqa: E402
 
 SEED = 20080101
 
 
 def silver_sale() -> pa.Table:
     """The generator's sale table as Bronze types (int32, UTC timestamps) plus Debezium fields."""
-    from helpers.tickit import generate_tickit
+    from helpers.sources.sample.tickit import generate_tickit
 
     sale = generate_tickit(1.0, seed=SEED)["sale"]
     fields = [
@@ -104,9 +104,9 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=5, help="upsert commits after the bulk insert")
     args = parser.parse_args()
 
-    from helpers import timetravel as tt
     from helpers.hudi.api import read_hudi_df
     from helpers.hudi.read import read_snapshot
+    from helpers.query import timetravel as tt
     from helpers.spark import build_spark_session
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))

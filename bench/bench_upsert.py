@@ -42,7 +42,7 @@ SETTLE_SECONDS = 0.5
 
 def sale_table(rows: int) -> pa.Table:
     """TICKIT-sale-shaped rows: the real generator's table at 172,456 rows, else seeded numpy."""
-    from helpers.tickit import decimal_from_cents, generate_tickit
+    from helpers.sources.sample.tickit import decimal_from_cents, generate_tickit
 
     if rows == SALE_ROWS:
         table = generate_tickit(1.0, seed=SEED)["sale"]
@@ -74,7 +74,7 @@ def sale_table(rows: int) -> pa.Table:
 
 def changed_rows(table: pa.Table, fraction: float) -> pa.Table:
     """A seeded ``fraction`` of the rows with new quantity, price, commission and a later time."""
-    from helpers.tickit import decimal_from_cents
+    from helpers.sources.sample.tickit import decimal_from_cents
 
     rng = np.random.default_rng(SEED + 1)
     n = int(round(table.num_rows * fraction))

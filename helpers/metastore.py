@@ -26,7 +26,7 @@ from pathlib import Path
 from helpers.errors import StackError
 from helpers.jars import JarsMissingError, project_jars
 from helpers.params import WorkbookParams
-from helpers.workers import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
 

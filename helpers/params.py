@@ -288,9 +288,9 @@ class SilverParams(_Strict):
     #: any other Hudi write option, passed to the datasource as given (wins over the workbook's)
     hudi_options: dict[str, str] = {}
     #: how long a Bronze file may take from its modification time to being listed (see
-    #: helpers.bronze_checkpoint); S3 multipart uploads date objects from their start
+    #: helpers.silver.checkpoint); S3 multipart uploads date objects from their start
     checkpoint_margin_s: Annotated[float, Field(ge=0, le=86400)] = 900.0
-    #: how long a hard-deleted key is remembered (helpers.tombstones), like Kafka's
+    #: how long a hard-deleted key is remembered (helpers.silver.tombstones), like Kafka's
     #: delete.retention.ms: a change of it arriving later with an older log position is dropped
     tombstone_retention_s: Annotated[float, Field(ge=0)] = 86400.0
 

@@ -51,7 +51,7 @@ def spark(spark_params):  # type: ignore[no-untyped-def]
     session.stop()
 
 
-# --- Local stack (helpers.stack) ------------------------------------------------------------
+# --- Local stack (helpers.sources.local.stack) ------------------------------------------------------------
 # `local_stack`: one running PostgreSQL + MariaDB for the whole session, in a throw-away state
 # dir under /tmp (the server users must traverse it) with free ports; use it in integration
 # tests of loaders etc. Tests that kill or stop servers build their own with `stack_factory`.
@@ -73,7 +73,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
     from helpers.params import load_params
-    from helpers.stack import LocalStack
+    from helpers.sources.local.stack import LocalStack
 
     state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     state.chmod(0o711)
@@ -107,6 +107,6 @@ def stack_factory() -> Callable[..., Any]:
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Any]:
-    """A started :class:`helpers.stack.LocalStack` shared by the session's integration tests."""
+    """A started :class:`helpers.sources.local.stack.LocalStack` shared by the session's integration tests."""
     with _temporary_stack("wb-session-") as stack:
         yield stack

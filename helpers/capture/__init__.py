@@ -8,7 +8,17 @@ waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show
 
 from __future__ import annotations
 
-from helpers.capture.api import (
+from helpers.bronze.writer import BronzeWriter, bronze_files, read_bronze
+from helpers.capture.backends import (
+    ConnectorBackend,
+    ConnectorStatus,
+    EmbeddedBackend,
+    KafkaConnectRestBackend,
+    MskConnectBackend,
+    wait_until_running,
+)
+from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.register import (
     aws_endpoints,
     bronze_frame,
     bronze_vs_source,
@@ -20,16 +30,6 @@ from helpers.capture.api import (
     stop_connectors,
     wait_for_snapshots,
 )
-from helpers.capture.backends import (
-    ConnectorBackend,
-    ConnectorStatus,
-    EmbeddedBackend,
-    KafkaConnectRestBackend,
-    MskConnectBackend,
-    wait_until_running,
-)
-from helpers.capture.bronze import BronzeWriter, bronze_files, read_bronze
-from helpers.capture.connectors import ConnectorSpec
 
 __all__ = [
     "aws_endpoints",

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE, read_status, write_status
 from helpers.errors import CaptureError
-from helpers.workers import kill_process, live_pid, spawn_module, stop_process
+from helpers.proc import kill_process, live_pid, spawn_module, stop_process
 
 __all__ = [
     "ConnectorStatus",

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers.capture.bronze import BronzeEvent, BronzeWriter, event_from_json, position_of
+from helpers.bronze.writer import BronzeEvent, BronzeWriter, event_from_json, position_of
 from helpers.errors import BronzeError
 
 STATUS_FILE = "status.json"
@@ -92,7 +92,7 @@ def preflight(config: dict[str, Any]) -> str | None:
         elif engine == "mysql":
             import pymysql
 
-            from helpers.stack import quote_mariadb_identifier
+            from helpers.sources.local.stack import quote_mariadb_identifier
 
             mconn = pymysql.connect(
                 host=props["database.hostname"],

@@ -3,7 +3,7 @@
 A one-field key is the value as text; a key of several fields is ``f1:v1,f2:v2`` with
 ``__null__`` / ``__empty__`` for null / empty parts (Hudi's complex and non-partitioned key
 generators). The workbook builds the same strings to look rows up by ``_hoodie_record_key`` and to
-remember deleted keys (:mod:`helpers.tombstones`).
+remember deleted keys (:mod:`helpers.silver.tombstones`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The official writer keeps the timeline; the workbook only reads it, to find the instants readers
 can travel to and the commit metadata it stores its own state in (the Bronze checkpoint, tombstone
-and quarantine records: :mod:`helpers.bronze_checkpoint`). Table version 6 names instant files
+and quarantine records: :mod:`helpers.silver.checkpoint`). Table version 6 names instant files
 ``<instant>.<action>[.requested|.inflight]`` (a commit's inflight is ``<instant>.inflight``), and
 commit / delta commit / replace commit metadata is JSON. Works on a local path or an ``s3://`` URI
 (:mod:`helpers.lakefs`).

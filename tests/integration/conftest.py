@@ -9,9 +9,9 @@ import pytest
 from pipeline import Capture
 
 from helpers.capture import connector_specs, open_backend, register_connectors
-from helpers.capture.api import local_endpoints
 from helpers.capture.backends import EmbeddedBackend
-from helpers.sources import LocalSources
+from helpers.capture.register import local_endpoints
+from helpers.sources.api import LocalSources
 
 
 @pytest.fixture(scope="session", autouse=True)

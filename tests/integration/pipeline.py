@@ -15,7 +15,7 @@ from typing import Any
 
 from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.connectors import ConnectorSpec
-from helpers.stack import LocalStack
+from helpers.sources.local.stack import LocalStack
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Writing test tables with the official Hudi writer, for integration tests that need Silver-shaped
 tables without the capture pipeline: Arrow in, a Parquet file staged under the test's folder,
-``helpers.hudi.api.write_hudi`` with the options :func:`helpers.silver.silver_write_options` gives
+``helpers.hudi.api.write_hudi`` with the options :func:`helpers.silver.ingest.silver_write_options` gives
 the Silver table (precombine on a column of the data)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver import silver_write_options, table_config
+from helpers.silver.ingest import silver_write_options, table_config
 
 
 def spark_frame(spark: Any, table: pa.Table, folder: Path) -> Any:

@@ -1,4 +1,4 @@
-"""Athena SQL (helpers.athena, sql/): the AWS path through pyathena with a stubbed Athena client
+"""Athena SQL (helpers.query.engines, sql/): the AWS path through pyathena with a stubbed Athena client
 (the exact StartQueryExecution requests, parameters bound as ExecutionParameters), the transpile
 of every SQL file to DuckDB, parameter conversion, and the local engine over small Silver tables
 written by the official Hudi writer from the generators and registered by Hudi's Hive sync in the
@@ -21,7 +21,8 @@ import pytest
 from botocore.stub import Stubber
 from silver_tables import silver_like, write_silver
 
-from helpers.athena import (
+from helpers.params import WorkbookParams, load_params
+from helpers.query.engines import (
     AthenaEngine,
     LocalEngine,
     QueryError,
@@ -32,7 +33,6 @@ from helpers.athena import (
     sql_files,
     to_duckdb,
 )
-from helpers.params import WorkbookParams, load_params
 
 AWS_OVERRIDES: dict[str, Any] = {
     "aws.s3_bucket": "lake-bucket",
@@ -335,8 +335,8 @@ def local_silver(
     """Every Silver table of the CI params written by the official Hudi writer from the generators
     (outbox payloads as the triggers build them), registered by Hudi's Hive sync in a database of
     their own; plus the same data as pandas frames (the oracle)."""
-    from helpers.outbox import generate_orders, order_payload
-    from helpers.tickit import generate_tickit
+    from helpers.sources.sample.orders import generate_orders, order_payload
+    from helpers.sources.sample.tickit import generate_tickit
 
     silver = tmp_path_factory.mktemp("athena") / "silver"
     params = load_params(

@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 from pipeline import Capture
 
-from helpers.athena import LocalEngine, compare_frames, open_engine, source_revenue_by_customer
-from helpers.capture.api import bronze_vs_source
+from helpers.capture.register import bronze_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.params import WorkbookParams
-from helpers.silver import ingest_all, register_catalog, table_config
-from helpers.stack import LocalStack
+from helpers.query.engines import LocalEngine, compare_frames, open_engine, source_revenue_by_customer
+from helpers.silver.ingest import ingest_all, register_catalog, table_config
+from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -196,7 +196,7 @@ def test_table_row_counts_equal_the_sources(engine: LocalEngine, silver: Workboo
     read-optimized view counts the rows of the base files only, as the official Spark datasource's
     read-optimized query does (a change still in a log file is not there: fewer rows after inserts,
     more while a delete waits for compaction)."""
-    from helpers.cdc import source_row_counts
+    from helpers.sources.cdc import source_row_counts
 
     counts = engine.query("table_row_counts").set_index("table_name")["row_count"].to_dict()
     source = {r.table: int(r.rows) for r in source_row_counts(LocalStack(silver), silver).itertuples()}

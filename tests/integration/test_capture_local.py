@@ -20,11 +20,11 @@ from pipeline import Capture, wait_for
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from helpers.bronze.writer import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
-from helpers.capture.bronze import position_of
 from helpers.errors import CaptureError
-from helpers.stack import quote_mariadb_identifier
+from helpers.sources.local.stack import quote_mariadb_identifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -264,8 +264,8 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
     """Each scripted edge case: its changes arrive, and replaying Bronze by log position gives
     back the source table exactly (deletes, re-inserts, same-second updates, a moved partition
     value, a new column, extreme decimals, a burst)."""
-    from helpers.capture.api import bronze_vs_source
-    from helpers.changes import apply_scenario
+    from helpers.capture.register import bronze_vs_source
+    from helpers.sources.changes import apply_scenario
 
     result = apply_scenario(capture.stack.params, scenario)
     assert result.statements and result.keys
@@ -278,7 +278,7 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
 def test_toast_placeholder_is_visible_in_bronze_for_silver_to_handle(capture: Capture) -> None:
     """Edge case 7 at the Bronze level, stated as measured: with REPLICA IDENTITY FULL the update
     that leaves a large text value untouched carries the full value, so Bronze alone replays it."""
-    from helpers.changes import apply_scenario
+    from helpers.sources.changes import apply_scenario
 
     result = apply_scenario(capture.stack.params, "toast_unchanged")
     key = result.keys[0]
@@ -296,11 +296,11 @@ def test_silver_one_shot_ingestion_equals_every_source_and_takes_each_file_once(
     """Bronze -> Silver Hudi tables (sale also as MoR): every table equals its source through the
     official reader; a second run finds no new file; after scripted changes another run catches up,
     and as of the commit before the changes the earlier rows come back."""
-    from helpers.capture.api import bronze_vs_source
-    from helpers.changes import apply_scenario
+    from helpers.capture.register import bronze_vs_source
     from helpers.hudi.read import read_snapshot
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver import ingest_all, silver_vs_source, table_config
+    from helpers.silver.ingest import ingest_all, silver_vs_source, table_config
+    from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
     assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
@@ -331,8 +331,8 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
     Silver keeps the real value, taken from an earlier event of the same batch, and in a later
     batch from the stored row."""
     from helpers.capture.connectors import UNAVAILABLE_VALUE
-    from helpers.changes import apply_scenario
-    from helpers.silver import ingest_all, silver_vs_source
+    from helpers.silver.ingest import ingest_all, silver_vs_source
+    from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
     ingest_all(params, ["event"])
@@ -374,9 +374,9 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     burst of changes, then restarted, it catches up: no change lost, none applied twice (an
     interrupted commit is rolled back and its Bronze files taken again). The kill is sent the
     moment a commit of ``category`` is in flight, and that is checked."""
-    from helpers.changes import apply_scenario
-    from helpers.silver import silver_vs_source
-    from helpers.silver_job import SilverJob
+    from helpers.silver.ingest import silver_vs_source
+    from helpers.silver.job import SilverJob
+    from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
     job = SilverJob(params)
@@ -384,7 +384,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     try:
         wait_for(lambda: job.status().get("loops", 0) >= 1, 60, "the job's first round")
         from helpers.hudi.timeline import pending_instants
-        from helpers.silver import table_config
+        from helpers.silver.ingest import table_config
 
         category = next(t for t in params.silver.tables if t.name == "category")
         base = table_config(params, category).base_path
@@ -416,10 +416,10 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     moment (a notebook while the continuous job runs) record every Bronze file in one commit only."""
     import json as json_
 
-    from helpers.capture.api import bronze_vs_source
-    from helpers.changes import apply_scenario
+    from helpers.capture.register import bronze_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
-    from helpers.silver import FILES_KEY, ingest_table, silver_vs_source, table_config
+    from helpers.silver.ingest import FILES_KEY, ingest_table, silver_vs_source, table_config
+    from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
     apply_scenario(params, "burst")

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from psycopg import sql
 
-from helpers.cdc import (
+from helpers.errors import CdcSetupError, SourceError
+from helpers.sources.cdc import (
     enable_cdc_local,
     preflight,
     preflight_frame,
@@ -20,8 +21,7 @@ from helpers.cdc import (
     raise_for_failures,
     source_row_counts,
 )
-from helpers.errors import CdcSetupError, SourceError
-from helpers.stack import LocalStack, quote_mariadb_identifier
+from helpers.sources.local.stack import LocalStack, quote_mariadb_identifier
 
 pytestmark = pytest.mark.integration
 

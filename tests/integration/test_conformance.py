@@ -1,4 +1,4 @@
-"""Conformance scenarios (helpers.conformance) on the shared running pipeline.
+"""Conformance scenarios (helpers.checks.conformance) on the shared running pipeline.
 
 Expected final state for every scenario: each Silver variant (CoW/MoR x hard/soft) equals the
 source table on keys and every column; soft-delete tables also hold every key deleted after it
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pipeline import Capture
 
-from helpers.conformance import (
+from helpers.checks.conformance import (
     SCENARIOS,
     VARIANTS,
     compare_rows,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pipeline import Capture
 
-from helpers.dashboard import (
+from helpers.dashboard.page import (
     FIGURE_IDS,
     check_rendered,
     dashboard_figures,
@@ -117,9 +117,9 @@ def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
     commit's rows equal its commit metadata, every lag is non-negative and not longer than the
     session, and the update's commit shows one updated row whose lag is at most the time between
     the source commit and the end of the ingestion."""
-    from helpers.capture.api import bronze_vs_source
+    from helpers.capture.register import bronze_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
-    from helpers.silver import ingest_all, table_config
+    from helpers.silver.ingest import ingest_all, table_config
 
     params = capture.stack.params
     specs = list(capture.specs.values())

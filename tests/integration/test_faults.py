@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 from pipeline import Capture, wait_for
 
-from helpers.capture.api import bronze_vs_source
 from helpers.capture.backends import wait_until_running
+from helpers.capture.register import bronze_vs_source
 from helpers.params import WorkbookParams
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -64,7 +64,7 @@ INSERT = {"ems": (_insert_venues, "venue"), "ecomm": (_insert_dates, "date")}
 
 
 def _silver_equals_source(params: WorkbookParams, names: list[str]) -> None:
-    from helpers.silver import ingest_all, silver_vs_source
+    from helpers.silver.ingest import ingest_all, silver_vs_source
 
     ingest_all(params, names)
     check = silver_vs_source(params, names)
@@ -117,8 +117,8 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     then restarted: the interrupted instant is rolled back, its Bronze files taken again, and the
     table equals the source with nothing pending."""
     from helpers.hudi.timeline import pending_instants
-    from helpers.silver import silver_vs_source, table_config
-    from helpers.silver_job import SilverJob
+    from helpers.silver.ingest import silver_vs_source, table_config
+    from helpers.silver.job import SilverJob
 
     base = capture.stack.params
     mor = next(t for t in base.silver.tables if t.name == "sale_mor")

@@ -1,4 +1,4 @@
-"""Loading TICKIT and the orders outbox into the REAL local servers (helpers.stack.LocalStack).
+"""Loading TICKIT and the orders outbox into the REAL local servers (helpers.sources.local.stack.LocalStack).
 
 The servers run in a temporary state directory on free ports and are stopped afterwards.
 Scale 0.01 (4,616 TICKIT rows) keeps the module well under a minute.
@@ -19,9 +19,11 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from helpers import outbox
 from helpers.errors import SourceError
-from helpers.loading import (
+from helpers.params import WorkbookParams, load_params
+from helpers.sources.local.stack import LocalStack
+from helpers.sources.sample import orders as outbox
+from helpers.sources.sample.load import (
     bulk_load_mariadb,
     bulk_load_postgres,
     load_orders,
@@ -30,9 +32,7 @@ from helpers.loading import (
     read_postgres_table,
     read_source_table,
 )
-from helpers.params import WorkbookParams, load_params
-from helpers.stack import LocalStack
-from helpers.tickit import TABLE_NAMES, expected_row_counts, generate_tickit
+from helpers.sources.sample.tickit import TABLE_NAMES, expected_row_counts, generate_tickit
 
 pytestmark = pytest.mark.integration
 

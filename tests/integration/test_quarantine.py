@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from helpers.capture.bronze import BronzeWriter, event_from_json
+from helpers.bronze.writer import BronzeWriter, event_from_json
 from helpers.errors import HudiError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import WorkbookParams, load_params
-from helpers.quarantine import quarantine_dir, quarantine_frame
-from helpers.silver import QUARANTINE_KEY, ingest_table, pending_bronze, table_config
+from helpers.silver.ingest import QUARANTINE_KEY, ingest_table, pending_bronze, table_config
+from helpers.silver.quarantine import quarantine_dir, quarantine_frame
 
 TOPIC = "tickit.ems.category"
 DAY = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
@@ -186,7 +186,7 @@ def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
     """The quarantine record is written before the commit: when the commit fails, the Bronze files
     stay pending; the next run writes the same record again (same name, first time kept) and
     commits: one record, the good rows applied once."""
-    import helpers.silver as silver
+    import helpers.silver.ingest as silver
 
     _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b", op="t")])
     real = silver.write_hudi
@@ -213,7 +213,7 @@ def test_a_bronze_file_that_cannot_be_opened_is_an_error_not_bad_input(params: W
     """Reading fails (an OSError: permissions, I/O, an S3 AccessDenied; here a store that lists the
     file but cannot read it): that is not bad input, ingestion fails naming the topic and nothing is
     set aside or taken."""
-    from helpers.bronze_checkpoint import BronzeObject, LocalBronze
+    from helpers.silver.checkpoint import BronzeObject, LocalBronze
 
     class Unreadable(LocalBronze):
         def read(self, obj: BronzeObject) -> bytes:

@@ -26,12 +26,12 @@ import pyarrow.compute as pc
 import pytest
 from pipeline import Capture, wait_for
 
-from helpers.capture.api import bronze_vs_source
 from helpers.capture.backends import wait_until_running
+from helpers.capture.register import bronze_vs_source
+from helpers.checks.reconcile import reconcile
+from helpers.checks.retention import RetentionError, retention_status, stored_position
 from helpers.errors import CaptureError
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.reconcile import reconcile
-from helpers.retention import RetentionError, retention_status, stored_position
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -89,7 +89,7 @@ def test_changed_silver_row_is_listed(
     from silver_tables import write_silver
 
     from helpers.hudi.read import read_snapshot
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     params = capture.stack.params
     reconcile(params, ["sale"], silver_params=silver, ingest=True, wait_s=60)
@@ -213,7 +213,7 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
 
 
 def _bronze_events(bronze: Path) -> list[dict[str, Any]]:
-    from helpers.capture.bronze import read_bronze
+    from helpers.bronze.writer import read_bronze
 
     return read_bronze(bronze, ["tickit.ecomm.sale", "tickit.ecomm.listing", "tickit.ecomm.date"])
 
@@ -226,9 +226,9 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
     no new snapshot (``op=r``) events nor any other new event.
     """
     from helpers.capture import connector_specs, open_backend
-    from helpers.capture.api import local_endpoints
     from helpers.capture.backends import EmbeddedBackend
-    from helpers.sources import LocalSources
+    from helpers.capture.register import local_endpoints
+    from helpers.sources.api import LocalSources
 
     bronze = tmp_path / "bronze"
     overrides = {

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from helpers.bronze.writer import bronze_files
 from helpers.capture import connector_specs, open_backend, register_connectors
-from helpers.capture.api import bronze_vs_source, local_endpoints
-from helpers.capture.bronze import bronze_files
-from helpers.sources import LocalSources
+from helpers.capture.register import bronze_vs_source, local_endpoints
+from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
     stack_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    from helpers.silver import ingest_all, silver_vs_source
+    from helpers.silver.ingest import ingest_all, silver_vs_source
 
     overrides = {
         "lake.bronze": str(tmp_path / "bronze"),

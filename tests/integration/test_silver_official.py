@@ -16,15 +16,14 @@ import pytest
 from pipeline import Capture
 from silver_tables import spark_frame, write_silver
 
-from helpers.bronze_checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
-from helpers.capture.api import bronze_vs_source
 from helpers.capture.connectors import UNAVAILABLE_VALUE
-from helpers.changes import apply_scenario
+from helpers.capture.register import bronze_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams, load_params
-from helpers.silver import (
+from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
+from helpers.silver.ingest import (
     POSITION_COLUMN,
     _stored_rows_reader,
     fill_unavailable,
@@ -36,6 +35,7 @@ from helpers.silver import (
     silver_write_options,
     table_config,
 )
+from helpers.sources.changes import apply_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -222,7 +222,7 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     write_silver(spark, small, control, _events([(1, "a", "001", False)]), precombine="pos")
     assert _state(small, control, spark) == {1: "a"}  # the row came back
 
-    from helpers.capture.bronze import BronzeWriter, event_from_json
+    from helpers.bronze.writer import BronzeWriter, event_from_json
 
     params = load_params(
         "ci",

@@ -20,7 +20,7 @@ import pytest
 
 from helpers.errors import StackError
 from helpers.params import WorkbookParams
-from helpers.stack import LocalStack, ServerStatus
+from helpers.sources.local.stack import LocalStack, ServerStatus
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +146,8 @@ def test_passwords_never_leak(running: tuple[LocalStack, WorkbookParams]) -> Non
         stack.credentials.mariadb_password.get_secret_value(),
     ]
     cli = subprocess.run(
-        [sys.executable, "-m", "helpers.stack", "start", "--env", "ci", "--state-dir", str(params.state_path),
+        [sys.executable, "-m", "helpers.sources.local.stack", "start", "--env", "ci",
+         "--state-dir", str(params.state_path),
          "--set", f"local.postgres.port={params.local.postgres.port}",
          "--set", f"local.mariadb.port={params.local.mariadb.port}"],
         capture_output=True, text=True, check=False,

@@ -1,4 +1,4 @@
-"""Time travel on live Silver tables (``helpers.timetravel``), checked against the source database.
+"""Time travel on live Silver tables (``helpers.query.timetravel``), checked against the source database.
 
 The test changes ``ecomm.sale`` at the source in scripted steps, records the source rows after
 each step (queried from MariaDB), waits until Silver shows the step, and takes each table's
@@ -99,8 +99,8 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     each valid until the next change, the last ended by the delete (CoW from Hudi's CDC log, MoR
     from its timeline); the diff of step 1 is exactly A's two changed columns, N inserted and B
     deleted, and of step 3 exactly A deleted."""
-    from helpers import timetravel as tt
-    from helpers.capture.api import bronze_vs_source
+    from helpers.capture.register import bronze_vs_source
+    from helpers.query import timetravel as tt
 
     params = _with_soft_delete_table(capture.stack.params)
     assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
@@ -150,7 +150,7 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     assert tt.source_rows(params, SALE, key_a) == []
     step3 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
 
-    from helpers.changefeed import scd2
+    from helpers.query.changefeed import scd2
 
     def scd(table: str) -> pd.DataFrame:
         frame = scd2(params, table, key_a)

@@ -24,11 +24,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from helpers.outbox import expected_order_counts
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.runner import RunResult, discover_notebooks, run_workbook
-from helpers.stack import LocalStack
-from helpers.tickit import expected_row_counts
+from helpers.sources.local.stack import LocalStack
+from helpers.sources.sample.orders import expected_order_counts
+from helpers.sources.sample.tickit import expected_row_counts
 
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
 
@@ -128,7 +128,7 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
     here again, independently of the notebook's own check), and a change made after the run
     reaches Bronze within seconds: capture runs on in the background."""
     from helpers.capture import connector_specs, local_endpoints, read_bronze
-    from helpers.capture.api import bronze_vs_source
+    from helpers.capture.register import bronze_vs_source
 
     _, params, _ = workbook
     shown = pd.read_csv(first_run.run_dir / "02_bronze_vs_source.csv")
@@ -174,8 +174,8 @@ def test_silver_equals_the_sources_after_notebook_03(
     assert set(registered["database"]) == {"tickit_cdc_hudi"}
     # independently, through the official reader: the continuous job notebook 03 started takes
     # in what the sources changed since (an update made by the Bronze test above) on its own
-    from helpers.silver import silver_vs_source
-    from helpers.silver_job import SilverJob
+    from helpers.silver.ingest import silver_vs_source
+    from helpers.silver.job import SilverJob
 
     assert SilverJob(params).status().get("state") == "RUNNING"
     deadline = time.monotonic() + 60
@@ -209,7 +209,7 @@ def test_rerun_after_kill9_recovers_without_reloading(
     """kill -9 of both servers, then the main command again: servers come back, nothing reloads,
     and rows changed since the first load (a scripted update, the notebooks' own changes) are
     kept: the second run counts exactly what the sources held before the kill."""
-    from helpers.cdc import source_row_counts
+    from helpers.sources.cdc import source_row_counts
 
     overrides, params, scratch = workbook
     stack = LocalStack(params)
@@ -246,10 +246,10 @@ def test_rerun_after_stack_stop_passes(
     """``./workbook run``, ``./workbook stack stop``, ``./workbook run`` again (notebooks 01 to 03):
     the stop left the Silver job's status STOPPED; the second run starts servers, capture and a new
     Silver job, and notebook 03 waits for *that* job's first round (not the stopped one's status)."""
-    from helpers.silver_job import SilverJob
+    from helpers.silver.job import SilverJob
 
     overrides, params, scratch = workbook
-    command = [sys.executable, "-m", "helpers.stack", "stop", "--env", "ci"]
+    command = [sys.executable, "-m", "helpers.sources.local.stack", "stop", "--env", "ci"]
     for key in ("state_dir", "local.postgres.port", "local.mariadb.port", "local.metastore.port"):
         command += ["--set", f"{key}={overrides[key]}"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
@@ -357,7 +357,7 @@ def test_nbval_catches_a_changed_checked_output(first_run: RunResult, tmp_path: 
 
 
 def _generated_sale(params: WorkbookParams, salesid: int) -> dict[str, Any]:
-    from helpers.tickit import generate_tickit
+    from helpers.sources.sample.tickit import generate_tickit
 
     sale = generate_tickit(params.tickit.scale, seed=params.tickit.seed)["sale"].to_pylist()
     return next(r for r in sale if r["salesid"] == salesid)
@@ -470,8 +470,8 @@ def test_05_athena_sql_artefacts_equal_the_sources(
     notebook changes; the view's two roll-ups agree with each other and with the sale count."""
     from decimal import Decimal
 
-    from helpers.athena import sql_files
-    from helpers.outbox import generate_orders
+    from helpers.query.engines import sql_files
+    from helpers.sources.sample.orders import generate_orders
 
     _, params, _ = workbook
     for name in sql_files():
@@ -537,7 +537,7 @@ def test_06_dashboard_page_renders_every_figure_in_chromium(first_run: RunResult
     """The run folder holds dashboard.html, a standalone page (plotly.js inlined, no script from
     the network); opened from disk in headless Chromium every figure rendered (SVG with traces),
     and the screenshot, saved beside it, is not blank."""
-    from helpers.dashboard import FIGURE_IDS, check_rendered, screenshot_ink_fraction
+    from helpers.dashboard.page import FIGURE_IDS, check_rendered, screenshot_ink_fraction
 
     page = first_run.run_dir / "dashboard.html"
     assert page.is_file()
@@ -559,7 +559,7 @@ def test_06_revenue_per_customer_equals_the_orders_source(
     for every Silver table."""
     from decimal import Decimal
 
-    from helpers.outbox import generate_orders
+    from helpers.sources.sample.orders import generate_orders
 
     _, params, _ = workbook
     generated = generate_orders(params.orders.customers, params.orders.orders, params.orders.seed)
@@ -595,7 +595,7 @@ def test_06_revenue_per_customer_equals_the_orders_source(
 def test_07_conformance_table_shows_every_scenario_passing(first_run: RunResult) -> None:
     """Notebook 07 ran the short set (CI parameters): its artefact lists items 1, 2, 3, 4 and 8 on
     both engines, each in CoW/MoR x hard/soft, every row passed and its tampered copy detected."""
-    from helpers.conformance import VARIANTS, short_set
+    from helpers.checks.conformance import VARIANTS, short_set
 
     table = pd.read_csv(first_run.run_dir / "07_conformance.csv")
     assert set(table["scenario"]) == set(short_set())

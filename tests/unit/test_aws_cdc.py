@@ -11,7 +11,9 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from helpers.aws_cdc import (
+from helpers.errors import AwsError
+from helpers.params import load_params
+from helpers.sources.rds_cdc import (
     MYSQL_CDC_PARAMETERS,
     POSTGRES_CDC_PARAMETERS,
     check_parameter_group,
@@ -23,8 +25,6 @@ from helpers.aws_cdc import (
     read_db_secret,
     sqlserver_cdc_statements,
 )
-from helpers.errors import AwsError
-from helpers.params import load_params
 
 AWS_OVERRIDES = {
     "aws.s3_bucket": "test-bucket",

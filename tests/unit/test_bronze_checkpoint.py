@@ -12,7 +12,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from helpers.bronze_checkpoint import (
+from helpers.errors import HudiError
+from helpers.hudi.timeline import commit_metadata_newest_first
+from helpers.lakefs import S3Store
+from helpers.silver.checkpoint import (
     CHECKPOINT_KEY,
     FILES_KEY,
     BronzeCheckpoint,
@@ -22,9 +25,6 @@ from helpers.bronze_checkpoint import (
     latest_checkpoint,
     plan_round,
 )
-from helpers.errors import HudiError
-from helpers.hudi.timeline import commit_metadata_newest_first
-from helpers.lakefs import S3Store
 
 
 def _obj(name: str, modified: float) -> BronzeObject:

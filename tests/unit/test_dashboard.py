@@ -1,4 +1,4 @@
-"""Unit tests of helpers.dashboard: figure builders on small frames, the standalone page, the DOM
+"""Unit tests of helpers.dashboard.page: figure builders on small frames, the standalone page, the DOM
 check and the PNG decoder (no servers, no browser)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import dashboard
-from helpers.dashboard import (
+from helpers.dashboard import page as dashboard
+from helpers.dashboard.page import (
     FIGURE_IDS,
     DashboardError,
     dashboard_figures,

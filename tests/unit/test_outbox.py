@@ -11,7 +11,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from helpers.outbox import (
+from helpers.sources.sample.orders import (
     ORDER_STATUSES,
     expected_order_counts,
     generate_orders,

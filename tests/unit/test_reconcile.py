@@ -1,5 +1,5 @@
-"""Reconciliation checksums and retention offsets, without servers (``helpers.reconcile``,
-``helpers.retention``)."""
+"""Reconciliation checksums and retention offsets, without servers (``helpers.checks.reconcile``,
+``helpers.checks.retention``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from helpers.reconcile import (
+from helpers.checks.reconcile import (
     SourcePosition,
     canonical_column,
     compare_sides,
@@ -20,7 +20,7 @@ from helpers.reconcile import (
     side_from_arrow,
     side_from_rows,
 )
-from helpers.retention import RetentionError, read_offsets
+from helpers.checks.retention import RetentionError, read_offsets
 
 COLUMNS = ["salesid", "pricepaid", "saletime", "caldate", "note", "doc"]
 KEY = ["salesid"]

@@ -1,4 +1,4 @@
-"""helpers.sources on AWS: RDS instances, parameter groups and secrets against moto's AWS API stubs;
+"""helpers.sources.api on AWS: RDS instances, parameter groups and secrets against moto's AWS API stubs;
 the database connections are stubbed with a recording DB-API connection (no RDS here)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from helpers.errors import AwsError, CdcSetupError
 from helpers.params import load_params
-from helpers.sources import PREFLIGHT_COLUMNS, LocalSources, RdsSources, check_preflight, open_sources
+from helpers.sources.api import PREFLIGHT_COLUMNS, LocalSources, RdsSources, check_preflight, open_sources
 
 AWS_OVERRIDES = {
     "aws.s3_bucket": "test-bucket",

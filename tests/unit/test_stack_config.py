@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers.cdc import Check, PreflightReport, preflight_frame, publication_name, raise_for_failures
 from helpers.errors import CdcSetupError
 from helpers.params import WorkbookParams, load_params
-from helpers.stack import (
+from helpers.sources.cdc import Check, PreflightReport, preflight_frame, publication_name, raise_for_failures
+from helpers.sources.local.stack import (
     ConnInfo,
     LocalStack,
     StackPaths,

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import credentials as creds_mod
-from helpers.credentials import (
+from helpers.errors import StackError
+from helpers.params import load_params
+from helpers.sources.local import credentials as creds_mod
+from helpers.sources.local.credentials import (
     CREDENTIALS_FILE,
     ENV_MARIADB_PASSWORD,
     ENV_PG_PASSWORD,
     load_credentials,
 )
-from helpers.errors import StackError
-from helpers.params import load_params
-from helpers.stack import LocalStack
+from helpers.sources.local.stack import LocalStack
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.tickit import (
+from helpers.sources.sample.tickit import (
     DOCUMENTED_ROW_COUNTS,
     TABLE_NAMES,
     arrow_schema,
@@ -220,7 +220,7 @@ def test_reference_tables(full: dict[str, pa.Table]) -> None:
 
 
 def test_string_lengths_fit_declared_varchar(full: dict[str, pa.Table]) -> None:
-    from helpers.tickit import TABLES
+    from helpers.sources.sample.tickit import TABLES
 
     for name, spec in TABLES.items():
         for column in spec.columns:

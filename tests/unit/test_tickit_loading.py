@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from helpers.loading import (
+from helpers.params import load_params
+from helpers.sources.sample.load import (
     LoadReport,
     TableLoad,
     encode_text_rows,
@@ -16,8 +17,7 @@ from helpers.loading import (
     quote_mariadb,
     tickit_sources,
 )
-from helpers.params import load_params
-from helpers.tickit import TABLES, decimal_from_cents
+from helpers.sources.sample.tickit import TABLES, decimal_from_cents
 
 
 def test_encoding_escapes_and_nulls() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from helpers.hudi.config import HudiTableConfig
-from helpers.tombstones import (
+from helpers.silver.tombstones import (
     TOMBSTONES_KEY,
     drop_late_events,
     next_tombstones,

@@ -7,7 +7,7 @@ Tables (schema ``params.sources["orders"].schema``, ``orders`` by default):
 * ``order_items(order_id, line_no, product, quantity, unit_price numeric(10,2))``;
 * ``outbox(order_id, payload jsonb, version, changed_at)``: exactly one row per existing order.
 
-Statement-level triggers (``helpers/sql/orders_outbox.sql``) keep the outbox in the same
+Statement-level triggers (``orders_outbox.sql`` beside this module) keep the outbox in the same
 transaction as the change, on insert, update **and delete** of orders and of order items.
 Deleting an order deletes its outbox row, so change data capture emits a delete for that key and
 a Silver copy of the outbox equals the source (a ``status='deleted'`` row would keep a row for an
@@ -23,7 +23,7 @@ The payload, built by the database and mirrored by :func:`order_payload`::
 Money is a JSON string so that it stays exact; times are UTC.
 
 Example:
-    >>> from helpers.outbox import place_order, OrderLine  # doctest: +SKIP
+    >>> from helpers.sources.sample.orders import place_order, OrderLine  # doctest: +SKIP
     >>> order_id = place_order(conn, customer_id=1,
     ...                        lines=[OrderLine("Desk lamp", 2, Decimal("24.90"))])  # doctest: +SKIP
 """
@@ -43,7 +43,7 @@ import pyarrow as pa
 from psycopg import sql
 
 from helpers.errors import SourceError
-from helpers.tickit import decimal_from_cents
+from helpers.sources.sample.tickit import decimal_from_cents
 
 __all__ = [
     "ORDER_STATUSES",
@@ -120,7 +120,7 @@ def outbox_ddl(schema: str = "orders") -> sql.Composed:
     Returns:
         A composed SQL statement list, ready for ``cursor.execute``.
     """
-    text = resources.files("helpers").joinpath("sql/orders_outbox.sql").read_text(encoding="utf-8")
+    text = resources.files("helpers.sources.sample").joinpath("orders_outbox.sql").read_text(encoding="utf-8")
     return sql.SQL(text).format(schema=sql.Identifier(schema))
 
 

@@ -1,12 +1,12 @@
 """Change data capture on the local sources: enable it, check it, show row counts.
 
-(Amazon RDS and SQL Server enablement lives in :mod:`helpers.aws_cdc`.)
+(Amazon RDS and SQL Server enablement lives in :mod:`helpers.sources.rds_cdc`.)
 
 PostgreSQL sources (Debezium ``pgoutput``):
 
 * server: ``wal_level = logical``, ``max_replication_slots`` and ``max_wal_senders`` at least
   the values in ``params.local.postgres`` (restart-only settings: written by
-  :mod:`helpers.stack` into ``workbook.conf``; a conflicting ``ALTER SYSTEM`` is reset);
+  :mod:`helpers.sources.local.stack` into ``workbook.conf``; a conflicting ``ALTER SYSTEM`` is reset);
 * role ``workbook`` has ``LOGIN`` and ``REPLICATION``;
 * one publication per source, ``<project>_<source>_pub`` (e.g. ``tickit_ems_pub``), created
   ``FOR TABLES IN SCHEMA <schema>`` (PostgreSQL 15 syntax), publishing insert, update, delete
@@ -46,7 +46,7 @@ from psycopg import sql
 
 from helpers.errors import CdcSetupError, SourceError
 from helpers.params import SourceParams, WorkbookParams
-from helpers.stack import APP_USER, LOOPBACK, LocalStack, quote_mariadb_identifier
+from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack, quote_mariadb_identifier
 
 __all__ = [
     "Check",
@@ -292,7 +292,7 @@ def _pg_source_checks(
                     False,
                     "table missing",
                     "published",
-                    "load the source tables first (helpers.loading), then run enable_cdc_local",
+                    "load the source tables first, then run enable_cdc_local",
                 )
             )
             continue
@@ -505,7 +505,7 @@ def _preflight_mariadb(
                 if dynamic:
                     fix = (
                         f"SET GLOBAL {name} = {want!r} ({_FIXED_BY_ENABLE}) and keep `{name} = {cnf_value}` "
-                        f"under [mariadbd] in {cnf} (helpers.stack writes it on every start)"
+                        f"under [mariadbd] in {cnf} (helpers.sources.local.stack writes it on every start)"
                     )
                 else:
                     fix = f"set `{name} = {cnf_value}` under [mariadbd] in {cnf}, then {_RESTART_MARIADB}"
@@ -564,7 +564,7 @@ def _preflight_mariadb(
                             ""
                             if ok
                             else (
-                                "load the source tables first (helpers.loading), then run enable_cdc_local"
+                                "load the source tables first, then run enable_cdc_local"
                                 if engine is None
                                 else f"ALTER TABLE {source.database}.{table} ENGINE = InnoDB"
                             ),

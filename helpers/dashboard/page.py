@@ -3,7 +3,7 @@
 Three layers, so that the figures are testable without servers:
 
 * **datasets** -- :func:`dashboard_datasets` runs the dashboard's SQL files through the query
-  engine of :mod:`helpers.athena` (DuckDB locally, Athena on AWS); :func:`pipeline_health` reads
+  engine of :mod:`helpers.query.engines` (DuckDB locally, Athena on AWS); :func:`pipeline_health` reads
   the Hudi timelines of the Silver tables (rows per commit, source-to-Silver lag);
 * **figures** -- pure builders from pandas DataFrames: :func:`revenue_share_pie`,
   :func:`quantity_vs_revenue_scatter`, :func:`sales_by_category_figure`,
@@ -125,7 +125,7 @@ class DashboardError(WorkbookError):
 
 
 class QueryEngineLike(Protocol):
-    """What :func:`dashboard_datasets` needs from :func:`helpers.athena.open_engine`'s engine."""
+    """What :func:`dashboard_datasets` needs from :func:`helpers.query.engines.open_engine`'s engine."""
 
     def query(self, sql: str, parameters: Sequence[Any] = ()) -> pd.DataFrame:
         """Run a SQL text or a file of ``sql/`` and return the rows."""
@@ -144,7 +144,7 @@ def dashboard_datasets(
     Args:
         params: Workbook parameters (which engine: DuckDB over the local Silver tables, or Athena).
         engine: An engine already open (anything with ``query(sql_file_name)``; left open);
-            default: one opened with :func:`helpers.athena.open_engine` and closed again.
+            default: one opened with :func:`helpers.query.engines.open_engine` and closed again.
 
     Returns:
         One DataFrame per dataset name of :data:`DATASET_QUERIES`.
@@ -153,7 +153,7 @@ def dashboard_datasets(
         DashboardError: naming the dataset and its SQL file, when a query fails.
     """
     if engine is None:
-        from helpers.athena import open_engine
+        from helpers.query.engines import open_engine
 
         with open_engine(params) as opened:
             return dashboard_datasets(params, opened)
@@ -255,7 +255,7 @@ def pipeline_health(
     """
     from helpers.hudi.read import open_table, table_arrow_schema
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     if last_commits < 1:
         raise DashboardError(f"Failed to compute pipeline health: last_commits={last_commits} must be >= 1")

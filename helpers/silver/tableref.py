@@ -17,7 +17,7 @@ from helpers.errors import TimeTravelError
 from helpers.hudi.read import ReadFilter
 from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver import table_config
+from helpers.silver.ingest import table_config
 
 __all__ = [
     "RecordKey",
@@ -65,7 +65,7 @@ def table_base_path(params: WorkbookParams, table: SilverTableParams) -> str:
     if not os.path.exists(os.path.join(hoodie_dir(base), "hoodie.properties")):
         raise TimeTravelError(
             f"Failed to open Silver table {table.name} at {base}: no Hudi table there yet "
-            "(run notebook 03 or helpers.silver.ingest_all first)"
+            "(run notebook 03 or helpers.silver.ingest.ingest_all first)"
         )
     return base
 

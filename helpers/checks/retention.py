@@ -17,7 +17,7 @@ retention). :func:`retention_status` shows both per connector against thresholds
 server") rather than re-snapshotting; recover by re-registering with a new snapshot.
 
 Example:
-    >>> from helpers.retention import retention_status
+    >>> from helpers.checks.retention import retention_status
     >>> retention_status(params, warn_bytes=64 << 20)  # doctest: +SKIP
 """
 
@@ -30,9 +30,9 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.checks.reconcile import SourcePosition
 from helpers.errors import CaptureError, WorkbookError
 from helpers.params import WorkbookParams
-from helpers.reconcile import SourcePosition
 
 __all__ = [
     "RetentionError",
@@ -154,7 +154,7 @@ def _mib(n: int) -> str:
 def _postgres_row(
     params: WorkbookParams, source: str, database: str, warn_bytes: int, fail_bytes: int
 ) -> dict[str, Any]:
-    from helpers.stack import LocalStack
+    from helpers.sources.local.stack import LocalStack
 
     slot = slot_name(params, source)
     with LocalStack(params).connect_postgres(database, autocommit=True) as conn:
@@ -203,7 +203,7 @@ def _postgres_row(
 def _mariadb_row(
     params: WorkbookParams, connector: str, database: str, warn_bytes: int, fail_bytes: int
 ) -> dict[str, Any]:
-    from helpers.stack import LocalStack
+    from helpers.sources.local.stack import LocalStack
 
     conn = LocalStack(params).connect_mariadb(database)
     try:

@@ -2,7 +2,7 @@
 
 Where the tables go (``params.sources``): ``ecomm`` (MariaDB: ``date``, ``listing``, ``sale``),
 ``ems`` (PostgreSQL schema ``ems``: ``category``, ``event``, ``venue``), ``crm`` (PostgreSQL schema
-``crm``: ``users``) and ``orders`` (PostgreSQL schema ``orders``, see :mod:`helpers.outbox`).
+``crm``: ``users``) and ``orders`` (PostgreSQL schema ``orders``, see :mod:`helpers.sources.sample.orders`).
 
 Bulk paths (measured with ``bench/bench_load.py``): PostgreSQL ``COPY ... FROM STDIN`` in text
 format, MariaDB ``LOAD DATA LOCAL INFILE`` from a temporary file in the same tab-separated text
@@ -37,8 +37,8 @@ and re-insert rows in any order).
 
 Example:
     >>> from helpers.params import load_params
-    >>> from helpers.stack import LocalStack
-    >>> from helpers.loading import load_tickit
+    >>> from helpers.sources.local.stack import LocalStack
+    >>> from helpers.sources.sample.load import load_tickit
     >>> params = load_params("ci")                 # doctest: +SKIP
     >>> report = load_tickit(LocalStack(params), params)   # doctest: +SKIP
     >>> report.to_frame()                          # doctest: +SKIP
@@ -62,10 +62,16 @@ from psycopg import Connection as PgConnection
 from psycopg import Error as PgError
 from psycopg import sql
 
-from helpers import outbox
 from helpers.errors import SourceError
 from helpers.params import SourceParams, WorkbookParams
-from helpers.tickit import TABLES, TableSpec, arrow_schema, expected_row_counts, generate_tickit
+from helpers.sources.sample import orders as outbox
+from helpers.sources.sample.tickit import (
+    TABLES,
+    TableSpec,
+    arrow_schema,
+    expected_row_counts,
+    generate_tickit,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,7 +100,7 @@ _MARIADB_TYPES = {"integer": "INT", "timestamp": "DATETIME(6)", "boolean": "BOOL
 
 
 class SourceConnections(Protocol):
-    """What the loaders need from a stack: :class:`helpers.stack.LocalStack` provides it."""
+    """What the loaders need from a stack: :class:`helpers.sources.local.stack.LocalStack` provides it."""
 
     def connect_postgres(self, database: str, *, autocommit: bool = False) -> PgConnection[Any]:
         """Open a PostgreSQL connection to ``database``."""
@@ -180,7 +186,7 @@ def postgres_table_ddl(schema: str, spec: TableSpec) -> sql.Composed:
 
     Args:
         schema: target schema (quoted as an identifier).
-        spec: the table (:data:`helpers.tickit.TABLES`).
+        spec: the table (:data:`helpers.sources.sample.tickit.TABLES`).
 
     Returns:
         The statement, identifiers quoted with :class:`psycopg.sql.Identifier`.
@@ -204,7 +210,7 @@ def mariadb_table_ddl(database: str, spec: TableSpec, table: str | None = None) 
 
     Args:
         database: target database.
-        spec: the table (:data:`helpers.tickit.TABLES`).
+        spec: the table (:data:`helpers.sources.sample.tickit.TABLES`).
         table: table name if not ``spec.name``.
 
     Returns:
@@ -508,7 +514,7 @@ def read_source_table(stack: SourceConnections, params: WorkbookParams, table: s
     """Read a loaded TICKIT table back from its source database, with the generator's schema.
 
     Args:
-        stack: the servers (:class:`helpers.stack.LocalStack`).
+        stack: the servers (:class:`helpers.sources.local.stack.LocalStack`).
         params: workbook parameters (which source holds the table).
         table: a TICKIT table name.
 
@@ -769,7 +775,7 @@ def load_tickit(
     ``reload`` is true; other tables are emptied and loaded in one transaction each.
 
     Args:
-        stack: the servers (:class:`helpers.stack.LocalStack`, already started).
+        stack: the servers (:class:`helpers.sources.local.stack.LocalStack`, already started).
         params: workbook parameters (``tickit.scale``, ``tickit.seed``, ``tickit.reload``,
             ``sources``).
         reload: reload every table even when complete; ``None`` takes ``params.tickit.reload``.
@@ -816,7 +822,7 @@ def load_orders(
     triggers rebuild the outbox.
 
     Args:
-        stack: the servers (:class:`helpers.stack.LocalStack`, already started).
+        stack: the servers (:class:`helpers.sources.local.stack.LocalStack`, already started).
         params: workbook parameters (``orders.customers/orders/seed``, ``sources.orders``).
         reload: reload even when complete.
 

@@ -23,7 +23,7 @@ Invariants the generator guarantees (and the unit tests check):
   of ``pricepaid``; all are ``decimal128(8, 2)`` built from integer cents (never floats).
 
 Example:
-    >>> from helpers.tickit import generate_tickit, expected_row_counts
+    >>> from helpers.sources.sample.tickit import generate_tickit, expected_row_counts
     >>> tables = generate_tickit(scale=0.01, seed=1)
     >>> {name: t.num_rows for name, t in tables.items()} == expected_row_counts(0.01)
     True
@@ -81,7 +81,7 @@ class Column:
     Attributes:
         name: column name.
         arrow_type: the exact Arrow type of the generated column.
-        sql_type: the SQL type (PostgreSQL spelling; :mod:`helpers.loading` maps it for MariaDB).
+        sql_type: the SQL type (PostgreSQL spelling; :mod:`helpers.sources.sample.load` maps it for MariaDB).
         nullable: whether the column allows NULL (TICKIT declares the keys ``NOT NULL``).
     """
 

@@ -2,8 +2,8 @@
 
 One place spawns ``python -m <module> <directory>`` in its own session with the project on
 ``PYTHONPATH``, records its pid, and stops (SIGTERM, then SIGKILL after a timeout) or kills it.
-Liveness is read from ``/proc`` (a zombie is not alive); the local servers of :mod:`helpers.stack`
-and :mod:`helpers.metastore` use the same checks.
+Liveness is read from ``/proc`` (a zombie is not alive); the local servers
+(:mod:`helpers.sources.local.stack`) and :mod:`helpers.metastore` use the same checks.
 """
 
 from __future__ import annotations

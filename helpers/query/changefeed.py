@@ -44,8 +44,7 @@ from helpers.hudi.keys import META_COLUMNS
 from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.spark import build_spark_session
-from helpers.tableref import (
+from helpers.silver.tableref import (
     commit_metadata,
     earliest_retained,
     key_filters,
@@ -53,6 +52,7 @@ from helpers.tableref import (
     silver_table,
     table_base_path,
 )
+from helpers.spark import build_spark_session
 
 __all__ = ["Version", "cdc_enabled", "changes", "decode_image", "scd2", "versions"]
 
@@ -174,8 +174,8 @@ def changes(
     if not cdc_enabled(base):
         raise HudiError(
             f"Failed to read the change feed of {spec.name}: the table keeps no CDC log (Merge-on-Read: "
-            "Hudi 1.0.2 cannot read the feed of a version-6 MoR table; use helpers.changefeed.versions, "
-            "which reads its timeline instead)"
+            "Hudi 1.0.2 cannot read the feed of a version-6 MoR table; use "
+            "helpers.query.changefeed.versions, which reads its timeline instead)"
         )
     spark = spark or build_spark_session(params)
     start = "000" if isinstance(begin, str) and set(begin.strip()) == {"0"} else to_instant(begin)

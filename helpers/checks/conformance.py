@@ -313,8 +313,8 @@ def tamper_rows(
 
 
 def _source_rows(params: WorkbookParams, source: str, table: str) -> list[dict[str, Any]]:
-    from helpers.capture.api import _source_table
-    from helpers.stack import LocalStack
+    from helpers.capture.register import _source_table
+    from helpers.sources.local.stack import LocalStack
 
     sp = params.source(source)
     return _source_table(LocalStack(params), _ENGINE_KIND[sp.engine], sp.database, sp.namespace, table)
@@ -327,7 +327,7 @@ def _topic(params: WorkbookParams, target: Target) -> str:
 def bronze_replay(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
     """Bronze of one topic replayed: latest event per key by log position, deletes dropped, TOAST
     placeholders keeping the key's previous value."""
-    from helpers.capture.bronze import position_of, read_bronze
+    from helpers.bronze.writer import position_of, read_bronze
     from helpers.capture.connectors import UNAVAILABLE_VALUE
 
     placeholders = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
@@ -377,9 +377,9 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     if params.environment != "local":
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
     from helpers.capture import connector_specs, open_backend, register_connectors
-    from helpers.capture.api import local_endpoints
-    from helpers.sources import LocalSources
-    from helpers.stack import LocalStack
+    from helpers.capture.register import local_endpoints
+    from helpers.sources.api import LocalSources
+    from helpers.sources.local.stack import LocalStack
 
     LocalStack(params).start()
     sources = LocalSources(params)
@@ -413,7 +413,7 @@ class ScenarioContext:
     @contextlib.contextmanager
     def postgres(self, source: str, *, autocommit: bool = True) -> Iterator[Any]:
         """A connection to a PostgreSQL source's database."""
-        from helpers.stack import LocalStack
+        from helpers.sources.local.stack import LocalStack
 
         with LocalStack(self.params).connect_postgres(
             self.params.source(source).database, autocommit=autocommit
@@ -423,7 +423,7 @@ class ScenarioContext:
     @contextlib.contextmanager
     def mariadb(self) -> Iterator[Any]:
         """A cursor on the MariaDB source's database (autocommit: one commit per statement)."""
-        from helpers.stack import LocalStack
+        from helpers.sources.local.stack import LocalStack
 
         conn = LocalStack(self.params).connect_mariadb(self.params.source("ecomm").database, autocommit=True)
         try:
@@ -467,7 +467,7 @@ class ScenarioContext:
         )
 
     def _mirror(self, target: Target) -> None:
-        from helpers.capture.bronze import bronze_files
+        from helpers.bronze.writer import bronze_files
 
         assert self.bronze_root is not None
         real = self.params.path(self.params.lake.bronze)
@@ -480,7 +480,7 @@ class ScenarioContext:
 
     def sync(self, targets: Sequence[Target] | None = None) -> None:
         """Wait until Bronze holds the changes, then ingest every variant of the targets."""
-        from helpers.silver import ingest_table
+        from helpers.silver.ingest import ingest_table
 
         for target in targets or self.targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
@@ -567,7 +567,7 @@ def _deletes_mariadb(ctx: ScenarioContext) -> None:
 def _check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any, ...]]) -> None:
     """What Bronze holds for the deleted keys: one delete event each, and no null-value event
     (the connectors set ``tombstones.on.delete=false``; ingestion read every event above)."""
-    from helpers.capture.bronze import read_bronze
+    from helpers.bronze.writer import read_bronze
 
     events = read_bronze(
         ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze), _topic(ctx.params, target)
@@ -667,7 +667,7 @@ def _rapid_updates_mariadb(ctx: ScenarioContext) -> None:
 def _redelivery(
     ctx: ScenarioContext, target: Target, update: Callable[[str], None], key: tuple[Any, ...]
 ) -> None:
-    from helpers.capture.bronze import bronze_files
+    from helpers.bronze.writer import bronze_files
 
     ctx.use_scratch(f"redelivery-{target.table}")  # the copies go to a mirror, not the real Bronze
     ctx.sync()
@@ -870,8 +870,8 @@ def _add_column_mariadb(ctx: ScenarioContext) -> None:
 
 
 def _toast_postgres(ctx: ScenarioContext) -> None:
-    from helpers.changes import toast_default_identity
-    from helpers.stack import LocalStack
+    from helpers.sources.changes import toast_default_identity
+    from helpers.sources.local.stack import LocalStack
 
     result = toast_default_identity(LocalStack(ctx.params), ctx.params)
     ctx.touch(EVENT, *((k,) for k in result.keys))
@@ -884,8 +884,8 @@ def _toast_postgres(ctx: ScenarioContext) -> None:
 def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], None]) -> None:
     """Copy the topic's Bronze files into a scratch Bronze root in shuffled rounds, all with one
     modification time, ingesting after each round into scratch Silver tables."""
-    from helpers.capture.bronze import bronze_files
-    from helpers.silver import ingest_table
+    from helpers.bronze.writer import bronze_files
+    from helpers.silver.ingest import ingest_table
 
     change()
     wait_for_bronze(ctx.params, target)
@@ -924,7 +924,7 @@ def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], Non
                 r = ingest_table(sparams, table)
                 files_n, events_n = taken.get(table.name, (0, 0))
                 taken[table.name] = (files_n + r.files, events_n + r.events)
-        from helpers.silver import read_bronze_arrow
+        from helpers.silver.ingest import read_bronze_arrow
 
         total_events = read_bronze_arrow(files).num_rows if files else 0
         for name, (files_n, events_n) in taken.items():
@@ -981,11 +981,11 @@ def _snapshot_handover(
     ``writer`` keeps changing the target table; after the hand-over Bronze and Silver must equal
     the source (nothing lost)."""
     from helpers.capture import connector_specs
-    from helpers.capture.api import local_endpoints
     from helpers.capture.backends import EmbeddedBackend, wait_until_running
     from helpers.capture.connectors import ConnectorSpec
-    from helpers.silver import ingest_table
-    from helpers.stack import LocalStack
+    from helpers.capture.register import local_endpoints
+    from helpers.silver.ingest import ingest_table
+    from helpers.sources.local.stack import LocalStack
 
     tag = uuid.uuid4().hex[:6]
     scratch = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / "_scratch" / f"handover-{source}-{tag}"
@@ -1191,7 +1191,7 @@ def short_set() -> list[str]:
 
 def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 5) -> list[dict[str, Any]]:
     from helpers.hudi.read import read_snapshot
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     rows = []
     for target in scenario.targets:
@@ -1358,7 +1358,7 @@ def failed_scenarios(frame: pd.DataFrame) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m helpers.conformance [--short] [--env local|ci] [--set K=V] [--only N]``.
+    """Command line: ``python -m helpers.checks.conformance [--short] [--env E] [--set K=V] [--only N]``.
 
     Returns:
         0 when every scenario passed (or is n/a), 1 otherwise.

@@ -30,7 +30,7 @@ def _quoted(name: str) -> str:
 
 def qualified_name(params: WorkbookParams, table: str) -> str:
     """A catalog table of the Silver database as a quoted Spark SQL name: `` `db`.`table` ``."""
-    from helpers.silver import silver_database
+    from helpers.silver.ingest import silver_database
 
     return f"{_quoted(silver_database(params))}.{_quoted(table)}"
 
@@ -50,7 +50,7 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     Raises:
         HudiError: when the catalog cannot be read.
     """
-    from helpers.silver import silver_database
+    from helpers.silver.ingest import silver_database
 
     spark = spark or build_spark_session(params)
     database = silver_database(params)
@@ -92,7 +92,7 @@ def missing_from_catalog(params: WorkbookParams, present: Mapping[str, Any]) -> 
     """Silver tables that have commits but lack catalog tables in ``present`` (as
     :func:`catalog_tables` returns it): table name -> the missing catalog names."""
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     missing = {}
     for table in params.silver.tables:
@@ -117,7 +117,7 @@ def catalog_frame(
         HudiError: naming the Silver tables that have commits but are not in the catalog (or lack
             their ``_ro`` / ``_rt`` tables).
     """
-    from helpers.silver import silver_database
+    from helpers.silver.ingest import silver_database
 
     if tables is None:
         tables = catalog_tables(params, spark)

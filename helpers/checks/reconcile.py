@@ -10,7 +10,7 @@ records the log position that snapshot corresponds to:
   snapshot).
 
 It then waits (bounded) until Silver has everything up to that position, optionally running
-:func:`helpers.silver.ingest_table` itself, and compares the two sides by row count and an
+:func:`helpers.silver.ingest.ingest_table` itself, and compares the two sides by row count and an
 order-independent content checksum over the source's columns. When they differ it lists the
 keys that differ (missing in Silver, extra in Silver, different content), capped, with counts.
 
@@ -28,7 +28,7 @@ order; its digest is SHA-256. A table's checksum is the sum modulo 2**64 of the 
 and second 8 bytes (order-independent, duplicates counted), shown as 32 hex digits.
 
 Example:
-    >>> from helpers.reconcile import reconcile
+    >>> from helpers.checks.reconcile import reconcile
     >>> reconcile(params, ["sale", "sale_mor"], ingest=True)  # doctest: +SKIP
 """
 
@@ -173,7 +173,7 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
     Raises:
         ReconcileError: when the source cannot be read (the database's message).
     """
-    from helpers.stack import LocalStack
+    from helpers.sources.local.stack import LocalStack
 
     sp = params.source(source)
     kind = _engine_kind(sp.engine)
@@ -204,7 +204,7 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
                         out[table] = _columns_to_arrow(names, cur.fetchall(), found)
                         json_cols[table] = frozenset(found)
         else:
-            from helpers.stack import quote_mariadb_identifier
+            from helpers.sources.local.stack import quote_mariadb_identifier
 
             mconn = stack.connect_mariadb(sp.database)
             try:
@@ -446,7 +446,7 @@ def _is_table(base: str) -> bool:
 
 def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | None:
     from helpers.hudi.read import read_snapshot
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -462,7 +462,7 @@ def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table |
 def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: str) -> SourcePosition | None:
     """The highest source position among Silver's rows (soft-deleted ones included)."""
     from helpers.hudi.read import read_snapshot
-    from helpers.silver import table_config
+    from helpers.silver.ingest import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -490,12 +490,12 @@ def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: s
 def _captured_position(params: WorkbookParams, source: str, engine: str) -> SourcePosition | None:
     """How far capture has durably got: the connector's stored offset (and, for PostgreSQL,
     its slot's confirmed position), whichever is further."""
-    from helpers.retention import slot_name, stored_position
+    from helpers.checks.retention import slot_name, stored_position
 
     best = stored_position(params, f"{params.project}-{source}")
     if engine == "postgres":
         try:
-            from helpers.stack import LocalStack
+            from helpers.sources.local.stack import LocalStack
 
             with LocalStack(params).connect_postgres(params.source(source).database, autocommit=True) as conn:
                 row = conn.execute(
@@ -518,7 +518,7 @@ def _caught_up(
     position: SourcePosition,
 ) -> tuple[bool, str]:
     """Whether Silver holds every change of the table up to ``position``, and why."""
-    from helpers.silver import pending_bronze
+    from helpers.silver.ingest import pending_bronze
 
     top = _silver_position(silver_params, table, position.engine)
     if top is not None and top.reaches(position):
@@ -560,7 +560,7 @@ def reconcile(
         names: Silver table names (default: every table of ``silver_params``).
         silver_params: parameters whose ``silver`` section and ``lake.silver`` locate the Silver
             tables (default ``params``): e.g. a variant with extra tables under another root.
-        ingest: run :func:`helpers.silver.ingest_table` while waiting (not when the continuous
+        ingest: run :func:`helpers.silver.ingest.ingest_table` while waiting (not when the continuous
             job already ingests: two writers wait for each other's lock).
         wait_s: longest wait for Silver to reach the source position.
         poll_s: interval between checks while waiting.
@@ -617,7 +617,7 @@ def _reconcile_table(
     max_keys: int,
     read_s: float,
 ) -> dict[str, Any]:
-    from helpers.silver import ingest_table
+    from helpers.silver.ingest import ingest_table
 
     started = time.monotonic()
     rows = snap.tables[table.table]

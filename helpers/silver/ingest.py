@@ -6,14 +6,14 @@ writer lock,
 
 1. lists the table's Bronze files (local folder or S3) and takes those its checkpoint has not:
    every commit records, atomically with the data, the files it took and the whole checkpoint
-   after it (a watermark plus the names of recent files; :mod:`helpers.bronze_checkpoint`), so a
+   after it (a watermark plus the names of recent files; :mod:`helpers.silver.checkpoint`), so a
    crash before the commit completes leaves them to the next round and a completed commit never
    takes them twice, whatever order or timestamps files arrive with;
 2. reads the new files in the driver (Avro with its schema, or JSON lines of Connect envelopes
    whose Debezium encodings are converted with the schema each line carries) into one typed Arrow
    table: exact decimals, UTC timestamps, dates. Bad input (an unreadable file, an event whose
    types no longer fit the table, an unknown ``__op``, a missing key or position) is set aside
-   with its reason (:mod:`helpers.quarantine`), the rest goes on;
+   with its reason (:mod:`helpers.silver.quarantine`), the rest goes on;
 3. adds ``_cdc_position``, one sortable string made of the source's log position (PostgreSQL LSN;
    MySQL/MariaDB binlog file number, position, row; SQL Server commit LSN, change LSN, event
    serial number; each part zero-padded): the table's precombine field, so several changes of a
@@ -21,7 +21,7 @@ writer lock,
    turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
    flagged (soft mode); replaces PostgreSQL's TOAST placeholders with the value the column last
    had (:func:`fill_unavailable`); drops changes older than their key's remembered delete
-   (:mod:`helpers.tombstones`);
+   (:mod:`helpers.silver.tombstones`);
 4. writes them with ``df.write.format("hudi")`` of the official Hudi Spark bundle
    (:func:`helpers.hudi.api.write_hudi`): upsert with ``DefaultHoodieRecordPayload``, table
    version 6, Hudi's CDC log on Copy-on-Write tables, inline compaction of Merge-on-Read tables,
@@ -31,7 +31,7 @@ writer lock,
 The rows reach Spark through a Parquet file staged next to the tables (``<silver>/.staging/``,
 removed after the commit): exact types, no conversion through pandas.
 
-Continuous mode is :mod:`helpers.silver_job`; the catalog view :func:`register_catalog`.
+Continuous mode is :mod:`helpers.silver.job`; the catalog view :func:`register_catalog`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from helpers.bronze_checkpoint import (
+from helpers.capture.connectors import UNAVAILABLE_VALUE
+from helpers.errors import HudiError, HudiLockError
+from helpers.hudi.api import COMMIT_META_PREFIX, HudiCommit, read_hudi_df, write_hudi
+from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
+from helpers.hudi.keys import RECORD_KEY_COL, record_keys
+from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
+from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.checkpoint import (
     CHECKPOINT_KEY,
     FILES_KEY,
     BronzeCheckpoint,
@@ -65,16 +73,7 @@ from helpers.bronze_checkpoint import (
     latest_checkpoint,
     plan_round,
 )
-from helpers.capture.connectors import UNAVAILABLE_VALUE
-from helpers.errors import HudiError, HudiLockError
-from helpers.hudi.api import COMMIT_META_PREFIX, HudiCommit, read_hudi_df, write_hudi
-from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
-from helpers.hudi.keys import RECORD_KEY_COL, record_keys
-from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
-from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
-from helpers.params import SilverTableParams, WorkbookParams
-from helpers.spark import build_spark_session
-from helpers.tombstones import (
+from helpers.silver.tombstones import (
     TOMBSTONES_KEY,
     drop_late_events,
     next_tombstones,
@@ -83,6 +82,7 @@ from helpers.tombstones import (
     tombstone_file_of,
     write_tombstones,
 )
+from helpers.spark import build_spark_session
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -143,8 +143,8 @@ class IngestResult:
     deletes: int = 0
     unavailable_filled: int = 0
     unavailable_unresolved: int = 0
-    quarantined: int = 0  # bad input set aside (:mod:`helpers.quarantine`): events, or whole files
-    late_dropped: int = 0  # changes not newer than their key's delete (:mod:`helpers.tombstones`)
+    quarantined: int = 0  # bad input set aside (:mod:`helpers.silver.quarantine`): events, or whole files
+    late_dropped: int = 0  # changes not newer than their key's delete (:mod:`helpers.silver.tombstones`)
     seconds: float = 0.0  # wall time of the round
     write_seconds: float = 0.0  # of which the Hudi write (Spark job and commit)
 
@@ -301,7 +301,7 @@ def table_lock(params: WorkbookParams, table: SilverTableParams, timeout_s: floa
 
 
 def checkpoint_of(base_path: str) -> BronzeCheckpoint:
-    """The table's Bronze checkpoint (:mod:`helpers.bronze_checkpoint`): from its newest commit
+    """The table's Bronze checkpoint (:mod:`helpers.silver.checkpoint`): from its newest commit
     that carries one; empty for a table not written yet."""
     return latest_checkpoint(commit_metadata_newest_first(base_path))
 
@@ -311,7 +311,7 @@ def pending_bronze(
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
     checkpoint to commit after taking them."""
-    from helpers.quarantine import settled_files
+    from helpers.silver.quarantine import settled_files
 
     state = checkpoint_of(table_config(params, table).base_path)
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
@@ -391,7 +391,7 @@ def _jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | Non
     Raises:
         HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
     """
-    from helpers.capture.bronze import (
+    from helpers.bronze.writer import (
         _avro_record,
         _converted_fields,
         avro_schema_from_connect,
@@ -527,7 +527,7 @@ def _check_events(
     table: pa.Table, config: HudiTableConfig, positions: tuple[str, ...], reference: dict[str, pa.DataType]
 ) -> tuple[pa.Table, list[Any]]:
     """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
-    from helpers.quarantine import VALID_OPS, BadRecord
+    from helpers.silver.quarantine import VALID_OPS, BadRecord
 
     required = (*_DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
 
@@ -591,7 +591,7 @@ def _read_checked(
     Raises:
         OSError: when a file cannot be read at all (permissions, S3 errors: not bad input).
     """
-    from helpers.quarantine import BadRecord
+    from helpers.silver.quarantine import BadRecord
 
     reference = _stored_types(config.base_path)
     tables: list[pa.Table] = []
@@ -839,7 +839,7 @@ def ingest_table(
     """Ingest the table's new Bronze files (see the module docstring); a no-op when none are new.
 
     Bad input is set aside under ``<lake.silver>/_errors/<table>/`` with the reason
-    (:mod:`helpers.quarantine`), counted in ``quarantined`` and logged as a warning; the rest is
+    (:mod:`helpers.silver.quarantine`), counted in ``quarantined`` and logged as a warning; the rest is
     ingested. The record of a file is written before the commit that takes the file, and named by
     it, so a crash in between rewrites the same record on the next run.
 
@@ -855,7 +855,7 @@ def ingest_table(
             aside) or the write fails (nothing is committed then).
         HudiLockError: when another writer holds the table for too long.
     """
-    from helpers.quarantine import quarantine_dir, write_quarantine
+    from helpers.silver.quarantine import quarantine_dir, write_quarantine
 
     started = time.monotonic()
     topic = topic_of(params, table)
@@ -888,7 +888,7 @@ def ingest_table(
                 quarantined += len(records)
             log.warning(
                 "%s: set aside %d bad input(s) from %d of %d Bronze file(s) of %s in %s (reasons there;"
-                " helpers.quarantine.quarantine_frame lists them); the rest is ingested",
+                " helpers.silver.quarantine.quarantine_frame lists them); the rest is ingested",
                 table.name,
                 quarantined,
                 len(bad),
@@ -1014,9 +1014,9 @@ def silver_vs_source(
         compared parsed). A SQL Server source is not compared (``equal`` None): read it with
         notebook 07's reconciliation.
     """
-    from helpers.capture.api import _source_table, rows_equal_source
+    from helpers.capture.register import _source_table, rows_equal_source
     from helpers.hudi.read import read_snapshot
-    from helpers.sources import open_sources
+    from helpers.sources.api import open_sources
 
     connections = open_sources(params)
     out = []
@@ -1066,7 +1066,7 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     """Whether Bronze holds what the sources hold, before ingesting.
 
     Locally the embedded connectors' Bronze is replayed and compared with each source table
-    (:func:`helpers.capture.api.bronze_vs_source`, waiting up to ``wait_s`` for capture to catch
+    (:func:`helpers.capture.register.bronze_vs_source`, waiting up to ``wait_s`` for capture to catch
     up). On AWS the S3 sink lands Bronze all the time: the Bronze files of each Silver table's
     topic are listed with the number its checkpoint has not taken yet.
 
@@ -1075,7 +1075,7 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
         ``topic``, ``bronze_files``, ``pending_files``.
     """
     if params.environment != "aws" and params.capture.backend == "embedded":
-        from helpers.capture.api import bronze_vs_source, connector_specs, local_endpoints
+        from helpers.capture.register import bronze_vs_source, connector_specs, local_endpoints
 
         specs = connector_specs(params, local_endpoints(params))
         frame = bronze_vs_source(params, specs, wait_s=wait_s)
@@ -1199,7 +1199,7 @@ def sync_catalog(
 
 def start_continuous(params: WorkbookParams, timeout_s: float = 180.0) -> dict[str, Any]:
     """Start the continuous ingestion (DeltaStreamer's ``--continuous``) and wait for its first
-    round: locally the background job :class:`helpers.silver_job.SilverJob` (stopped by
+    round: locally the background job :class:`helpers.silver.job.SilverJob` (stopped by
     ``./workbook stack stop``). On AWS the same ingestion runs as a scheduled EMR step or notebook
     execution of this notebook, so nothing is started here.
 
@@ -1211,7 +1211,7 @@ def start_continuous(params: WorkbookParams, timeout_s: float = 180.0) -> dict[s
     """
     if params.environment == "aws":
         return {"state": "SCHEDULED_ON_EMR", "loops": None, "error": None}
-    from helpers.silver_job import SilverJob
+    from helpers.silver.job import SilverJob
 
     job = SilverJob(params)
     job.start()
@@ -1233,7 +1233,7 @@ def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFra
     Raises:
         HudiError: when a table is still missing after the sync.
     """
-    from helpers.catalog import catalog_frame, catalog_tables, missing_from_catalog
+    from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
 
     spark = spark or build_spark_session(params)
     present = catalog_tables(params, spark)

@@ -16,7 +16,7 @@ Two engines behind one interface (:class:`QueryEngine`, from :func:`open_engine`
   are real ``PREPARE name FROM ...`` / ``EXECUTE name`` with execution parameters.
 * **local** (DuckDB in the process): each statement is transpiled with sqlglot from Trino to
   DuckDB; every catalog table a statement needs (listed from the local metastore, where Hudi's Hive
-  sync registered it: :func:`helpers.catalog.catalog_tables`) is read through the official Rust
+  sync registered it: :func:`helpers.silver.catalog.catalog_tables`) is read through the official Rust
   reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
   registered without copying. A table is read again only when its latest completed commit
   changed (the continuous Silver job commits often); parameters are bound by DuckDB.
@@ -514,7 +514,7 @@ class LocalEngine(QueryEngine):
         progress: bool = True,
     ) -> None:
         """Args:
-        catalog: returns the catalog tables (:func:`helpers.catalog.catalog_tables`): name ->
+        catalog: returns the catalog tables (:func:`helpers.silver.catalog.catalog_tables`): name ->
             ``location``, ``query_type``.
         database: catalog database (``<project>_cdc_hudi``).
         folder: where SQL files live (default :func:`sql_dir`).
@@ -655,10 +655,10 @@ def _to_pandas(table: pa.Table, duckdb_types: Sequence[str]) -> pd.DataFrame:
 
 def athena_database(params: WorkbookParams) -> str:
     """The catalog database the SQL runs against: ``aws.athena.database`` or the Silver database
-    (:func:`helpers.silver.silver_database`, where Hudi's Hive sync registers the tables)."""
+    (:func:`helpers.silver.ingest.silver_database`, where Hudi's Hive sync registers the tables)."""
     if params.aws is not None and params.aws.athena.database:
         return params.aws.athena.database
-    from helpers.silver import silver_database
+    from helpers.silver.ingest import silver_database
 
     return silver_database(params)
 
@@ -701,7 +701,7 @@ def open_engine(
                 schema_name=athena_database(params),
             )
         return AthenaEngine(athena_connection, folder, progress=progress)
-    from helpers.catalog import catalog_tables
+    from helpers.silver.catalog import catalog_tables
 
     return LocalEngine(
         lambda: catalog_tables(params), athena_database(params), folder=folder, progress=progress
@@ -719,7 +719,7 @@ def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
     """
     from psycopg import sql
 
-    from helpers.stack import LocalStack
+    from helpers.sources.local.stack import LocalStack
 
     source = params.source("orders")
     schema = source.namespace

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.bronze.writer import bronze_files
 from helpers.capture.backends import (
     ConnectorBackend,
     EmbeddedBackend,
@@ -18,7 +19,6 @@ from helpers.capture.backends import (
     MskConnectBackend,
     wait_until_running,
 )
-from helpers.capture.bronze import bronze_files
 from helpers.capture.connectors import (
     UNAVAILABLE_VALUE,
     ConnectorSpec,
@@ -26,9 +26,9 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
-from helpers.cdc import publication_name
 from helpers.errors import CaptureError
 from helpers.params import WorkbookParams
+from helpers.sources.cdc import publication_name
 
 __all__ = [
     "SourceEndpoint",
@@ -64,7 +64,7 @@ class SourceEndpoint:
 
 def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
     """Endpoints of the local stack, passwords from the state directory's credentials file."""
-    from helpers.stack import APP_USER, LOOPBACK, LocalStack
+    from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 
     creds = LocalStack(params).credentials
     return {
@@ -306,7 +306,7 @@ def _source_table(stack: Any, engine: str, database: str, schema: str, table: st
             return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))))
     import pymysql
 
-    from helpers.stack import quote_mariadb_identifier
+    from helpers.sources.local.stack import quote_mariadb_identifier
 
     conn = stack.connect_mariadb(database)
     try:
@@ -376,8 +376,8 @@ def bronze_vs_source(
 
 def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
 
-    from helpers.capture.bronze import position_of, read_bronze
-    from helpers.stack import LocalStack
+    from helpers.bronze.writer import position_of, read_bronze
+    from helpers.sources.local.stack import LocalStack
 
     stack = LocalStack(params)
     bronze = params.path(params.lake.bronze)

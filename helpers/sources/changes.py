@@ -24,7 +24,7 @@ from typing import Any
 
 from helpers.errors import ParamsError, SourceError, WorkbookError
 from helpers.params import WorkbookParams, load_params, parse_overrides
-from helpers.stack import LocalStack
+from helpers.sources.local.stack import LocalStack
 
 __all__ = ["SCENARIOS", "ScenarioResult", "apply_scenario", "main"]
 
@@ -359,7 +359,7 @@ def apply_scenario(params: WorkbookParams, name: str) -> ScenarioResult:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m helpers.changes {list,run NAME} [--env local|ci] [--set K=V]``."""
+    """Command line: ``python -m helpers.sources.changes {list,run NAME} [--env local|ci] [--set K=V]``."""
     parser = argparse.ArgumentParser(
         prog="workbook changes", description="Apply scripted CDC edge cases to the local sources."
     )

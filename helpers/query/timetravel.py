@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyarrow as pa
 
-from helpers.changefeed import cdc_enabled, changes, versions
 from helpers.errors import TimeTravelError
 from helpers.hudi.config import DELETE_MARKER_FIELD
 from helpers.hudi.keys import META_COLUMNS
@@ -52,8 +51,8 @@ from helpers.hudi.read import HudiReadSpec, ReadFilter, open_table, table_arrow_
 from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.spark import build_spark_session
-from helpers.tableref import (
+from helpers.query.changefeed import cdc_enabled, changes, versions
+from helpers.silver.tableref import (
     RecordKey,
     commit_metadata,
     earliest_retained,
@@ -62,6 +61,7 @@ from helpers.tableref import (
     silver_table,
     table_base_path,
 )
+from helpers.spark import build_spark_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from hudi import HudiTable
@@ -348,7 +348,7 @@ def record_history(
     """Every version of one record across the retained commits, oldest first.
 
     Built on Hudi's change feed for Copy-on-Write tables (its CDC log), on the timeline for
-    Merge-on-Read ones (:func:`helpers.changefeed.versions`).
+    Merge-on-Read ones (:func:`helpers.query.changefeed.versions`).
 
     Args:
         params: Workbook parameters.
@@ -587,7 +587,7 @@ def _run_source(
     params: WorkbookParams, table: SilverTableParams, statement: str, values: Sequence[Any], fetch: bool
 ) -> list[dict[str, Any]]:
     """Run one statement on the table's local source (``{t}`` = the quoted table, ``%s`` values)."""
-    from helpers.stack import LocalStack, quote_mariadb_identifier
+    from helpers.sources.local.stack import LocalStack, quote_mariadb_identifier
 
     engine, database, namespace, name = _source_of(params, table)
     stack = LocalStack(params)
@@ -616,7 +616,7 @@ def _run_source(
 
 
 def _quoted(params: WorkbookParams, table: SilverTableParams, column: str) -> str:
-    from helpers.stack import quote_mariadb_identifier
+    from helpers.sources.local.stack import quote_mariadb_identifier
 
     if _source_of(params, table)[0] == "postgres":
         return '"' + column.replace('"', '""') + '"'
@@ -718,7 +718,7 @@ def restore_sample_row(params: WorkbookParams, table: str | SilverTableParams, k
     """
     import pyarrow.compute as pc
 
-    from helpers.tickit import generate_tickit
+    from helpers.sources.sample.tickit import generate_tickit
 
     spec = silver_table(params, table)
     if source_rows(params, spec, key):
@@ -763,7 +763,7 @@ def wait_for_silver(
     """Wait until each Silver table shows the record as its source holds it now (or its absence).
 
     Capture brings the change to Bronze within about a second; Silver takes it in through the
-    continuous job or, with ``ingest``, through :func:`helpers.silver.ingest_all` of these tables
+    continuous job or, with ``ingest``, through :func:`helpers.silver.ingest.ingest_all` of these tables
     (safe beside the job: both take the table lock and each Bronze file once).
 
     Args:
@@ -780,7 +780,7 @@ def wait_for_silver(
     Raises:
         TimeTravelError: if a table does not show the change in time.
     """
-    from helpers.silver import ingest_all
+    from helpers.silver.ingest import ingest_all
 
     specs = [silver_table(params, t) for t in tables]
     want = source_rows(params, specs[0], key)

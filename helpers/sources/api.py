@@ -1,12 +1,13 @@
 """The source systems of one environment, behind one small interface for the notebooks.
 
 ``open_sources(params)`` returns :class:`LocalSources` (PostgreSQL and MariaDB on 127.0.0.1,
-started by :class:`helpers.stack.LocalStack`) or :class:`RdsSources` (Amazon RDS instances named
+started by :class:`helpers.sources.local.stack.LocalStack`) or :class:`RdsSources` (Amazon RDS instances named
 in ``params.aws.rds``, credentials from AWS Secrets Manager). Both offer the same four steps of
 ``notebooks/01_enable_cdc.ipynb``, each returning a DataFrame for display:
 
 * :meth:`start` - servers (local: started if needed) or instances (AWS: described) and their state;
-* :meth:`load_sample_data` - TICKIT and the orders outbox, idempotent (see :mod:`helpers.loading`);
+* :meth:`load_sample_data` - TICKIT and the orders outbox, idempotent
+  (see :mod:`helpers.sources.sample.load`);
 * :meth:`enable_cdc` - set the CDC prerequisites and return a preflight table with one row per
   check (``passed``, ``actual``, ``expected`` and the ``fix`` of each failure);
 * :meth:`row_counts` - exact row counts of every configured source table.
@@ -23,12 +24,12 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from helpers import aws_cdc
-from helpers.cdc import enable_cdc_local, preflight_frame, source_row_counts
 from helpers.errors import AwsError, CdcSetupError, SourceError
-from helpers.loading import LoadReport, TableLoad, load_orders, load_tickit
 from helpers.params import SourceParams, WorkbookParams
-from helpers.stack import LocalStack
+from helpers.sources import rds_cdc as aws_cdc
+from helpers.sources.cdc import enable_cdc_local, preflight_frame, source_row_counts
+from helpers.sources.local.stack import LocalStack
+from helpers.sources.sample.load import LoadReport, TableLoad, load_orders, load_tickit
 
 __all__ = ["Sources", "LocalSources", "RdsSources", "open_sources", "PREFLIGHT_COLUMNS", "check_preflight"]
 
@@ -83,7 +84,7 @@ def check_preflight(preflight: pd.DataFrame) -> None:
 
 
 class LocalSources:
-    """PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1 (:class:`helpers.stack.LocalStack`).
+    """PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1 (:class:`helpers.sources.local.stack.LocalStack`).
 
     Args:
         params: workbook parameters with ``environment == "local"``.
@@ -97,11 +98,11 @@ class LocalSources:
         return f"LocalSources({self.stack!r})"
 
     def connect_postgres(self, database: str, *, autocommit: bool = False) -> Any:
-        """:meth:`helpers.stack.LocalStack.connect_postgres`."""
+        """:meth:`helpers.sources.local.stack.LocalStack.connect_postgres`."""
         return self.stack.connect_postgres(database, autocommit=autocommit)
 
     def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
-        """:meth:`helpers.stack.LocalStack.connect_mariadb`."""
+        """:meth:`helpers.sources.local.stack.LocalStack.connect_mariadb`."""
         return self.stack.connect_mariadb(database, autocommit=autocommit)
 
     def start(self) -> pd.DataFrame:

@@ -1,6 +1,6 @@
 """Bad Bronze input kept aside, with the reason: never applied, never silently dropped.
 
-Silver ingestion (:func:`helpers.silver.ingest_table`) sets aside
+Silver ingestion (:func:`helpers.silver.ingest.ingest_table`) sets aside
 
 * a Bronze file that cannot be read: a malformed or truncated Avro file (the whole file:
   Bronze files are written to a temporary name, fsynced and renamed, so a damaged one means
@@ -48,9 +48,9 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.bronze_checkpoint import BronzeObject
 from helpers.lakefs import join, lake_uri, open_store
 from helpers.params import WorkbookParams
+from helpers.silver.checkpoint import BronzeObject
 
 __all__ = [
     "ERRORS_DIR",

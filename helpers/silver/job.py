@@ -1,7 +1,7 @@
 """The continuous Silver job (DeltaStreamer's ``--continuous``): a background worker process.
 
-:class:`SilverJob` starts ``python -m helpers.silver_job <directory>`` (``<state_dir>/silver/``),
-which runs :func:`helpers.silver.ingest_all` again and again in one long-lived Spark session
+:class:`SilverJob` starts ``python -m helpers.silver.job <directory>`` (``<state_dir>/silver/``),
+which runs :func:`helpers.silver.ingest.ingest_all` again and again in one long-lived Spark session
 (the official Hudi writer), at most once per ``silver.min_interval_s``, until stopped. Its status
 (``status.json``: state, pid, the ``run_id`` of this start, loops, last commit per table, Bronze
 files not yet ingested and the age of the oldest, last error) is rewritten atomically after every
@@ -26,9 +26,9 @@ from typing import Any
 from helpers.capture.worker import read_status, write_status
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
-from helpers.silver import bronze_store, ingest_all, pending_bronze
+from helpers.proc import kill_process, live_pid, pid_alive, spawn_module, stop_process
+from helpers.silver.ingest import bronze_store, ingest_all, pending_bronze
 from helpers.spark import build_spark_session
-from helpers.workers import kill_process, live_pid, pid_alive, spawn_module, stop_process
 
 __all__ = ["SilverJob", "main"]
 
@@ -65,7 +65,7 @@ class SilverJob:
             {"state": "STARTING", "run_id": uuid.uuid4().hex, "loops": 0, "last_commit": {}, "error": None},
         )
         return spawn_module(
-            "helpers.silver_job",
+            "helpers.silver.job",
             self.directory,
             log_file=self.directory / "job.log",
             pid_file=self.directory / "job.pid",
@@ -161,10 +161,10 @@ def run(directory: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m helpers.silver_job <directory>``."""
+    """Entry point: ``python -m helpers.silver.job <directory>``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m helpers.silver_job <directory>", file=sys.stderr)
+        print("usage: python -m helpers.silver.job <directory>", file=sys.stderr)
         return 2
     return run(Path(args[0]))
 
