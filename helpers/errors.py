@@ -20,6 +20,16 @@ __all__ = [
     "AwsError",
     "BronzeError",
     "CaptureError",
+    "SparkSetupError",
+    "ReconcileError",
+    "RetentionError",
+    "QueryError",
+    "InstantError",
+    "JarsMissingError",
+    "BronzeNotWritableError",
+    "DashboardError",
+    "CheckError",
+    "WaitTimeoutError",
 ]
 
 
@@ -73,3 +83,43 @@ class CaptureError(WorkbookError):
 
 class BronzeError(WorkbookError):
     """A change event could not be written to (or read from) the Bronze zone."""
+
+
+class SparkSetupError(WorkbookError):
+    """The SparkSession could not be built or inspected (a project jar missing, no Java, ...)."""
+
+
+class ReconcileError(WorkbookError):
+    """A source or Silver table could not be read or compared."""
+
+
+class RetentionError(CaptureError):
+    """A connector's stored position is gone from the source log (or could not be checked)."""
+
+
+class QueryError(WorkbookError):
+    """A SQL file could not be loaded, transpiled or run (the message names the file and engine)."""
+
+
+class InstantError(WorkbookError, ValueError):
+    """A value cannot be turned into a Hudi instant (or an instant into a time)."""
+
+
+class JarsMissingError(WorkbookError):
+    """A jar of ``scripts/jars.tsv`` is not in ``.jars/``."""
+
+
+class BronzeNotWritableError(BronzeError):
+    """The Bronze folder refuses writes (permissions, read-only or immutable file system)."""
+
+
+class DashboardError(WorkbookError):
+    """A dashboard could not be built, written or checked."""
+
+
+class CheckError(WorkbookError):
+    """A check found differences (rows, counts, checksums) between two sides that must agree."""
+
+
+class WaitTimeoutError(WorkbookError, TimeoutError):
+    """A wait for an observable state ran out of time (the message names what was awaited)."""

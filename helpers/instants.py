@@ -37,7 +37,7 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any, Union
 
-from helpers.errors import WorkbookError
+from helpers.errors import InstantError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
@@ -45,7 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "INSTANT_FORMAT",
-    "InstantError",
     "InstantInput",
     "format_instant",
     "instant_now",
@@ -67,10 +66,6 @@ _ACCEPTED = (
     "yyyyMMddHHmmssSSS, yyyyMMddHHmmss, yyyyMMdd, ISO-8601 date or date-time "
     "(optional offset or Z), datetime, date, pandas.Timestamp or numpy.datetime64"
 )
-
-
-class InstantError(WorkbookError, ValueError):
-    """A value cannot be turned into a Hudi instant (or an instant into a time)."""
 
 
 def _bad(value: Any, cause: str) -> InstantError:

@@ -9,19 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.errors import WorkbookError
+from helpers.errors import JarsMissingError
 from helpers.params import project_root
 
-__all__ = ["JARS_DIR", "MANIFEST", "JarsMissingError", "manifest", "project_jars"]
+__all__ = ["JARS_DIR", "MANIFEST", "manifest", "project_jars"]
 
 #: Where the set-up puts the jars (relative to the project root; git-ignored).
 JARS_DIR = ".jars"
 #: The pinned list: set, group:artifact:version, sha256 (tab separated).
 MANIFEST = Path("scripts") / "jars.tsv"
-
-
-class JarsMissingError(WorkbookError):
-    """A jar of ``scripts/jars.tsv`` is not in ``.jars/``."""
 
 
 def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:

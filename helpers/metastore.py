@@ -23,8 +23,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers.errors import StackError
-from helpers.jars import JarsMissingError, project_jars
+from helpers.errors import JarsMissingError, StackError
+from helpers.jars import project_jars
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
 

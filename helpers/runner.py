@@ -32,9 +32,9 @@ import yaml
 from jupyter_client.manager import AsyncKernelManager
 
 from helpers.errors import RunnerError, WorkbookError
-from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, project_root
+from helpers.params import ENVIRONMENTS, load_params, project_root
 
-__all__ = ["NotebookResult", "RunResult", "artefact_dir", "discover_notebooks", "run_workbook", "main"]
+__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "main"]
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
@@ -56,24 +56,6 @@ class IpcKernelManager(AsyncKernelManager):
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
-
-
-def artefact_dir(params: WorkbookParams, run_dir: str | Path = "") -> Path:
-    """Folder where a notebook writes its artefacts (CSV tables, HTML figures).
-
-    Args:
-        params: workbook parameters (``runs_dir``).
-        run_dir: the run folder the runner passes to every notebook; empty (a notebook opened
-            by hand) means ``<runs_dir>/interactive-<environment>``.
-
-    Returns:
-        The folder, created if needed.
-    """
-    folder = (
-        Path(run_dir) if str(run_dir) else params.path(params.runs_dir) / f"interactive-{params.environment}"
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 @dataclass(frozen=True)

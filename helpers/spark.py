@@ -26,8 +26,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from helpers.errors import WorkbookError
-from helpers.jars import JarsMissingError, project_jars
+from helpers.errors import JarsMissingError, SparkSetupError
+from helpers.jars import project_jars
 from helpers.metastore import LocalMetastore
 from helpers.params import WorkbookParams
 
@@ -38,7 +38,6 @@ __all__ = [
     "DEFAULT_SPARK_CONF",
     "HUDI_DATASOURCE_CLASS",
     "LOOPBACK",
-    "SparkSetupError",
     "build_spark_session",
     "hudi_datasource_available",
     "jvm_class_available",
@@ -76,10 +75,6 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 }
 
 _QUIET_LOG_LEVEL = "ERROR"
-
-
-class SparkSetupError(WorkbookError):
-    """The SparkSession could not be built or inspected (a project jar missing, no Java, ...)."""
 
 
 def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:

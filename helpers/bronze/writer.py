@@ -36,12 +36,11 @@ from typing import Any, Literal
 
 import fastavro
 
-from helpers.errors import BronzeError
+from helpers.errors import BronzeError, BronzeNotWritableError
 
 __all__ = [
     "BronzeEvent",
     "BronzeFile",
-    "BronzeNotWritableError",
     "BronzeWriter",
     "BronzeFormat",
     "avro_schema_from_connect",
@@ -56,10 +55,6 @@ _EXT = {"avro": "avro", "jsonl": "jsonl"}
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _AVRO_NAME = re.compile(r"[^A-Za-z0-9_]")
 _NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
-
-
-class BronzeNotWritableError(BronzeError):
-    """The Bronze folder refuses writes (permissions, read-only or immutable file system)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from helpers.errors import CaptureError
+from helpers.naming import topic_name
 
 __all__ = [
     "ConnectorSpec",
@@ -33,7 +34,6 @@ __all__ = [
     "sqlserver_source_config",
     "bronze_s3_sink_config",
     "redacted",
-    "topic_name",
     "UNAVAILABLE_VALUE",
 ]
 
@@ -69,11 +69,6 @@ class ConnectorSpec:
     source: str
     config: Mapping[str, str]
     topics: Mapping[str, str]
-
-
-def topic_name(project: str, schema: str, table: str) -> str:
-    """Topic of a captured table: ``<project>.<schema>.<table>``."""
-    return f"{project}.{schema}.{table}"
 
 
 def _require(value: str, what: str) -> str:

@@ -27,8 +27,8 @@ from helpers.capture.connectors import (
     sqlserver_source_config,
 )
 from helpers.errors import CaptureError
+from helpers.naming import connector_name, publication_name, slot_name
 from helpers.params import WorkbookParams
-from helpers.sources.cdc import publication_name
 
 __all__ = [
     "SourceEndpoint",
@@ -96,7 +96,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
         if kind not in endpoints:
             raise CaptureError(f"Failed to configure connector for source {source}: no {kind} endpoint given")
         ep = endpoints[kind]
-        name = f"{params.project}-{source}"
+        name = connector_name(params, source)
         if kind == "postgres":
             specs.append(
                 postgres_source_config(
@@ -110,7 +110,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                     schema=sp.namespace,
                     tables=sp.tables,
                     publication=publication_name(params, source),
-                    slot=f"{params.project}_{source}_slot",
+                    slot=slot_name(params, source),
                     heartbeat_ms=params.capture.heartbeat_ms,
                 )
             )

@@ -44,6 +44,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.errors import ParamsError, SourceError, WorkbookError
+from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams, parse_overrides
 
 __all__ = [
@@ -87,6 +88,10 @@ class Target:
         """``source.table`` (plus the partition field)."""
         part = f" by {','.join(self.partition)}" if self.partition else ""
         return f"{self.source}.{self.table}{part}"
+
+    def topic(self, params: WorkbookParams) -> str:
+        """The table's Bronze topic."""
+        return table_topic(params, self.source, self.table)
 
     def variant(self, table_type: str, delete_mode: str) -> SilverTableParams:
         """The Silver table of one variant (``c_<table>[_p]_<cow|mor>_<hard|soft>``)."""
@@ -320,10 +325,6 @@ def _source_rows(params: WorkbookParams, source: str, table: str) -> list[dict[s
     return _source_table(LocalStack(params), _ENGINE_KIND[sp.engine], sp.database, sp.namespace, table)
 
 
-def _topic(params: WorkbookParams, target: Target) -> str:
-    return f"{params.project}.{params.source(target.source).namespace}.{target.table}"
-
-
 def bronze_replay(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
     """Bronze of one topic replayed: latest event per key by log position, deletes dropped, TOAST
     placeholders keeping the key's previous value."""
@@ -353,7 +354,11 @@ def wait_for_bronze(
     deadline = time.monotonic() + timeout_s
     while True:
         source = _source_rows(params, target.source, target.table)
-        problems = compare_rows(source, bronze_replay(root, _topic(params, target), target.key), target.key)
+        problems = compare_rows(
+            source,
+            bronze_replay(root, target.topic(params), target.key),
+            target.key,
+        )
         if not problems:
             return
         if time.monotonic() > deadline:
@@ -471,7 +476,7 @@ class ScenarioContext:
 
         assert self.bronze_root is not None
         real = self.params.path(self.params.lake.bronze)
-        for path in bronze_files(real, _topic(self.params, target)):
+        for path in bronze_files(real, target.topic(self.params)):
             dest = self.bronze_root / path.relative_to(real)
             if not dest.exists():
                 dest.parent.mkdir(parents=True, exist_ok=True)
@@ -570,7 +575,8 @@ def _check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any
     from helpers.bronze.writer import read_bronze
 
     events = read_bronze(
-        ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze), _topic(ctx.params, target)
+        ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze),
+        target.topic(ctx.params),
     )
     tombstones = [e for e in events if all(e.get(c) is None for c in target.key)]
     deletes = [
@@ -581,7 +587,7 @@ def _check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any
     )
     if tombstones:
         ctx.problems.append(
-            f"Bronze holds {len(tombstones)} null-value (tombstone) event(s) on {_topic(ctx.params, target)}"
+            f"Bronze holds {len(tombstones)} null-value (tombstone) event(s) on {target.topic(ctx.params)}"
         )
     if len({tuple(e[c] for c in target.key) for e in deletes}) != len(keys):
         ctx.problems.append(f"Bronze lacks delete events for some of {keys}")
@@ -673,7 +679,7 @@ def _redelivery(
     ctx.sync()
     root = ctx.bronze_root
     assert root is not None
-    topic = _topic(ctx.params, target)
+    topic = target.topic(ctx.params)
     before = set(bronze_files(root, topic))
     update("old")
     ctx.sync()
@@ -890,7 +896,7 @@ def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], Non
     change()
     wait_for_bronze(ctx.params, target)
     real = ctx.params.path(ctx.params.lake.bronze)
-    topic = _topic(ctx.params, target)
+    topic = target.topic(ctx.params)
     files = bronze_files(real, topic)
     scratch = (
         Path(ctx.cparams.path(ctx.cparams.lake.silver))
@@ -1084,7 +1090,7 @@ def _snapshot_handover(
 def wait_bronze_equal_once(params: WorkbookParams, target: Target, root: Path) -> bool:
     """Whether the Bronze under ``root`` replays to the source table now."""
     source = _source_rows(params, target.source, target.table)
-    return not compare_rows(source, bronze_replay(root, _topic(params, target), target.key), target.key)
+    return not compare_rows(source, bronze_replay(root, target.topic(params), target.key), target.key)
 
 
 def _handover_postgres(ctx: ScenarioContext) -> None:

@@ -47,11 +47,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.errors import WorkbookError
+from helpers.errors import ReconcileError, WorkbookError
+from helpers.naming import connector_name, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
 
 __all__ = [
-    "ReconcileError",
     "SourcePosition",
     "SourceSnapshot",
     "TableSide",
@@ -69,10 +69,6 @@ __all__ = [
 _NULL = "\\N"
 _ROW_SEPARATOR = "|"
 _POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
-
-
-class ReconcileError(WorkbookError):
-    """A source or Silver table could not be read or compared."""
 
 
 # --------------------------------------------------------------------------- positions
@@ -490,9 +486,9 @@ def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: s
 def _captured_position(params: WorkbookParams, source: str, engine: str) -> SourcePosition | None:
     """How far capture has durably got: the connector's stored offset (and, for PostgreSQL,
     its slot's confirmed position), whichever is further."""
-    from helpers.checks.retention import slot_name, stored_position
+    from helpers.checks.retention import stored_position
 
-    best = stored_position(params, f"{params.project}-{source}")
+    best = stored_position(params, connector_name(params, source))
     if engine == "postgres":
         try:
             from helpers.sources.local.stack import LocalStack

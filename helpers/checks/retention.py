@@ -31,15 +31,14 @@ from typing import Any
 import pandas as pd
 
 from helpers.checks.reconcile import SourcePosition
-from helpers.errors import CaptureError, WorkbookError
+from helpers.errors import RetentionError, WorkbookError
+from helpers.naming import connector_name, slot_name
 from helpers.params import WorkbookParams
 
 __all__ = [
-    "RetentionError",
     "STATUSES",
     "read_offsets",
     "retention_status",
-    "slot_name",
     "stored_offset",
     "stored_position",
 ]
@@ -48,15 +47,6 @@ STATUSES = ("OK", "WARN", "FAIL", "PURGED")
 """Retention states, from good to lost."""
 
 MIB = 1 << 20
-
-
-class RetentionError(CaptureError):
-    """A connector's stored position is gone from the source log (or could not be checked)."""
-
-
-def slot_name(params: WorkbookParams, source: str) -> str:
-    """The replication slot of a PostgreSQL source's connector (as :mod:`helpers.capture` names it)."""
-    return f"{params.project}_{source}_slot"
 
 
 def read_offsets(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -300,7 +290,7 @@ def retention_status(
     ]
     rows = []
     for source, sp in params.sources.items():
-        connector = f"{params.project}-{source}"
+        connector = connector_name(params, source)
         try:
             if sp.engine == "postgres":
                 row = _postgres_row(params, source, sp.database, warn_bytes, fail_bytes)

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from helpers.errors import WorkbookError
+from helpers.errors import DashboardError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from plotly.graph_objects import Figure
@@ -64,7 +64,6 @@ __all__ = [
     "DATASET_QUERIES",
     "FIGURE_IDS",
     "HEALTH_COLUMNS",
-    "DashboardError",
     "QueryEngineLike",
     "check_rendered",
     "dashboard_datasets",
@@ -118,10 +117,6 @@ HEALTH_COLUMNS: tuple[str, ...] = (
 
 _DIV_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
-
-
-class DashboardError(WorkbookError):
-    """A dashboard could not be built, written or checked."""
 
 
 class QueryEngineLike(Protocol):

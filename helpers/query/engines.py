@@ -48,7 +48,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.errors import WorkbookError
+from helpers.errors import QueryError, WorkbookError
+from helpers.naming import silver_database
 from helpers.params import WorkbookParams, project_root
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -57,7 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "ParameterValue",
     "QueryEngine",
-    "QueryError",
     "AthenaEngine",
     "LocalEngine",
     "SqlFile",
@@ -78,10 +78,6 @@ ParameterValue = int | str | Decimal | dt.date
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VIEW_RE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-
-
-class QueryError(WorkbookError):
-    """A SQL file could not be loaded, transpiled or run (the message names the file and engine)."""
 
 
 def sql_dir() -> Path:
@@ -655,10 +651,9 @@ def _to_pandas(table: pa.Table, duckdb_types: Sequence[str]) -> pd.DataFrame:
 
 def athena_database(params: WorkbookParams) -> str:
     """The catalog database the SQL runs against: ``aws.athena.database`` or the Silver database
-    (:func:`helpers.silver.ingest.silver_database`, where Hudi's Hive sync registers the tables)."""
+    (:func:`helpers.naming.silver_database`, where Hudi's Hive sync registers the tables)."""
     if params.aws is not None and params.aws.athena.database:
         return params.aws.athena.database
-    from helpers.silver.ingest import silver_database
 
     return silver_database(params)
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.errors import HudiError
+from helpers.naming import silver_database
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.spark import build_spark_session
 
@@ -30,7 +31,6 @@ def _quoted(name: str) -> str:
 
 def qualified_name(params: WorkbookParams, table: str) -> str:
     """A catalog table of the Silver database as a quoted Spark SQL name: `` `db`.`table` ``."""
-    from helpers.silver.ingest import silver_database
 
     return f"{_quoted(silver_database(params))}.{_quoted(table)}"
 
@@ -50,7 +50,6 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     Raises:
         HudiError: when the catalog cannot be read.
     """
-    from helpers.silver.ingest import silver_database
 
     spark = spark or build_spark_session(params)
     database = silver_database(params)
@@ -117,7 +116,6 @@ def catalog_frame(
         HudiError: naming the Silver tables that have commits but are not in the catalog (or lack
             their ``_ro`` / ``_rt`` tables).
     """
-    from helpers.silver.ingest import silver_database
 
     if tables is None:
         tables = catalog_tables(params, spark)

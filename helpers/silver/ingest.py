@@ -61,6 +61,7 @@ from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTabl
 from helpers.hudi.keys import RECORD_KEY_COL, record_keys
 from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
 from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
+from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import (
     CHECKPOINT_KEY,
@@ -102,8 +103,6 @@ __all__ = [
     "position_column",
     "read_bronze_arrow",
     "register_catalog",
-    "require_equal",
-    "silver_database",
     "silver_tables_frame",
     "silver_vs_source",
     "silver_write_options",
@@ -111,7 +110,6 @@ __all__ = [
     "sync_catalog",
     "table_config",
     "table_lock",
-    "topic_of",
     "wait_for_job_round",
 ]
 
@@ -151,16 +149,6 @@ class IngestResult:
 
 # ------------------------------------------------------------------------------------------------
 # tables, locations, options
-
-
-def topic_of(params: WorkbookParams, table: SilverTableParams) -> str:
-    """The Bronze topic a Silver table reads."""
-    return f"{params.project}.{params.source(table.source).namespace}.{table.table}"
-
-
-def silver_database(params: WorkbookParams) -> str:
-    """The catalog database of the Silver tables (``silver.database`` or ``<project>_cdc_hudi``)."""
-    return params.silver.database or f"{params.project}_cdc_hudi"
 
 
 def position_fields(params: WorkbookParams, table: SilverTableParams) -> tuple[str, ...]:
@@ -317,7 +305,7 @@ def pending_bronze(
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
     listed_at = time.time()
     listing = [
-        o for o in (store or bronze_store(params)).list(topic_of(params, table)) if o.name not in settled
+        o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
     ]
     return plan_round(
         listing, state, listed_at, params.silver.checkpoint_margin_s, params.silver.max_files_per_round
@@ -858,7 +846,7 @@ def ingest_table(
     from helpers.silver.quarantine import quarantine_dir, write_quarantine
 
     started = time.monotonic()
-    topic = topic_of(params, table)
+    topic = silver_topic(params, table)
     config = table_config(params, table)
     engine = params.source(table.source).engine
     positions = position_fields(params, table)
@@ -1050,18 +1038,6 @@ def silver_vs_source(
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
 
 
-def require_equal(frame: pd.DataFrame, what: str) -> pd.DataFrame:
-    """``frame`` unchanged when every ``equal`` is true (or None: not compared).
-
-    Raises:
-        HudiError: listing the rows that differ.
-    """
-    differ = frame[frame["equal"].map(lambda v: v is False or v == False)]  # noqa: E712 - numpy bools
-    if len(differ):
-        raise HudiError(f"Failed to verify {what}: these differ\n{differ.to_string(index=False)}")
-    return frame
-
-
 def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     """Whether Bronze holds what the sources hold, before ingesting.
 
@@ -1083,12 +1059,12 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     store = bronze_store(params)
     rows = []
     for table in params.silver.tables:
-        listing = store.list(topic_of(params, table))
+        listing = store.list(silver_topic(params, table))
         pending, _ = pending_bronze(params, table, store)
         rows.append(
             {
                 "table": table.name,
-                "topic": topic_of(params, table),
+                "topic": silver_topic(params, table),
                 "bronze_files": len(listing),
                 "pending_files": len(pending),
             }

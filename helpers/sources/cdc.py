@@ -45,6 +45,7 @@ import pymysql
 from psycopg import sql
 
 from helpers.errors import CdcSetupError, SourceError
+from helpers.naming import publication_name
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack, quote_mariadb_identifier
 
@@ -54,7 +55,6 @@ __all__ = [
     "enable_cdc_local",
     "preflight",
     "preflight_frame",
-    "publication_name",
     "raise_for_failures",
     "source_row_counts",
 ]
@@ -113,19 +113,6 @@ class PreflightReport:
     def failures(self) -> tuple[Check, ...]:
         """The checks that failed."""
         return tuple(c for c in self.checks if not c.passed)
-
-
-def publication_name(params: WorkbookParams, source: str) -> str:
-    """Name of the PostgreSQL publication of a source: ``<project>_<source>_pub``.
-
-    Args:
-        params: workbook parameters (``project``).
-        source: source name, e.g. ``"ems"``.
-
-    Returns:
-        The publication name, e.g. ``"tickit_ems_pub"``.
-    """
-    return f"{params.project}_{source}_pub"
 
 
 def _full_tables(source_name: str, source: SourceParams, full_row_images: FullRowImages) -> set[str]:

@@ -13,11 +13,11 @@ import pytest
 from psycopg import sql
 
 from helpers.errors import CdcSetupError, SourceError
+from helpers.naming import publication_name
 from helpers.sources.cdc import (
     enable_cdc_local,
     preflight,
     preflight_frame,
-    publication_name,
     raise_for_failures,
     source_row_counts,
 )

@@ -29,8 +29,8 @@ from pipeline import Capture, wait_for
 from helpers.capture.backends import wait_until_running
 from helpers.capture.register import bronze_vs_source
 from helpers.checks.reconcile import reconcile
-from helpers.checks.retention import RetentionError, retention_status, stored_position
-from helpers.errors import CaptureError
+from helpers.checks.retention import retention_status, stored_position
+from helpers.errors import CaptureError, RetentionError
 from helpers.params import SilverTableParams, WorkbookParams
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from helpers.naming import table_topic
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.runner import RunResult, discover_notebooks, run_workbook
 from helpers.sources.local.stack import LocalStack
@@ -107,7 +108,7 @@ def test_01_counts_equal_generator_and_database(
     got = {(r.system, r.table): int(r.rows) for r in shown.itertuples()}
     assert got == _expected_counts(params)
     counted = pd.read_csv(first_run.run_dir / "02_bronze_vs_source.csv")
-    by_topic = {f"{params.project}.{params.source(s).namespace}.{t}": n for (s, t), n in got.items()}
+    by_topic = {table_topic(params, s, t): n for (s, t), n in got.items()}
     assert {r.topic: int(r.source_rows) for r in counted.itertuples()} == by_topic
 
 
@@ -133,7 +134,7 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
     _, params, _ = workbook
     shown = pd.read_csv(first_run.run_dir / "02_bronze_vs_source.csv")
     expected = _expected_counts(params)
-    by_topic = {f"{params.project}.{params.source(s).namespace}.{t}": n for (s, t), n in expected.items()}
+    by_topic = {table_topic(params, s, t): n for (s, t), n in expected.items()}
     assert {r.topic: int(r.source_rows) for r in shown.itertuples()} == by_topic
     assert shown["equal"].all() and (shown["source_rows"] == shown["bronze_rows"]).all()
     stack = LocalStack(params)
@@ -143,7 +144,10 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
     bronze = params.path(params.lake.bronze)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        if any(r["catdesc"] == "changed after the run" for r in read_bronze(bronze, "tickit.ems.category")):
+        if any(
+            r["catdesc"] == "changed after the run"
+            for r in read_bronze(bronze, table_topic(params, "ems", "category"))
+        ):
             break
         time.sleep(0.1)
     else:

@@ -20,7 +20,8 @@ from helpers.checks.reconcile import (
     side_from_arrow,
     side_from_rows,
 )
-from helpers.checks.retention import RetentionError, read_offsets
+from helpers.checks.retention import read_offsets
+from helpers.errors import RetentionError
 
 COLUMNS = ["salesid", "pricepaid", "saletime", "caldate", "note", "doc"]
 KEY = ["salesid"]

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.errors import SparkSetupError
 from helpers.jars import JARS_DIR, manifest, project_jars
 from helpers.params import load_params, project_root
-from helpers.spark import SparkSetupError, spark_conf
+from helpers.spark import spark_conf
 
 ROOT = project_root()
 

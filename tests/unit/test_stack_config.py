@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from helpers.errors import CdcSetupError
+from helpers.naming import publication_name
 from helpers.params import WorkbookParams, load_params
-from helpers.sources.cdc import Check, PreflightReport, preflight_frame, publication_name, raise_for_failures
+from helpers.sources.cdc import Check, PreflightReport, preflight_frame, raise_for_failures
 from helpers.sources.local.stack import (
     ConnInfo,
     LocalStack,
