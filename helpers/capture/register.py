@@ -306,12 +306,12 @@ def _source_table(stack: Any, engine: str, database: str, schema: str, table: st
             return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))))
     import pymysql
 
-    from helpers.sources.local.stack import quote_mariadb_identifier
+    from helpers.sources.sql import quote_mariadb
 
     conn = stack.connect_mariadb(database)
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute(f"SELECT * FROM {quote_mariadb_identifier(table)}")  # noqa: S608 - quoted identifier
+            cur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifier
             return list(cur.fetchall())
     finally:
         conn.close()

@@ -92,7 +92,7 @@ def preflight(config: dict[str, Any]) -> str | None:
         elif engine == "mysql":
             import pymysql
 
-            from helpers.sources.local.stack import quote_mariadb_identifier
+            from helpers.sources.sql import quote_mariadb
 
             mconn = pymysql.connect(
                 host=props["database.hostname"],
@@ -104,7 +104,7 @@ def preflight(config: dict[str, Any]) -> str | None:
             try:
                 with mconn.cursor() as cur:
                     for schema, table in tables:
-                        target = f"{quote_mariadb_identifier(schema)}.{quote_mariadb_identifier(table)}"
+                        target = f"{quote_mariadb(schema)}.{quote_mariadb(table)}"
                         cur.execute(f"SELECT 1 FROM {target} LIMIT 0")  # noqa: S608 - quoted identifiers
             finally:
                 mconn.close()

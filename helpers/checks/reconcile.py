@@ -47,17 +47,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from helpers.capture.offsets import stored_position
 from helpers.errors import ReconcileError, WorkbookError
 from helpers.naming import connector_name, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.sources.positions import SourcePosition, binlog_index, parse_lsn
 
 __all__ = [
-    "SourcePosition",
     "SourceSnapshot",
     "TableSide",
     "canonical_column",
     "compare_sides",
-    "format_lsn",
     "reconcile",
     "row_digests",
     "side_from_arrow",
@@ -72,54 +72,6 @@ _POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
 
 
 # --------------------------------------------------------------------------- positions
-
-
-def format_lsn(lsn: int) -> str:
-    """A PostgreSQL LSN as PostgreSQL writes it (``16/B374D848``)."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-
-
-def parse_lsn(text: str) -> int:
-    """``16/B374D848`` -> its integer value."""
-    high, _, low = text.partition("/")
-    return (int(high, 16) << 32) + int(low, 16)
-
-
-def _binlog_index(name: str) -> int:
-    suffix = name.rsplit(".", 1)[-1]
-    return int(suffix) if suffix.isdigit() else -1
-
-
-@dataclass(frozen=True, order=False)
-class SourcePosition:
-    """A point in a source's log: a PostgreSQL LSN, or a MySQL/MariaDB binlog file and position.
-
-    Attributes:
-        engine: ``postgres`` or ``mysql`` (MariaDB is captured with the MySQL connector).
-        lsn: PostgreSQL LSN (bytes).
-        file: binlog file name.
-        pos: byte position in ``file``.
-    """
-
-    engine: str
-    lsn: int | None = None
-    file: str | None = None
-    pos: int | None = None
-
-    def key(self) -> tuple[int, int]:
-        """A sortable form (PostgreSQL ``(0, lsn)``; MySQL ``(file number, pos)``)."""
-        if self.engine == "postgres":
-            return (0, int(self.lsn or 0))
-        return (_binlog_index(self.file or ""), int(self.pos or 0))
-
-    def reaches(self, other: SourcePosition) -> bool:
-        """Whether this position is at or after ``other`` (same engine)."""
-        return self.engine == other.engine and self.key() >= other.key()
-
-    def __str__(self) -> str:
-        if self.engine == "postgres":
-            return format_lsn(int(self.lsn or 0))
-        return f"{self.file}:{self.pos}"
 
 
 @dataclass(frozen=True)
@@ -200,7 +152,7 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
                         out[table] = _columns_to_arrow(names, cur.fetchall(), found)
                         json_cols[table] = frozenset(found)
         else:
-            from helpers.sources.local.stack import quote_mariadb_identifier
+            from helpers.sources.sql import quote_mariadb
 
             mconn = stack.connect_mariadb(sp.database)
             try:
@@ -219,7 +171,7 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
                         pos=int(status["binlog_snapshot_position"]),
                     )
                     for table in tables:
-                        mcur.execute(f"SELECT * FROM {quote_mariadb_identifier(table)}")  # noqa: S608
+                        mcur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608
                         names = [d[0] for d in mcur.description or []]
                         detected: set[str] = set()
                         out[table] = _columns_to_arrow(names, list(mcur.fetchall()), detected)
@@ -477,7 +429,7 @@ def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: s
     for file, pos in zip(rows.column("__file").to_pylist(), rows.column("__pos").to_pylist(), strict=True):
         if file is None or pos is None:
             continue
-        candidate = (_binlog_index(str(file)), int(pos), str(file))
+        candidate = (binlog_index(str(file)), int(pos), str(file))
         if best is None or candidate > best:
             best = candidate
     return None if best is None else SourcePosition("mysql", file=best[2], pos=best[1])
@@ -486,7 +438,6 @@ def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: s
 def _captured_position(params: WorkbookParams, source: str, engine: str) -> SourcePosition | None:
     """How far capture has durably got: the connector's stored offset (and, for PostgreSQL,
     its slot's confirmed position), whichever is further."""
-    from helpers.checks.retention import stored_position
 
     best = stored_position(params, connector_name(params, source))
     if engine == "postgres":

@@ -587,7 +587,8 @@ def _run_source(
     params: WorkbookParams, table: SilverTableParams, statement: str, values: Sequence[Any], fetch: bool
 ) -> list[dict[str, Any]]:
     """Run one statement on the table's local source (``{t}`` = the quoted table, ``%s`` values)."""
-    from helpers.sources.local.stack import LocalStack, quote_mariadb_identifier
+    from helpers.sources.local.stack import LocalStack
+    from helpers.sources.sql import quote_mariadb
 
     engine, database, namespace, name = _source_of(params, table)
     stack = LocalStack(params)
@@ -607,7 +608,7 @@ def _run_source(
     maria = stack.connect_mariadb(database)
     try:
         with maria.cursor(pymysql.cursors.DictCursor) as cursor:
-            cursor.execute(statement.format(t=quote_mariadb_identifier(name)), list(values))
+            cursor.execute(statement.format(t=quote_mariadb(name)), list(values))
             result = list(cursor.fetchall()) if fetch else []
         maria.commit()
         return result
@@ -616,11 +617,11 @@ def _run_source(
 
 
 def _quoted(params: WorkbookParams, table: SilverTableParams, column: str) -> str:
-    from helpers.sources.local.stack import quote_mariadb_identifier
+    from helpers.sources.sql import quote_mariadb
 
     if _source_of(params, table)[0] == "postgres":
         return '"' + column.replace('"', '""') + '"'
-    return quote_mariadb_identifier(column)
+    return quote_mariadb(column)
 
 
 def _where(params: WorkbookParams, table: SilverTableParams, key: RecordKey) -> tuple[str, list[Any]]:

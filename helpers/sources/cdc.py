@@ -47,7 +47,8 @@ from psycopg import sql
 from helpers.errors import CdcSetupError, SourceError
 from helpers.naming import publication_name
 from helpers.params import SourceParams, WorkbookParams
-from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack, quote_mariadb_identifier
+from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
+from helpers.sources.sql import quote_mariadb
 
 __all__ = [
     "Check",
@@ -779,7 +780,7 @@ def source_row_counts(stack: LocalStack, params: WorkbookParams, *, missing_ok: 
                         if table not in present:
                             counts[table] = None
                             continue
-                        db, tb = quote_mariadb_identifier(source.database), quote_mariadb_identifier(table)
+                        db, tb = quote_mariadb(source.database), quote_mariadb(table)
                         cur.execute(f"SELECT COUNT(*) FROM {db}.{tb}")  # noqa: S608 - quoted identifiers
                         counts[table] = int(cur.fetchone()[0])
             except pymysql.MySQLError as exc:

@@ -24,7 +24,7 @@ from helpers.bronze.writer import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
 from helpers.errors import CaptureError
-from helpers.sources.local.stack import quote_mariadb_identifier
+from helpers.sources.sql import quote_mariadb
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -40,7 +40,7 @@ def source_rows(cap: Capture, source: str, table: str) -> list[dict[str, Any]]:
     conn2 = cap.stack.connect_mariadb(sp.database)
     try:
         with conn2.cursor(pymysql.cursors.DictCursor) as cur2:
-            cur2.execute(f"SELECT * FROM {quote_mariadb_identifier(table)}")  # noqa: S608 - quoted
+            cur2.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted
             return list(cur2.fetchall())
     finally:
         conn2.close()

@@ -21,7 +21,8 @@ from helpers.sources.cdc import (
     raise_for_failures,
     source_row_counts,
 )
-from helpers.sources.local.stack import LocalStack, quote_mariadb_identifier
+from helpers.sources.local.stack import LocalStack
+from helpers.sources.sql import quote_mariadb
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +56,7 @@ def stack(stack_factory: Callable[..., Any]) -> Iterator[LocalStack]:
                 conn2 = stack.connect_mariadb(source.database)
                 with conn2.cursor() as cur:
                     for table, n in tables.items():
-                        target_m = quote_mariadb_identifier(table)
+                        target_m = quote_mariadb(table)
                         cur.execute(
                             f"CREATE TABLE {target_m} (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE=InnoDB"
                         )

@@ -11,17 +11,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from helpers.checks.reconcile import (
-    SourcePosition,
-    canonical_column,
-    compare_sides,
-    format_lsn,
-    parse_lsn,
-    side_from_arrow,
-    side_from_rows,
-)
-from helpers.checks.retention import read_offsets
+from helpers.capture.offsets import read_offsets
+from helpers.checks.reconcile import canonical_column, compare_sides, side_from_arrow, side_from_rows
 from helpers.errors import RetentionError
+from helpers.sources.positions import SourcePosition, format_lsn, parse_lsn
 
 COLUMNS = ["salesid", "pricepaid", "saletime", "caldate", "note", "doc"]
 KEY = ["salesid"]

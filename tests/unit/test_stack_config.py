@@ -10,17 +10,16 @@ from helpers.errors import CdcSetupError
 from helpers.naming import publication_name
 from helpers.params import WorkbookParams, load_params
 from helpers.sources.cdc import Check, PreflightReport, preflight_frame, raise_for_failures
-from helpers.sources.local.stack import (
+from helpers.sources.local.config import (
     ConnInfo,
-    LocalStack,
     StackPaths,
-    main,
-    quote_mariadb_identifier,
     render_mariadb_cnf,
     render_pg_hba,
     render_pg_ident,
     render_postgres_conf,
 )
+from helpers.sources.local.stack import LocalStack, main
+from helpers.sources.sql import quote_mariadb
 
 
 @pytest.fixture()
@@ -117,14 +116,14 @@ def test_mariadb_cnf_without_user_line_when_not_root(params: WorkbookParams) -> 
     ("raw", "quoted"),
     [("ecomm", "`ecomm`"), ("we`ird", "`we``ird`"), ("a``b", "`a````b`"), ("127.0.0.1", "`127.0.0.1`")],
 )
-def test_quote_mariadb_identifier(raw: str, quoted: str) -> None:
-    assert quote_mariadb_identifier(raw) == quoted
+def test_quote_mariadb(raw: str, quoted: str) -> None:
+    assert quote_mariadb(raw) == quoted
 
 
 @pytest.mark.parametrize("bad", ["", "a\x00b"])
-def test_quote_mariadb_identifier_rejects(bad: str) -> None:
+def test_quote_mariadb_rejects(bad: str) -> None:
     with pytest.raises(ValueError):
-        quote_mariadb_identifier(bad)
+        quote_mariadb(bad)
 
 
 def test_conninfo_hides_password() -> None:

@@ -14,10 +14,10 @@ from helpers.sources.sample.load import (
     encode_text_rows,
     mariadb_table_ddl,
     postgres_table_ddl,
-    quote_mariadb,
     tickit_sources,
 )
 from helpers.sources.sample.tickit import TABLES, decimal_from_cents
+from helpers.sources.sql import quote_mariadb
 
 
 def test_encoding_escapes_and_nulls() -> None:

@@ -72,6 +72,7 @@ from helpers.sources.sample.tickit import (
     expected_row_counts,
     generate_tickit,
 )
+from helpers.sources.sql import quote_mariadb
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +84,6 @@ __all__ = [
     "encode_text_rows",
     "postgres_table_ddl",
     "mariadb_table_ddl",
-    "quote_mariadb",
     "bulk_load_postgres",
     "bulk_load_mariadb",
     "read_postgres_table",
@@ -163,18 +163,6 @@ class LoadReport:
 
 # --------------------------------------------------------------------------------------------
 # DDL
-
-
-def quote_mariadb(name: str) -> str:
-    """Quote a MariaDB identifier with backticks (embedded backticks doubled).
-
-    Args:
-        name: a database, table or column name.
-
-    Returns:
-        The quoted identifier, e.g. ```date```.
-    """
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _mariadb_type(sql_type: str) -> str:

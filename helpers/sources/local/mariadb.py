@@ -1,0 +1,287 @@
+"""The local MariaDB 10.11 server: install, launch, stop, users, databases, connections."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from helpers.errors import StackError
+from helpers.proc import log_tail as _tail
+from helpers.proc import pid_alive as _pid_alive
+from helpers.proc import port_in_use as _port_in_use
+from helpers.proc import read_pid as _read_pid
+from helpers.proc import register_child
+from helpers.sources.local.config import (
+    APP_USER,
+    DEBEZIUM_VERSION_FALLBACK,
+    LOOPBACK,
+    MARIADB_BIN,
+    MARIADB_GLOBAL_PRIVILEGES,
+    MARIADB_INSTALL,
+    ConnInfo,
+    render_mariadb_cnf,
+)
+from helpers.sources.local.server import ServerHost, binary_version, is_server, pids_in_dir, which
+from helpers.sources.sql import quote_mariadb
+
+log = logging.getLogger(__name__)
+
+
+class MariaDBServer(ServerHost):
+    """Lifecycle and connections of the local MariaDB server."""
+
+    def mariadb_conninfo(self, database: str | None) -> ConnInfo:
+        """Keyword arguments for ``pymysql.connect`` as ``workbook``@``127.0.0.1`` over TCP.
+
+        Args:
+            database: default database, e.g. ``"ecomm"`` (``None``: none).
+
+        Returns:
+            ``host``, ``port``, ``user``, ``password``, ``database``, ``charset``,
+            ``local_infile`` (True, for ``LOAD DATA LOCAL INFILE``); password hidden in ``repr``.
+        """
+        return ConnInfo(
+            host=LOOPBACK,
+            port=self.params.local.mariadb.port,
+            user=APP_USER,
+            password=self.credentials.mariadb_password.get_secret_value(),
+            database=database,
+            charset="utf8mb4",
+            local_infile=True,
+            connect_timeout=10,
+        )
+
+    def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> pymysql.Connection[Any]:
+        """Open a connection to a MariaDB source database as ``workbook``@``127.0.0.1``.
+
+        Args:
+            database: default database, e.g. ``"ecomm"`` (``None``: none).
+            autocommit: open the connection in autocommit mode.
+
+        Returns:
+            A PyMySQL connection with ``local_infile`` enabled.
+
+        Raises:
+            StackError: if the server is not reachable or refuses the login.
+        """
+        info = self.mariadb_conninfo(database)
+        try:
+            return pymysql.connect(**info, autocommit=autocommit)
+        except pymysql.MySQLError as exc:
+            raise StackError(
+                f"Failed to connect to MariaDB database {database!r} on {LOOPBACK}:{info['port']} "
+                f"as {APP_USER}: {exc}; start the stack with `workbook-stack start`"
+            ) from None
+
+    def connect_mariadb_admin(self, database: str | None = None) -> pymysql.Connection[Any]:
+        """``root`` connection over the unix socket (local set-up only; autocommit).
+
+        Args:
+            database: default database (``None``: none).
+
+        Returns:
+            A PyMySQL connection as ``root``.
+
+        Raises:
+            StackError: if the server is not running or not reachable.
+        """
+        try:
+            return pymysql.connect(
+                unix_socket=str(self.paths.maria_socket),
+                user="root",
+                database=database,
+                autocommit=True,
+                charset="utf8mb4",
+                connect_timeout=10,
+            )
+        except pymysql.MySQLError as exc:
+            raise StackError(
+                f"Failed to connect to MariaDB as root over {self.paths.maria_socket}: {exc}; "
+                "start the stack with `workbook-stack start`"
+            ) from None
+
+    def start_mariadb(self) -> None:
+        """Install (first time), configure and start MariaDB, then apply the user and databases.
+
+        Raises:
+            StackError: if the installation, the start or the bootstrap fails.
+        """
+        with self._locked():
+            self._prepare_mariadb()
+            if self._mariadb_pid() is not None:
+                log.info("MariaDB is already running on port %s", self.params.local.mariadb.port)
+            else:
+                self._launch_mariadb()
+            self._bootstrap_mariadb()
+
+    def stop_mariadb(self) -> None:
+        """Stop MariaDB (SIGTERM, clean shutdown); no-op when it is not running.
+
+        Raises:
+            StackError: if it does not stop within the start timeout.
+        """
+        with self._locked():
+            pid = self._mariadb_pid()
+            if pid is None:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + self.params.local.start_timeout_s
+            while _pid_alive(pid):
+                if time.monotonic() > deadline:
+                    raise StackError(
+                        f"Failed to stop MariaDB (pid {pid}) on port {self.params.local.mariadb.port}: "
+                        f"still running after {self.params.local.start_timeout_s:.0f} s; last lines of "
+                        f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                    )
+                time.sleep(0.1)
+            log.info("MariaDB stopped")
+
+    def _mariadb_pid(self) -> int | None:
+        pid = _read_pid(self.paths.maria_pid)
+        if pid is not None and is_server(pid, self.paths.maria_data):
+            return pid
+        # pid file missing or stale, but a server may still run in the datadir
+        if self.paths.maria_data.exists():
+            for candidate in pids_in_dir(self.paths.maria_data):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{candidate}/comm").read_text().strip() == MARIADB_BIN:
+                        return candidate
+        return None
+
+    def mariadb_version_string(self) -> str:
+        """The version string MariaDB reports, ``5.5.5-<installed version>-log`` (for Debezium).
+
+        Returns:
+            E.g. ``"5.5.5-10.11.19-log"``.
+        """
+        version = binary_version(which(MARIADB_BIN))
+        if re.fullmatch(r"\d+\.\d+\.\d+", version):
+            return f"5.5.5-{version}-log"
+        return DEBEZIUM_VERSION_FALLBACK
+
+    def _prepare_mariadb(self) -> None:
+        self._prepare_root()
+        home = self.paths.maria_home
+        for folder in (home, self.paths.maria_run, self.paths.maria_files):
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, 0o750)
+            self._chown(folder, self._maria_user)
+        if not (self.paths.maria_data / "mysql").is_dir():
+            self._install_mariadb()
+        cnf = self.paths.maria_cnf
+        cnf.write_text(
+            render_mariadb_cnf(
+                self.params,
+                self.paths,
+                run_as=self._maria_user,
+                version_string=self.mariadb_version_string(),
+            )
+        )
+        os.chmod(cnf, 0o644)  # mariadbd ignores world-writable option files
+
+    def _install_mariadb(self) -> None:
+        data, tmp = self.paths.maria_data, self.paths.maria_home / "data.install"
+        if data.exists():
+            if any(data.iterdir()):
+                raise StackError(
+                    f"Failed to install MariaDB: {data} is not empty but holds no system tables; move it away"
+                )
+            data.rmdir()
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.info("Installing MariaDB system tables into %s", data)
+        argv = [
+            which(MARIADB_INSTALL),
+            "--no-defaults",
+            f"--datadir={tmp}",
+            "--auth-root-authentication-method=socket",
+            "--skip-test-db",
+            "--skip-name-resolve",
+        ]
+        if self._maria_user:
+            argv.append(f"--user={self._maria_user}")
+        result = subprocess.run(
+            argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/", check=False
+        )
+        if result.returncode != 0:
+            raise StackError(
+                f"Failed to install MariaDB into {data}: {(result.stderr or result.stdout).strip()[-2000:]}"
+            )
+        tmp.rename(data)
+        self._chown(data, self._maria_user)
+
+    def _launch_mariadb(self) -> None:
+        port = self.params.local.mariadb.port
+        pid_file = self.paths.maria_pid
+        if pid_file.exists():
+            log.warning("Removing stale MariaDB pid file %s", pid_file)
+            pid_file.unlink()
+        if _port_in_use(port):
+            raise StackError(
+                f"Failed to start MariaDB: port {port} on {LOOPBACK} is already in use by another "
+                "process; stop it or choose another port (local.mariadb.port)"
+            )
+        log.info("Starting MariaDB on %s:%s", LOOPBACK, port)
+        with open(self.paths.maria_home / "mariadbd.out", "ab") as out:
+            proc = subprocess.Popen(
+                [which(MARIADB_BIN), f"--defaults-file={self.paths.maria_cnf}"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd="/",
+                start_new_session=True,  # not killed with the notebook's process group
+            )
+        register_child(proc)
+        deadline = time.monotonic() + self.params.local.start_timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise StackError(
+                    f"Failed to start MariaDB on port {port}: mariadbd exited with code {proc.returncode}; "
+                    f"last lines of {self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                )
+            if self.paths.maria_socket.exists():
+                try:
+                    self.connect_mariadb_admin().close()
+                    return
+                except StackError:
+                    pass
+            if time.monotonic() > deadline:
+                proc.terminate()
+                raise StackError(
+                    f"Failed to start MariaDB on port {port}: not ready after "
+                    f"{self.params.local.start_timeout_s:.0f} s (raise local.start_timeout_s?); last "
+                    f"lines of "
+                    f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                )
+            time.sleep(0.2)
+
+    def _bootstrap_mariadb(self) -> None:
+        """Create or update user ``workbook``@``127.0.0.1`` and the MariaDB source databases."""
+        account = f"{quote_mariadb(APP_USER)}@{quote_mariadb(LOOPBACK)}"
+        password = self.credentials.mariadb_password.get_secret_value()
+        conn = self.connect_mariadb_admin()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY %s", (password,))
+                cur.execute(f"ALTER USER {account} IDENTIFIED BY %s", (password,))
+                cur.execute(f"GRANT {', '.join(MARIADB_GLOBAL_PRIVILEGES)} ON *.* TO {account}")
+                for source in self._sources("mariadb"):
+                    db = quote_mariadb(source.database)
+                    cur.execute(
+                        f"CREATE DATABASE IF NOT EXISTS {db} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+                    )
+                    cur.execute(f"GRANT ALL PRIVILEGES ON {db}.* TO {account}")
+        except pymysql.MySQLError as exc:
+            raise StackError(f"Failed to set up the MariaDB user and databases: {exc}") from None
+        finally:
+            conn.close()

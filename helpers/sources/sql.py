@@ -1,0 +1,26 @@
+"""Quoting identifiers for the source engines (for SQL built from parameters)."""
+
+from __future__ import annotations
+
+__all__ = ["quote_mariadb"]
+
+
+def quote_mariadb(name: str) -> str:
+    """Quote an identifier (database, table, user or host name) for MariaDB with backticks.
+
+    Args:
+        name: the raw name.
+
+    Returns:
+        The name in backticks, embedded backticks doubled.
+
+    Raises:
+        ValueError: if the name is empty or contains a NUL character.
+
+    Example:
+        >>> quote_mariadb("we`ird")
+        '`we``ird`'
+    """
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid MariaDB identifier {name!r}")
+    return "`" + name.replace("`", "``") + "`"
