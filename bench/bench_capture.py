@@ -35,6 +35,7 @@ from helpers.capture import connector_specs, open_backend, read_bronze  # noqa: 
 from helpers.capture.backends import wait_until_running  # noqa: E402
 from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.params import load_params  # noqa: E402
+from helpers.pipeline import stop_all  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402
 
@@ -167,7 +168,7 @@ def main() -> int:
         if backend is not None:
             for spec in specs:
                 backend.stop(spec.name)  # type: ignore[attr-defined]
-        stack.stop()
+        stop_all(stack.params)
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

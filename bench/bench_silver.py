@@ -44,6 +44,7 @@ from helpers.capture import connector_specs, open_backend, register_connectors  
 from helpers.capture.register import bronze_vs_source, local_endpoints  # noqa: E402
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.params import load_params  # noqa: E402
+from helpers.pipeline import stop_all  # noqa: E402
 from helpers.silver.ingest import ingest_all, silver_vs_source, table_config  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
@@ -293,7 +294,7 @@ def main() -> int:
                 )
     finally:
         job.stop()
-        stack.stop()
+        stop_all(stack.params)
         if args.keep:
             print(f"kept {work}")
         else:

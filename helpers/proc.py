@@ -8,6 +8,7 @@ Liveness is read from ``/proc`` (a zombie is not alive); the local servers
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -16,8 +17,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
+    "STATUS_FILE",
     "ServerStatus",
     "kill_process",
     "live_pid",
@@ -25,9 +28,11 @@ __all__ = [
     "pid_alive",
     "port_in_use",
     "read_pid",
+    "read_status",
     "register_child",
     "spawn_module",
     "stop_process",
+    "write_status",
 ]
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -161,3 +166,23 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return f"(no log at {path})"
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "(log is empty)"
+
+
+STATUS_FILE = "status.json"
+"""The status file a worker process rewrites atomically after every step."""
+
+
+def write_status(directory: Path, status: dict[str, Any]) -> None:
+    """Atomically replace the status file."""
+    status = {**status, "updated_at": time.time()}
+    tmp = directory / f".{STATUS_FILE}.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(status, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, directory / STATUS_FILE)
+
+
+def read_status(directory: Path) -> dict[str, Any]:
+    """The last status the worker wrote (``{}`` if none)."""
+    try:
+        return dict(json.loads((directory / STATUS_FILE).read_text(encoding="utf-8")))
+    except (FileNotFoundError, ValueError):
+        return {}

@@ -14,7 +14,6 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -28,13 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from jupyter_client.manager import AsyncKernelManager
 
-from helpers.errors import RunnerError, WorkbookError
-from helpers.params import ENVIRONMENTS, load_params, project_root
+from helpers.errors import RunnerError
+from helpers.params import load_params, project_root
 
-__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "main"]
+__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook"]
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
@@ -232,53 +230,3 @@ def run_workbook(
         encoding="utf-8",
     )
     return result
-
-
-def _parse_set(values: Sequence[str]) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    for item in values:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise RunnerError(f"Failed to parse override {item!r}: use KEY=VALUE, e.g. tickit.scale=0.1")
-        overrides[key.strip()] = yaml.safe_load(raw)
-    return overrides
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point of ``workbook-run``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="workbook-run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="local", choices=ENVIRONMENTS)
-    parser.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="NN",
-        help="run only notebooks whose name starts with this (repeatable)",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="parameter override, e.g. tickit.scale=0.1 (repeatable)",
-    )
-    parser.add_argument("--run-dir", type=Path, default=None)
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        result = run_workbook(
-            env=args.env,
-            overrides=_parse_set(args.set),
-            only=args.only,
-            run_dir=args.run_dir,
-            progress=not args.no_progress,
-        )
-    except WorkbookError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(result.summary())
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

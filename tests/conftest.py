@@ -73,6 +73,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
     from helpers.params import load_params
+    from helpers.pipeline import stop_all
     from helpers.sources.local.stack import LocalStack
 
     state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
@@ -93,7 +94,7 @@ def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> It
         yield stack
     finally:
         try:
-            stack.stop()
+            stop_all(stack.params)
         finally:
             shutil.rmtree(state, ignore_errors=True)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from helpers.capture.connectors import ConnectorSpec, redacted
-from helpers.capture.worker import CONFIG_FILE, read_status, write_status
+from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError
-from helpers.proc import kill_process, live_pid, spawn_module, stop_process
+from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
 
 __all__ = [
     "ConnectorStatus",

@@ -38,26 +38,10 @@ from typing import Any
 
 from helpers.bronze.writer import BronzeEvent, BronzeWriter, event_from_json, position_of
 from helpers.errors import BronzeError
+from helpers.proc import read_status, write_status
 
-STATUS_FILE = "status.json"
 CONFIG_FILE = "config.json"
 HEARTBEAT_PREFIX = "__debezium-heartbeat"
-
-
-def write_status(directory: Path, status: dict[str, Any]) -> None:
-    """Atomically replace the status file."""
-    status = {**status, "updated_at": time.time()}
-    tmp = directory / f".{STATUS_FILE}.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(status, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, directory / STATUS_FILE)
-
-
-def read_status(directory: Path) -> dict[str, Any]:
-    """The last status the worker wrote (``{}`` if none)."""
-    try:
-        return dict(json.loads((directory / STATUS_FILE).read_text(encoding="utf-8")))
-    except (FileNotFoundError, ValueError):
-        return {}
 
 
 def _db_message(exc: BaseException) -> str:

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import decimal
@@ -32,7 +31,6 @@ import logging
 import os
 import random
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -45,7 +43,7 @@ import pandas as pd
 
 from helpers.errors import ParamsError, SourceError, WorkbookError
 from helpers.naming import table_topic
-from helpers.params import SilverTableParams, WorkbookParams, parse_overrides
+from helpers.params import SilverTableParams, WorkbookParams
 
 __all__ = [
     "SCENARIOS",
@@ -53,9 +51,7 @@ __all__ = [
     "Target",
     "compare_rows",
     "conformance_params",
-    "ensure_pipeline",
     "failed_scenarios",
-    "main",
     "run_scenarios",
     "tamper_rows",
 ]
@@ -367,31 +363,6 @@ def wait_for_bronze(
                 + "; ".join(problems)
             )
         time.sleep(0.5)
-
-
-def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
-    """Start what the scenarios need (idempotent): the local servers, the sample data, CDC, and
-    the capture workers (registered if not running).
-
-    Returns:
-        The capture status frame.
-
-    Raises:
-        ParamsError: outside the local environment.
-    """
-    if params.environment != "local":
-        raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
-    from helpers.capture import connector_specs, open_backend, register_connectors
-    from helpers.capture.register import local_endpoints
-    from helpers.sources.api import LocalSources
-    from helpers.sources.local.stack import LocalStack
-
-    LocalStack(params).start()
-    sources = LocalSources(params)
-    sources.load_sample_data()
-    sources.enable_cdc()
-    specs = connector_specs(params, local_endpoints(params))
-    return register_connectors(open_backend(params), specs, timeout_s=timeout_s)
 
 
 # --- scenario context -------------------------------------------------------------------------
@@ -1275,7 +1246,7 @@ def run_scenarios(
 ) -> pd.DataFrame:
     """Run scenarios against the running local pipeline; the pass/fail table.
 
-    The sources, capture and Bronze must be running (:func:`ensure_pipeline`); Silver variant
+    The sources, capture and Bronze must be running (:func:`helpers.pipeline.ensure_pipeline`); Silver variant
     tables are written under ``silver_root`` (default ``<lake.silver>/_conformance``).
 
     Args:
@@ -1361,64 +1332,3 @@ def failed_scenarios(frame: pd.DataFrame) -> list[str]:
     if frame.empty:
         return []
     return sorted(set(frame.loc[frame["status"] == "FAILED", "scenario"]))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m helpers.checks.conformance [--short] [--env E] [--set K=V] [--only N]``.
-
-    Returns:
-        0 when every scenario passed (or is n/a), 1 otherwise.
-    """
-
-    from helpers.params import load_params
-
-    parser = argparse.ArgumentParser(prog="workbook conformance", description=__doc__.split("\n")[0])
-    parser.add_argument("--short", action="store_true", help="the short set (items 1, 2, 3, 4, 8; for CI)")
-    parser.add_argument("--env", default="local", choices=["local", "ci"])
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter"
-    )
-    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only this scenario")
-    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    args = parser.parse_args(argv)
-    if args.list:
-        for name, s in SCENARIOS.items():
-            flags = ("short " if s.short else "") + ("slow" if s.slow else "")
-            print(f"{name:28} item {s.item:2} {flags}")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    try:
-        params = load_params(args.env, overrides=parse_overrides(args.set))
-        ensure_pipeline(params)
-        started = time.monotonic()
-        frame = run_scenarios(params, args.only or None, short=args.short, progress=True)
-    except WorkbookError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    with pd.option_context("display.max_rows", None, "display.max_colwidth", 90, "display.width", 200):
-        print(
-            frame[
-                [
-                    "scenario",
-                    "item",
-                    "source",
-                    "table_type",
-                    "delete_mode",
-                    "status",
-                    "negative_check",
-                    "seconds",
-                ]
-            ]
-        )
-    failed = failed_scenarios(frame)
-    for _, row in frame[frame["status"] == "FAILED"].iterrows():
-        print(f"FAILED {row['scenario']} {row['silver_table']}: {row['detail']}", file=sys.stderr)
-    print(
-        f"{len(set(frame['scenario']))} scenario(s) in {time.monotonic() - started:.0f} s;"
-        f" failed: {failed or 'none'}"
-    )
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

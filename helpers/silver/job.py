@@ -23,14 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.capture.worker import read_status, write_status
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
-from helpers.proc import kill_process, live_pid, pid_alive, spawn_module, stop_process
+from helpers.proc import (
+    kill_process,
+    live_pid,
+    pid_alive,
+    read_status,
+    spawn_module,
+    stop_process,
+    write_status,
+)
 from helpers.silver.ingest import bronze_store, ingest_all, pending_bronze
 from helpers.spark import build_spark_session
 
-__all__ = ["SilverJob", "main"]
+__all__ = ["SilverJob", "main", "pending_lag"]
 
 
 @dataclass
@@ -98,7 +105,9 @@ class SilverJob:
         return st
 
 
-def _lag(params: WorkbookParams, store: Any) -> dict[str, Any]:
+def pending_lag(params: WorkbookParams, store: Any = None) -> dict[str, Any]:
+    """Per Silver table: Bronze files not yet ingested and the age in seconds of the oldest."""
+    store = store or bronze_store(params)
     now = time.time()
     out = {}
     for table in params.silver.tables:
@@ -152,7 +161,7 @@ def run(directory: Path) -> int:
         except WorkbookError as exc:
             status["error"] = str(exc)
         status["loops"] += 1
-        status["lag"] = _lag(params, store)
+        status["lag"] = pending_lag(params, store)
         write_status(directory, status)
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     status["state"] = "STOPPED"

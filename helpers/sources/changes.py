@@ -14,19 +14,17 @@ All values are bound parameters; identifiers come from the parameters and are qu
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers.errors import ParamsError, SourceError, WorkbookError
-from helpers.params import WorkbookParams, load_params, parse_overrides
+from helpers.errors import ParamsError, SourceError
+from helpers.params import WorkbookParams
 from helpers.sources.local.stack import LocalStack
 
-__all__ = ["SCENARIOS", "ScenarioResult", "apply_scenario", "main"]
+__all__ = ["SCENARIOS", "ScenarioResult", "apply_scenario"]
 
 log = logging.getLogger(__name__)
 
@@ -356,35 +354,3 @@ def apply_scenario(params: WorkbookParams, name: str) -> ScenarioResult:
     result = SCENARIOS[name](LocalStack(params), params)
     log.info("scenario %s: %d statements in %.2f s", name, len(result.statements), time.monotonic() - started)
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m helpers.sources.changes {list,run NAME} [--env local|ci] [--set K=V]``."""
-    parser = argparse.ArgumentParser(
-        prog="workbook changes", description="Apply scripted CDC edge cases to the local sources."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the scenarios")
-    run = sub.add_parser("run", help="apply one scenario")
-    run.add_argument("scenario")
-    run.add_argument("--env", default="local", choices=["local", "ci"])
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        for name, fn in SCENARIOS.items():
-            print(f"{name:16} {(fn.__doc__ or '').strip().splitlines()[0]}")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    try:
-        result = apply_scenario(load_params(args.env, overrides=parse_overrides(args.set)), args.scenario)
-    except WorkbookError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    print(f"{result.scenario}: topic {result.topic}, keys {result.keys}; {result.note}")
-    for statement in result.statements:
-        print(f"  {statement[:160]}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -146,7 +146,7 @@ def test_passwords_never_leak(running: tuple[LocalStack, WorkbookParams]) -> Non
         stack.credentials.mariadb_password.get_secret_value(),
     ]
     cli = subprocess.run(
-        [sys.executable, "-m", "helpers.sources.local.stack", "start", "--env", "ci",
+        [sys.executable, "-m", "helpers.cli", "stack", "start", "--env", "ci",
          "--state-dir", str(params.state_path),
          "--set", f"local.postgres.port={params.local.postgres.port}",
          "--set", f"local.mariadb.port={params.local.mariadb.port}"],

@@ -26,6 +26,7 @@ import pytest
 
 from helpers.naming import table_topic
 from helpers.params import WorkbookParams, load_params, project_root
+from helpers.pipeline import stop_all
 from helpers.runner import RunResult, discover_notebooks, run_workbook
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.orders import expected_order_counts
@@ -61,7 +62,7 @@ def workbook() -> Iterator[tuple[dict[str, Any], WorkbookParams, Path]]:
         yield overrides, params, scratch
     finally:
         try:
-            LocalStack(params).stop()
+            stop_all(params)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -253,7 +254,7 @@ def test_rerun_after_stack_stop_passes(
     from helpers.silver.job import SilverJob
 
     overrides, params, scratch = workbook
-    command = [sys.executable, "-m", "helpers.sources.local.stack", "stop", "--env", "ci"]
+    command = [sys.executable, "-m", "helpers.cli", "stack", "stop", "--env", "ci"]
     for key in ("state_dir", "local.postgres.port", "local.mariadb.port", "local.metastore.port"):
         command += ["--set", f"{key}={overrides[key]}"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from helpers.errors import ParamsError, RunnerError
-from helpers.runner import _parse_set, discover_notebooks, run_workbook
+from helpers.runner import discover_notebooks, run_workbook
 
 
 def _notebook(path: Path, *cells: str) -> None:
@@ -64,13 +64,3 @@ def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:
             "ci", {"tickit.scael": 1}, run_dir=tmp_path / "r", notebooks_dir=tmp_path, progress=False
         )
     assert not (tmp_path / "r").exists()
-
-
-def test_parse_set() -> None:
-    assert _parse_set(["tickit.scale=0.1", "tickit.reload=true", "project=x"]) == {
-        "tickit.scale": 0.1,
-        "tickit.reload": True,
-        "project": "x",
-    }
-    with pytest.raises(RunnerError, match="KEY=VALUE"):
-        _parse_set(["novalue"])

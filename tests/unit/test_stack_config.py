@@ -18,7 +18,7 @@ from helpers.sources.local.config import (
     render_pg_ident,
     render_postgres_conf,
 )
-from helpers.sources.local.stack import LocalStack, main
+from helpers.sources.local.stack import LocalStack
 from helpers.sources.sql import quote_mariadb
 
 
@@ -132,34 +132,6 @@ def test_conninfo_hides_password() -> None:
     assert "s3cr3t-value" not in str(info)
     assert "s3cr3t-value" not in f"{info}"
     assert info["password"] == "s3cr3t-value"  # still usable as keyword arguments
-
-
-def test_socket_path_too_long_is_a_clear_cli_failure(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    deep = tmp_path / ("x" * 120)
-    code = main(["start", "--env", "ci", "--state-dir", str(deep)])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert "Failed to prepare the state directory" in err and "shorter state_dir" in err
-
-
-def test_cli_status_of_fresh_state_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(
-        ["status", "--env", "ci", "--state-dir", str(tmp_path / "st"), "--set", "local.mariadb.port=50123"]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
-    lines = out.splitlines()
-    assert lines[0].split()[:3] == ["server", "state", "pid"]
-    states = {line.split()[0]: line.split()[1] for line in lines[2:]}
-    assert states == {"postgres": "stopped", "mariadb": "stopped", "metastore": "stopped"}
-    assert "50123" in out
-
-
-def test_cli_rejects_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["status", "--env", "ci", "--set", "local.nope=1"]) == 1
-    assert "local.nope" in capsys.readouterr().err
 
 
 def test_stack_repr_has_no_secrets(params: WorkbookParams) -> None:

@@ -44,15 +44,9 @@ CLI: ``python -m helpers.sources.local.stack {start,stop,status} [--env local|ci
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
-from collections.abc import Sequence
-from typing import Any
 
-from helpers.errors import WorkbookError
 from helpers.metastore import LocalMetastore
-from helpers.params import ENVIRONMENTS, load_params, parse_overrides
 from helpers.proc import ServerStatus
 from helpers.sources.local.config import (
     APP_USER,
@@ -65,7 +59,7 @@ from helpers.sources.local.mariadb import MariaDBServer
 from helpers.sources.local.postgres import PostgresServer
 from helpers.sources.local.server import binary_version, which
 
-__all__ = ["APP_USER", "LOOPBACK", "ConnInfo", "LocalStack", "StackPaths", "main"]
+__all__ = ["APP_USER", "LOOPBACK", "ConnInfo", "LocalStack", "StackPaths"]
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +98,8 @@ class LocalStack(PostgresServer, MariaDBServer):
         return self.status()
 
     def stop(self) -> list[ServerStatus]:
-        """Stop the Silver job and the capture workers of this state directory, then the
-        metastore and both database servers (no-op for a stopped one).
+        """Stop the metastore and both database servers (no-op for a stopped one). Stop what uses
+        them first: :func:`helpers.pipeline.stop_all` does it in order.
 
         Returns:
             The status of every server.
@@ -113,11 +107,6 @@ class LocalStack(PostgresServer, MariaDBServer):
         Raises:
             StackError: if a server does not stop within the start timeout.
         """
-        from helpers.capture.backends import stop_all_workers
-        from helpers.silver.job import SilverJob
-
-        SilverJob(self.params).stop()
-        stop_all_workers(self.params.state_path)
         with self._locked():
             LocalMetastore(self.params).stop()
             self.stop_mariadb()
@@ -165,59 +154,3 @@ class LocalStack(PostgresServer, MariaDBServer):
         with self._locked():
             self._bootstrap_postgres()
             self._bootstrap_mariadb()
-
-
-# CLI
-
-
-def _format_status(statuses: Sequence[ServerStatus]) -> str:
-    from tabulate import tabulate
-
-    rows = [[s.server, s.state, s.pid or "-", s.port, s.version, s.data_dir] for s in statuses]
-    return tabulate(rows, headers=["server", "state", "pid", "port", "version", "data dir"])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``workbook-stack {start,stop,status} [--env local|ci] [--state-dir DIR] [--set K=V]``.
-
-    Args:
-        argv: arguments (default ``sys.argv[1:]``).
-
-    Returns:
-        The exit code: 0 on success, 1 on failure (the message goes to stderr).
-    """
-    parser = argparse.ArgumentParser(
-        prog="workbook-stack",
-        description="Start, stop or show the local PostgreSQL and MariaDB servers and the metastore.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status"])
-    parser.add_argument("--env", default="local", choices=[e for e in ENVIRONMENTS if e != "aws"])
-    parser.add_argument("--state-dir", help="override params state_dir")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a parameter, e.g. --set local.postgres.port=55999 (value parsed as YAML)",
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    try:
-        overrides: dict[str, Any] = {"state_dir": args.state_dir} if args.state_dir else {}
-        overrides.update(parse_overrides(args.set))
-        stack = LocalStack(load_params(args.env, overrides=overrides))
-        if args.command == "start":
-            statuses = stack.start()
-        elif args.command == "stop":
-            statuses = stack.stop()
-        else:
-            statuses = stack.status()
-    except WorkbookError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    print(_format_status(statuses))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The workbook's one command line: ``python -m helpers.cli <command>`` (``./workbook <command>``).
+
+Commands:
+
+* ``run`` - every notebook in order with papermill (the main job);
+* ``stack start|stop|status`` - the local servers; ``stop`` stops the Silver job and the
+  capture workers first; ``status`` (also ``status``) shows the whole pipeline;
+* ``changes list|run NAME`` - scripted CDC edge cases on the local sources;
+* ``conformance [--short] [--only NAME]`` - the edge cases checked end to end in Silver.
+
+Every command exits 0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from helpers.checks import conformance
+from helpers.errors import WorkbookError
+from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
+from helpers.pipeline import ensure_pipeline, pipeline_status, stop_all
+from helpers.proc import ServerStatus
+from helpers.runner import run_workbook
+from helpers.sources import changes
+from helpers.sources.local.stack import LocalStack
+
+__all__ = ["build_parser", "main"]
+
+_LOCAL_ENVS = [e for e in ENVIRONMENTS if e != "aws"]
+
+
+def _add_params_options(parser: argparse.ArgumentParser, envs: Sequence[str]) -> None:
+    parser.add_argument("--env", default="local", choices=list(envs), help="parameter overlay")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter, e.g. tickit.scale=0.1 (value parsed as YAML; repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = argparse.ArgumentParser(prog="workbook", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run every notebook in order (the main job)")
+    _add_params_options(run, ENVIRONMENTS)
+    run.add_argument("--only", action="append", default=[], metavar="NN", help="notebooks starting with NN")
+    run.add_argument("--run-dir", type=Path, default=None, help="folder of this run's outputs")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    stack = sub.add_parser("stack", help="start, stop or show the local pipeline")
+    stack.add_argument("action", choices=["start", "stop", "status"])
+    _add_params_options(stack, _LOCAL_ENVS)
+    stack.add_argument("--state-dir", help="override params state_dir")
+
+    status = sub.add_parser("status", help="servers, connectors, the Silver job and the lag per table")
+    _add_params_options(status, _LOCAL_ENVS)
+    status.add_argument("--state-dir", help="override params state_dir")
+
+    chg = sub.add_parser("changes", help="scripted CDC edge cases on the local sources")
+    chg.add_argument("action", choices=["list", "run"])
+    chg.add_argument("scenario", nargs="?", help="the scenario to run")
+    _add_params_options(chg, _LOCAL_ENVS)
+
+    conf = sub.add_parser("conformance", help="the CDC edge cases checked end to end in Silver")
+    _add_params_options(conf, _LOCAL_ENVS)
+    conf.add_argument("--short", action="store_true", help="the short set (the one CI runs)")
+    conf.add_argument("--only", action="append", default=[], metavar="NAME", help="only this scenario")
+    conf.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    return parser
+
+
+def _params(args: argparse.Namespace) -> WorkbookParams:
+    overrides: dict[str, Any] = parse_overrides(args.set)
+    if getattr(args, "state_dir", None):
+        overrides["state_dir"] = args.state_dir
+    return load_params(args.env, overrides=overrides)
+
+
+def _servers(statuses: Sequence[ServerStatus]) -> str:
+    rows = [[s.server, s.state, s.pid or "-", s.port, s.version, s.data_dir] for s in statuses]
+    return tabulate(rows, headers=["server", "state", "pid", "port", "version", "data dir"])
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = run_workbook(
+        env=args.env,
+        overrides=parse_overrides(args.set),
+        only=args.only,
+        run_dir=args.run_dir,
+        progress=not args.no_progress,
+    )
+    print(result.summary())
+    return 0 if result.ok else 1
+
+
+def _stack(args: argparse.Namespace) -> int:
+    params = _params(args)
+    if args.action == "start":
+        print(_servers(LocalStack(params).start()))
+    elif args.action == "stop":
+        print(_servers(stop_all(params)))
+    else:
+        print(pipeline_status(params))
+    return 0
+
+
+def _changes(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        for name, fn in changes.SCENARIOS.items():
+            print(f"{name:16} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    if not args.scenario:
+        print("changes run needs a scenario name (see: changes list)", file=sys.stderr)
+        return 2
+    result = changes.apply_scenario(_params(args), args.scenario)
+    print(f"{result.scenario}: topic {result.topic}, keys {result.keys}; {result.note}")
+    for statement in result.statements:
+        print(f"  {statement[:160]}")
+    return 0
+
+
+_CONFORMANCE_COLUMNS = [
+    "scenario", "item", "source", "table_type", "delete_mode", "status", "negative_check", "seconds",
+]  # fmt: skip
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, s in conformance.SCENARIOS.items():
+            flags = ("short " if s.short else "") + ("slow" if s.slow else "")
+            print(f"{name:28} item {s.item:2} {flags}")
+        return 0
+    params = _params(args)
+    ensure_pipeline(params)
+    started = time.monotonic()
+    frame = conformance.run_scenarios(params, args.only or None, short=args.short, progress=True)
+    with pd.option_context("display.max_rows", None, "display.max_colwidth", 90, "display.width", 200):
+        print(frame[_CONFORMANCE_COLUMNS])
+    failed = conformance.failed_scenarios(frame)
+    for _, row in frame[frame["status"] == "FAILED"].iterrows():
+        print(f"FAILED {row['scenario']} {row['silver_table']}: {row['detail']}", file=sys.stderr)
+    scenarios = len(set(frame["scenario"]))
+    print(f"{scenarios} scenario(s) in {time.monotonic() - started:.0f} s; failed: {failed or 'none'}")
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    handlers = {
+        "run": _run,
+        "stack": _stack,
+        "status": _stack,
+        "changes": _changes,
+        "conformance": _conformance,
+    }
+    if args.command == "status":
+        args.action = "status"
+    try:
+        return handlers[args.command](args)
+    except WorkbookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The whole local pipeline as one thing: bring it up, stop it in order, and report its state.
+
+This is the composition root: it may use every stage, and no stage imports it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pandas as pd
+
+from helpers.capture.backends import stop_all_workers
+from helpers.capture.offsets import stored_position
+from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.errors import ParamsError
+from helpers.naming import connector_name
+from helpers.params import WorkbookParams
+from helpers.proc import ServerStatus
+from helpers.silver.job import SilverJob, pending_lag
+from helpers.sources.api import LocalSources
+from helpers.sources.local.stack import LocalStack
+
+__all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "stop_all"]
+
+
+def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
+    """Start what the later stages need (idempotent): the local servers, the sample data, CDC and
+    the capture workers (registered if not running).
+
+    Returns:
+        The capture status frame.
+
+    Raises:
+        ParamsError: outside the local environments (``local``, ``ci``).
+    """
+    if params.environment == "aws":
+        raise ParamsError("Failed to start the local pipeline: the aws environment has no local servers")
+    LocalStack(params).start()
+    sources = LocalSources(params)
+    sources.load_sample_data()
+    sources.enable_cdc()
+    specs = connector_specs(params, local_endpoints(params))
+    return register_connectors(open_backend(params), specs, timeout_s=timeout_s)
+
+
+def stop_all(params: WorkbookParams) -> list[ServerStatus]:
+    """Stop the Silver job, then the capture workers, then the metastore and both servers.
+
+    Returns:
+        The status of every server afterwards.
+    """
+    SilverJob(params).stop()
+    stop_all_workers(params.state_path)
+    return LocalStack(params).stop()
+
+
+class PipelineStatus(dict[str, pd.DataFrame]):
+    """``servers``, ``connectors``, ``silver_job`` and ``lag`` tables; ``str()`` prints them all."""
+
+    def __str__(self) -> str:
+        parts = []
+        for name, frame in self.items():
+            body = frame.to_string(index=False) if len(frame) else "(none)"
+            parts.append(f"== {name}\n{body}")
+        return "\n\n".join(parts)
+
+
+def pipeline_status(params: WorkbookParams) -> PipelineStatus:
+    """The state of every part of the local pipeline, read without changing anything.
+
+    * ``servers``: PostgreSQL, MariaDB and the metastore (state, pid, port, version);
+    * ``connectors``: per source, the connector's state, events and files written, the
+      last position captured and the offset it resumes from;
+    * ``silver_job``: the continuous Silver job's state, loops, last error;
+    * ``lag``: per Silver table, Bronze files not yet in Silver and the age of the oldest.
+    """
+    servers = pd.DataFrame(
+        [
+            {"server": s.server, "state": s.state, "pid": s.pid, "port": s.port, "version": s.version}
+            for s in LocalStack(params).status()
+        ]
+    )
+    backend = open_backend(params)
+    connectors = []
+    for source in params.sources:
+        name = connector_name(params, source)
+        st = backend.status(name)
+        resumes = stored_position(params, name)
+        connectors.append(
+            {
+                "connector": name,
+                "state": st.state,
+                "events": st.details.get("events"),
+                "files": st.details.get("files"),
+                "last_position": st.details.get("last_position"),
+                "resumes_from": None if resumes is None else str(resumes),
+                "error": st.error,
+            }
+        )
+    job = SilverJob(params).status()
+    silver_job = pd.DataFrame(
+        [
+            {
+                "state": job.get("state", "NOT STARTED"),
+                "pid": job.get("pid"),
+                "loops": job.get("loops"),
+                "updated_s_ago": _age(job.get("updated_at")),
+                "error": job.get("error"),
+            }
+        ]
+    )
+    lag = pd.DataFrame([{"table": table, **figures} for table, figures in pending_lag(params).items()])
+    return PipelineStatus(
+        servers=servers, connectors=pd.DataFrame(connectors), silver_job=silver_job, lag=lag
+    )
+
+
+def _age(at: Any) -> float | None:
+    return None if at is None else round(time.time() - float(at), 1)
