@@ -189,7 +189,7 @@ def main() -> int:
         )
 
         # (a) baseline: decode the same Bronze files alone
-        from helpers.silver.ingest import read_bronze_arrow
+        from helpers.bronze.read import read_bronze_arrow
 
         files = sorted(p for p in Path(params.lake.bronze).rglob("*.avro"))
         started = time.monotonic()

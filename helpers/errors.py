@@ -29,6 +29,7 @@ __all__ = [
     "BronzeNotWritableError",
     "DashboardError",
     "CheckError",
+    "UnreadableBronzeError",
     "WaitTimeoutError",
 ]
 
@@ -123,3 +124,7 @@ class CheckError(WorkbookError):
 
 class WaitTimeoutError(WorkbookError, TimeoutError):
     """A wait for an observable state ran out of time (the message names what was awaited)."""
+
+
+class UnreadableBronzeError(BronzeError):
+    """A Bronze file cannot be decoded (corrupt or truncated); its events are set aside."""

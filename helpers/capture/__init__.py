@@ -8,7 +8,8 @@ waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show
 
 from __future__ import annotations
 
-from helpers.bronze.writer import BronzeWriter, bronze_files, read_bronze
+from helpers.bronze.read import bronze_files, read_bronze
+from helpers.bronze.writer import BronzeWriter
 from helpers.capture.backends import (
     ConnectorBackend,
     ConnectorStatus,

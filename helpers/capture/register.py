@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.bronze.writer import bronze_files
+from helpers.bronze.read import bronze_files
 from helpers.capture.backends import (
     ConnectorBackend,
     EmbeddedBackend,
@@ -376,7 +376,8 @@ def bronze_vs_source(
 
 def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
 
-    from helpers.bronze.writer import position_of, read_bronze
+    from helpers.bronze.events import position_of
+    from helpers.bronze.read import read_bronze
     from helpers.sources.local.stack import LocalStack
 
     stack = LocalStack(params)

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers.bronze.writer import BronzeEvent, BronzeWriter, event_from_json, position_of
+from helpers.bronze.events import BronzeEvent, event_from_json, position_of
+from helpers.bronze.writer import BronzeWriter
 from helpers.errors import BronzeError
 from helpers.proc import read_status, write_status
 

@@ -324,7 +324,8 @@ def _source_rows(params: WorkbookParams, source: str, table: str) -> list[dict[s
 def bronze_replay(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
     """Bronze of one topic replayed: latest event per key by log position, deletes dropped, TOAST
     placeholders keeping the key's previous value."""
-    from helpers.bronze.writer import position_of, read_bronze
+    from helpers.bronze.events import position_of
+    from helpers.bronze.read import read_bronze
     from helpers.capture.connectors import UNAVAILABLE_VALUE
 
     placeholders = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
@@ -443,7 +444,7 @@ class ScenarioContext:
         )
 
     def _mirror(self, target: Target) -> None:
-        from helpers.bronze.writer import bronze_files
+        from helpers.bronze.read import bronze_files
 
         assert self.bronze_root is not None
         real = self.params.path(self.params.lake.bronze)
@@ -543,7 +544,7 @@ def _deletes_mariadb(ctx: ScenarioContext) -> None:
 def _check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any, ...]]) -> None:
     """What Bronze holds for the deleted keys: one delete event each, and no null-value event
     (the connectors set ``tombstones.on.delete=false``; ingestion read every event above)."""
-    from helpers.bronze.writer import read_bronze
+    from helpers.bronze.read import read_bronze
 
     events = read_bronze(
         ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze),
@@ -644,7 +645,7 @@ def _rapid_updates_mariadb(ctx: ScenarioContext) -> None:
 def _redelivery(
     ctx: ScenarioContext, target: Target, update: Callable[[str], None], key: tuple[Any, ...]
 ) -> None:
-    from helpers.bronze.writer import bronze_files
+    from helpers.bronze.read import bronze_files
 
     ctx.use_scratch(f"redelivery-{target.table}")  # the copies go to a mirror, not the real Bronze
     ctx.sync()
@@ -861,7 +862,7 @@ def _toast_postgres(ctx: ScenarioContext) -> None:
 def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], None]) -> None:
     """Copy the topic's Bronze files into a scratch Bronze root in shuffled rounds, all with one
     modification time, ingesting after each round into scratch Silver tables."""
-    from helpers.bronze.writer import bronze_files
+    from helpers.bronze.read import bronze_files
     from helpers.silver.ingest import ingest_table
 
     change()
@@ -901,7 +902,7 @@ def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], Non
                 r = ingest_table(sparams, table)
                 files_n, events_n = taken.get(table.name, (0, 0))
                 taken[table.name] = (files_n + r.files, events_n + r.events)
-        from helpers.silver.ingest import read_bronze_arrow
+        from helpers.bronze.read import read_bronze_arrow
 
         total_events = read_bronze_arrow(files).num_rows if files else 0
         for name, (files_n, events_n) in taken.items():

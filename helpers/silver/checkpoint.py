@@ -159,7 +159,7 @@ class LocalBronze:
 
     def list(self, topic: str) -> list[BronzeObject]:
         """Every visible Bronze file of ``topic`` (hidden temporary files excluded)."""
-        from helpers.bronze.writer import bronze_files
+        from helpers.bronze.read import bronze_files
 
         out = []
         for path in bronze_files(self.root, topic):

@@ -47,15 +47,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import filelock
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from helpers.bronze.read import (
+    DEBEZIUM_FIELDS,
+    RECORD_COLUMN,
+    arrow_type,
+    avro_table,
+    jsonl_tables,
+)
 from helpers.capture.connectors import UNAVAILABLE_VALUE
-from helpers.errors import HudiError, HudiLockError
+from helpers.errors import HudiError, HudiLockError, UnreadableBronzeError
 from helpers.hudi.api import COMMIT_META_PREFIX, HudiCommit, read_hudi_df, write_hudi
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL, record_keys
@@ -101,7 +107,6 @@ __all__ = [
     "latest_per_key",
     "pending_bronze",
     "position_column",
-    "read_bronze_arrow",
     "register_catalog",
     "silver_tables_frame",
     "silver_vs_source",
@@ -316,163 +321,6 @@ def pending_bronze(
 # reading Bronze (Arrow, in the driver)
 
 
-def _arrow_type(avro: Any) -> pa.DataType:
-    if isinstance(avro, list):
-        return _arrow_type(next(t for t in avro if t != "null"))
-    if isinstance(avro, dict):
-        logical = avro.get("logicalType")
-        if logical == "decimal":
-            return pa.decimal128(int(avro["precision"]), int(avro.get("scale", 0)))
-        if logical in ("timestamp-millis", "timestamp-micros"):
-            return pa.timestamp("us", tz="UTC")
-        if logical == "date":
-            return pa.date32()
-        if logical == "time-micros":
-            return pa.time64("us")
-        if logical == "time-millis":
-            return pa.time32("ms")
-        return _arrow_type(avro["type"])
-    return {
-        "int": pa.int32(),
-        "long": pa.int64(),
-        "float": pa.float32(),
-        "double": pa.float64(),
-        "boolean": pa.bool_(),
-        "string": pa.string(),
-        "bytes": pa.binary(),
-    }[avro]
-
-
-_RECORD_COL = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
-_DEBEZIUM_FIELDS = ("__op", "__deleted")
-
-
-class _UnreadableBronze(Exception):
-    """A Bronze file that cannot be decoded (corrupt or truncated)."""
-
-
-def _avro_table(data: bytes, numbered: bool) -> pa.Table:
-    """An Avro Bronze file as one typed table; a decoding failure is :class:`_UnreadableBronze`."""
-    try:
-        reader = fastavro.reader(io.BytesIO(data))
-        writer_schema: Any = reader.writer_schema
-        schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in writer_schema["fields"]])
-        rows: list[Any] = list(reader)
-        table = pa.Table.from_pylist(rows, schema=schema)
-    except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
-        raise _UnreadableBronze(f"{type(exc).__name__}: {exc}") from None
-    if numbered:
-        table = table.append_column(_RECORD_COL, pa.array(range(1, table.num_rows + 1), pa.int64()))
-    return table
-
-
-def _jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
-    """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
-    encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted.
-
-    Args:
-        name: the file's name (its topic is the part before the first ``+``).
-        data: its bytes.
-        bad_lines: when given, a line that does not parse is appended here as ``(line number,
-            reason)`` instead of raising, and every table gets a ``_bronze_record`` column.
-
-    Raises:
-        HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
-    """
-    from helpers.bronze.writer import (
-        _avro_record,
-        _converted_fields,
-        avro_schema_from_connect,
-        event_from_json,
-    )
-
-    topic = name.split("+", 1)[0]
-    groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}
-    for number, line in enumerate(io.BytesIO(data), 1):
-        if not line.strip():
-            continue
-        try:
-            event = event_from_json(name, line.rstrip(b"\n"))
-            if event is not None and event.schema is not None and id(event.schema) not in groups:
-                avro_schema_from_connect(event.schema, topic)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
-            if bad_lines is None:
-                raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
-            bad_lines.append((number, f"line does not parse as a change event: {exc}"))
-            continue
-        if event is None or event.schema is None:
-            continue
-        group = groups.setdefault(id(event.schema), (event.schema, [], []))
-        group[1].append(dict(event.value))
-        group[2].append(number)
-    tables = []
-    for connect_schema, values, numbers in groups.values():
-        avro = avro_schema_from_connect(connect_schema, topic)
-        converted = _converted_fields(avro)
-        millis = [
-            f["name"]
-            for f in avro["fields"]
-            if isinstance(t := (f["type"][1] if isinstance(f["type"], list) else f["type"]), dict)
-            and t.get("logicalType") == "timestamp-millis"
-        ]
-        schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in avro["fields"]])
-        rows, kept = [], []
-        for value, number in zip(values, numbers, strict=True):
-            try:
-                row = _avro_record(value, converted)
-                for field_name in millis:
-                    if row.get(field_name) is not None:
-                        row[field_name] = int(row[field_name]) * 1000
-            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
-                if bad_lines is None:
-                    raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
-                bad_lines.append((number, f"values do not match the schema the line carries: {exc}"))
-                continue
-            rows.append(row)
-            kept.append(number)
-        try:
-            table = pa.Table.from_pylist(rows, schema=schema)
-        except Exception as exc:  # noqa: BLE001 - find the lines (rare): one by one
-            if bad_lines is None:
-                raise HudiError(f"Failed to read Bronze file {name}: {exc}") from None
-            good_rows, good_numbers = [], []
-            for row, number in zip(rows, kept, strict=True):
-                try:
-                    pa.Table.from_pylist([row], schema=schema)
-                except Exception as row_exc:  # noqa: BLE001
-                    bad_lines.append((number, f"values do not match the schema the line carries: {row_exc}"))
-                    continue
-                good_rows.append(row)
-                good_numbers.append(number)
-            table, kept = pa.Table.from_pylist(good_rows, schema=schema), good_numbers
-        if bad_lines is not None:
-            table = table.append_column(_RECORD_COL, pa.array(kept, pa.int64()))
-        tables.append(table)
-    return tables
-
-
-def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
-    """Local Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
-    versions; a column added at the source later is null in older events).
-
-    Raises:
-        HudiError: naming the file, when one cannot be decoded.
-    """
-    tables = []
-    for path in paths:
-        data = Path(path).read_bytes()
-        if path.suffix == ".jsonl":
-            tables.extend(_jsonl_tables(path.name, data))
-            continue
-        try:
-            tables.append(_avro_table(data, numbered=False))
-        except _UnreadableBronze as exc:
-            raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
-    if not tables:
-        return pa.table({})
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
 def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
     """Whether values of ``incoming`` can go into a column of ``stored`` without loss of meaning:
     the same type, or the same kind (integers, floats, decimals of the same scale, timestamps,
@@ -504,7 +352,7 @@ def _stored_types(base_path: str) -> dict[str, pa.DataType]:
         out = {}
         for f in json.loads(schema).get("fields", []):
             try:
-                out[f["name"]] = _arrow_type(f["type"])
+                out[f["name"]] = arrow_type(f["type"])
             except (KeyError, StopIteration, TypeError):
                 continue  # a type the events never carry (fixed without a logical type, ...)
         return out
@@ -517,11 +365,11 @@ def _check_events(
     """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
     from helpers.silver.quarantine import VALID_OPS, BadRecord
 
-    required = (*_DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
+    required = (*DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
 
     def all_bad(reason: str) -> tuple[pa.Table, list[Any]]:
         rows = table.to_pylist()
-        return table.slice(0, 0), [BadRecord(r.pop(_RECORD_COL), reason, r) for r in rows]
+        return table.slice(0, 0), [BadRecord(r.pop(RECORD_COLUMN), reason, r) for r in rows]
 
     missing = [f for f in dict.fromkeys(required) if f not in table.column_names]
     if missing:
@@ -534,7 +382,7 @@ def _check_events(
         for f in table.schema
         if f.name in reference
         and not f.name.startswith("_hoodie")
-        and f.name not in _DEBEZIUM_FIELDS
+        and f.name not in DEBEZIUM_FIELDS
         and not _compatible(f.type, reference[f.name])
     ]
     if mismatched:
@@ -550,7 +398,7 @@ def _check_events(
         good = table.filter(valid)
         bad = []
         for row in table.filter(pc.invert(valid)).to_pylist():
-            number = row.pop(_RECORD_COL)
+            number = row.pop(RECORD_COLUMN)
             op = row.get("__op")
             if op not in VALID_OPS:
                 reason = (
@@ -562,7 +410,7 @@ def _check_events(
                 reason = f"null record key / log position field(s) {nulls}"
             bad.append(BadRecord(number, reason, row))
     for f in good.schema:  # the first good type of a new column is the reference for the rest
-        if f.name != _RECORD_COL and not pa.types.is_null(f.type):
+        if f.name != RECORD_COLUMN and not pa.types.is_null(f.type):
             reference.setdefault(f.name, f.type)
     return good, bad
 
@@ -590,12 +438,12 @@ def _read_checked(
         records: list[Any] = []
         if obj.name.endswith(".jsonl"):
             bad_lines: list[tuple[int, str]] = []
-            parts = _jsonl_tables(obj.name, data, bad_lines)
+            parts = jsonl_tables(obj.name, data, bad_lines)
             records += [BadRecord(number, reason) for number, reason in bad_lines]
         else:
             try:
-                parts = [_avro_table(data, numbered=True)]
-            except _UnreadableBronze as exc:
+                parts = [avro_table(data, numbered=True)]
+            except UnreadableBronzeError as exc:
                 reason = (
                     f"unreadable Avro file ({exc}); Bronze files are written atomically, so this is "
                     "corruption after the write: the whole file is set aside, no block of it is applied"
@@ -606,7 +454,7 @@ def _read_checked(
             good, wrong = _check_events(part, config, positions, reference)
             records += wrong
             if good.num_rows:
-                tables.append(good.drop_columns([_RECORD_COL]))
+                tables.append(good.drop_columns([RECORD_COLUMN]))
                 with_good.add(obj)
         if records:
             bad[obj] = (sorted(records, key=lambda r: r.record or 0), False)

@@ -20,7 +20,7 @@ from pipeline import Capture, wait_for
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from helpers.bronze.writer import position_of
+from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
 from helpers.errors import CaptureError

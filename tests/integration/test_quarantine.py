@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from helpers.bronze.writer import BronzeWriter, event_from_json
+from helpers.bronze.events import event_from_json
+from helpers.bronze.writer import BronzeWriter
 from helpers.errors import HudiError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata

@@ -214,7 +214,7 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
 
 
 def _bronze_events(bronze: Path) -> list[dict[str, Any]]:
-    from helpers.bronze.writer import read_bronze
+    from helpers.bronze.read import read_bronze
 
     return read_bronze(bronze, ["tickit.ecomm.sale", "tickit.ecomm.listing", "tickit.ecomm.date"])
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from helpers.bronze.writer import bronze_files
+from helpers.bronze.read import bronze_files
 from helpers.capture import connector_specs, open_backend, register_connectors
 from helpers.capture.register import bronze_vs_source, local_endpoints
 from helpers.sources.api import LocalSources

@@ -222,7 +222,8 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     write_silver(spark, small, control, _events([(1, "a", "001", False)]), precombine="pos")
     assert _state(small, control, spark) == {1: "a"}  # the row came back
 
-    from helpers.bronze.writer import BronzeWriter, event_from_json
+    from helpers.bronze.events import event_from_json
+    from helpers.bronze.writer import BronzeWriter
 
     params = load_params(
         "ci",

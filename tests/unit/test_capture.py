@@ -21,13 +21,9 @@ import fastavro
 import pytest
 from botocore.stub import Stubber
 
-from helpers.bronze.writer import (
-    BronzeWriter,
-    avro_schema_from_connect,
-    bronze_files,
-    event_from_json,
-    read_bronze,
-)
+from helpers.bronze.events import avro_schema_from_connect, event_from_json
+from helpers.bronze.read import bronze_files, read_bronze
+from helpers.bronze.writer import BronzeWriter
 from helpers.capture.backends import KafkaConnectRestBackend, MskConnectBackend, wait_until_running
 from helpers.capture.connectors import (
     bronze_s3_sink_config,
@@ -439,7 +435,7 @@ def test_msk_connect_create_then_update_and_status_via_botocore_stubs() -> None:
 def test_jsonl_and_avro_bronze_read_to_the_same_typed_table(tmp_path: Path) -> None:
     """The same events through both Bronze formats: Silver's reader gives identical typed rows
     (Debezium's encodings in JSON lines converted with the schema each line carries)."""
-    from helpers.silver.ingest import read_bronze_arrow
+    from helpers.bronze.read import read_bronze_arrow
 
     raw = [
         _event(

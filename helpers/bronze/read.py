@@ -1,0 +1,234 @@
+"""Reading Bronze: list a topic's files, decode them to event dicts, or to one typed Arrow table."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+
+from helpers.bronze.events import (
+    avro_record,
+    avro_schema_from_connect,
+    converted_fields,
+    decoded_event,
+    event_from_json,
+)
+from helpers.errors import BronzeError, HudiError, UnreadableBronzeError
+
+__all__ = [
+    "DEBEZIUM_FIELDS",
+    "RECORD_COLUMN",
+    "arrow_type",
+    "avro_table",
+    "bronze_files",
+    "jsonl_tables",
+    "read_bronze",
+    "read_bronze_arrow",
+]
+
+
+def bronze_files(root: str | Path, topic: str) -> list[Path]:
+    """Visible Bronze files of a topic (hidden temporary files excluded), sorted by path."""
+    base = Path(root) / topic
+    if not base.exists():
+        return []
+    return sorted(
+        p
+        for p in base.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and p.suffix in (".avro", ".jsonl")
+    )
+
+
+def _read_file(path: Path) -> Iterator[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    event = event_from_json(path.name, line.rstrip(b"\n"))
+                except BronzeError as exc:
+                    raise BronzeError(f"Failed to read {path} line {number}: {exc}") from None
+                if event is not None:
+                    yield decoded_event(event)
+        return
+    with open(path, "rb") as handle:
+        for record in fastavro.reader(handle):
+            yield dict(record)  # type: ignore[arg-type]
+
+
+def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str, Any]]:
+    """All events of the given topics, with ``_bronze_file`` added, in file then event order.
+
+    Redeliveries appear as often as they were written: deduplicate on the log position.
+
+    Args:
+        root: the Bronze zone directory.
+        topics: one topic or several.
+
+    Returns:
+        The event rows (Avro types decoded: decimals as :class:`decimal.Decimal`, timestamps as
+        aware datetimes, dates as dates).
+    """
+    names = [topics] if isinstance(topics, str) else list(topics)
+    out = []
+    for topic in names:
+        for path in bronze_files(root, topic):
+            for row in _read_file(path):
+                row["_bronze_file"] = path.name
+                out.append(row)
+    return out
+
+
+def arrow_type(avro: Any) -> pa.DataType:
+    if isinstance(avro, list):
+        return arrow_type(next(t for t in avro if t != "null"))
+    if isinstance(avro, dict):
+        logical = avro.get("logicalType")
+        if logical == "decimal":
+            return pa.decimal128(int(avro["precision"]), int(avro.get("scale", 0)))
+        if logical in ("timestamp-millis", "timestamp-micros"):
+            return pa.timestamp("us", tz="UTC")
+        if logical == "date":
+            return pa.date32()
+        if logical == "time-micros":
+            return pa.time64("us")
+        if logical == "time-millis":
+            return pa.time32("ms")
+        return arrow_type(avro["type"])
+    return {
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "boolean": pa.bool_(),
+        "string": pa.string(),
+        "bytes": pa.binary(),
+    }[avro]
+
+
+RECORD_COLUMN = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
+
+
+DEBEZIUM_FIELDS = ("__op", "__deleted")
+
+
+def avro_table(data: bytes, numbered: bool) -> pa.Table:
+    """An Avro Bronze file as one typed table; a decoding failure is :class:`UnreadableBronzeError`."""
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        writer_schema: Any = reader.writer_schema
+        schema = pa.schema([pa.field(f["name"], arrow_type(f["type"])) for f in writer_schema["fields"]])
+        rows: list[Any] = list(reader)
+        table = pa.Table.from_pylist(rows, schema=schema)
+    except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
+        raise UnreadableBronzeError(f"{type(exc).__name__}: {exc}") from None
+    if numbered:
+        table = table.append_column(RECORD_COLUMN, pa.array(range(1, table.num_rows + 1), pa.int64()))
+    return table
+
+
+def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
+    """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
+    encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted.
+
+    Args:
+        name: the file's name (its topic is the part before the first ``+``).
+        data: its bytes.
+        bad_lines: when given, a line that does not parse is appended here as ``(line number,
+            reason)`` instead of raising, and every table gets a ``_bronze_record`` column.
+
+    Raises:
+        HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
+    """
+    from helpers.bronze.events import event_from_json
+
+    topic = name.split("+", 1)[0]
+    groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}
+    for number, line in enumerate(io.BytesIO(data), 1):
+        if not line.strip():
+            continue
+        try:
+            event = event_from_json(name, line.rstrip(b"\n"))
+            if event is not None and event.schema is not None and id(event.schema) not in groups:
+                avro_schema_from_connect(event.schema, topic)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
+            if bad_lines is None:
+                raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
+            bad_lines.append((number, f"line does not parse as a change event: {exc}"))
+            continue
+        if event is None or event.schema is None:
+            continue
+        group = groups.setdefault(id(event.schema), (event.schema, [], []))
+        group[1].append(dict(event.value))
+        group[2].append(number)
+    tables = []
+    for connect_schema, values, numbers in groups.values():
+        avro = avro_schema_from_connect(connect_schema, topic)
+        converted = converted_fields(avro)
+        millis = [
+            f["name"]
+            for f in avro["fields"]
+            if isinstance(t := (f["type"][1] if isinstance(f["type"], list) else f["type"]), dict)
+            and t.get("logicalType") == "timestamp-millis"
+        ]
+        schema = pa.schema([pa.field(f["name"], arrow_type(f["type"])) for f in avro["fields"]])
+        rows, kept = [], []
+        for value, number in zip(values, numbers, strict=True):
+            try:
+                row = avro_record(value, converted)
+                for field_name in millis:
+                    if row.get(field_name) is not None:
+                        row[field_name] = int(row[field_name]) * 1000
+            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
+                if bad_lines is None:
+                    raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
+                bad_lines.append((number, f"values do not match the schema the line carries: {exc}"))
+                continue
+            rows.append(row)
+            kept.append(number)
+        try:
+            table = pa.Table.from_pylist(rows, schema=schema)
+        except Exception as exc:  # noqa: BLE001 - find the lines (rare): one by one
+            if bad_lines is None:
+                raise HudiError(f"Failed to read Bronze file {name}: {exc}") from None
+            good_rows, good_numbers = [], []
+            for row, number in zip(rows, kept, strict=True):
+                try:
+                    pa.Table.from_pylist([row], schema=schema)
+                except Exception as row_exc:  # noqa: BLE001
+                    bad_lines.append((number, f"values do not match the schema the line carries: {row_exc}"))
+                    continue
+                good_rows.append(row)
+                good_numbers.append(number)
+            table, kept = pa.Table.from_pylist(good_rows, schema=schema), good_numbers
+        if bad_lines is not None:
+            table = table.append_column(RECORD_COLUMN, pa.array(kept, pa.int64()))
+        tables.append(table)
+    return tables
+
+
+def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
+    """Local Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
+    versions; a column added at the source later is null in older events).
+
+    Raises:
+        HudiError: naming the file, when one cannot be decoded.
+    """
+    tables = []
+    for path in paths:
+        data = Path(path).read_bytes()
+        if path.suffix == ".jsonl":
+            tables.extend(jsonl_tables(path.name, data))
+            continue
+        try:
+            tables.append(avro_table(data, numbered=False))
+        except UnreadableBronzeError as exc:
+            raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+    if not tables:
+        return pa.table({})
+    return pa.concat_tables(tables, promote_options="permissive")
