@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.hudi.api import write_hudi
     from helpers.metastore import LocalMetastore
     from helpers.params import SilverTableParams, load_params
-    from helpers.silver.ingest import _file_groups, silver_write_options, table_config
+    from helpers.silver.ingest import file_groups
+    from helpers.silver.tables import silver_write_options, table_config
     from helpers.spark import build_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench_settings_", dir="/tmp"))
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 frame = (
                     base_df.coalesce(1)
                     if one_group
-                    else _file_groups(base_df, rows.num_rows, config, params.silver.file_group_rows)
+                    else file_groups(base_df, rows.num_rows, config, params.silver.file_group_rows)
                 )
                 write_hudi(frame, seed, base)
                 if sync is None:

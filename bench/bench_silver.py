@@ -42,11 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
 from helpers.capture.register import bronze_vs_source, local_endpoints  # noqa: E402
+from helpers.checks.parity import silver_vs_source
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.params import load_params  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
-from helpers.silver.ingest import ingest_all, silver_vs_source, table_config  # noqa: E402
+from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob  # noqa: E402
+from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402
 

@@ -38,7 +38,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.params import load_params  # noqa: E402
-from helpers.silver.ingest import table_config  # noqa: E402
+from helpers.silver.tables import table_config
 
 SEED = 20080101
 

@@ -1169,7 +1169,7 @@ def short_set() -> list[str]:
 
 def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 5) -> list[dict[str, Any]]:
     from helpers.hudi.read import read_snapshot
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     rows = []
     for target in scenario.targets:

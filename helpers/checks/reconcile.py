@@ -394,7 +394,7 @@ def _is_table(base: str) -> bool:
 
 def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | None:
     from helpers.hudi.read import read_snapshot
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -410,7 +410,7 @@ def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table |
 def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: str) -> SourcePosition | None:
     """The highest source position among Silver's rows (soft-deleted ones included)."""
     from helpers.hudi.read import read_snapshot
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -465,7 +465,7 @@ def _caught_up(
     position: SourcePosition,
 ) -> tuple[bool, str]:
     """Whether Silver holds every change of the table up to ``position``, and why."""
-    from helpers.silver.ingest import pending_bronze
+    from helpers.silver.tables import pending_bronze
 
     top = _silver_position(silver_params, table, position.engine)
     if top is not None and top.reaches(position):

@@ -250,7 +250,7 @@ def pipeline_health(
     """
     from helpers.hudi.read import open_table, table_arrow_schema
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     if last_commits < 1:
         raise DashboardError(f"Failed to compute pipeline health: last_commits={last_commits} must be >= 1")

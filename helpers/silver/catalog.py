@@ -91,7 +91,7 @@ def missing_from_catalog(params: WorkbookParams, present: Mapping[str, Any]) -> 
     """Silver tables that have commits but lack catalog tables in ``present`` (as
     :func:`catalog_tables` returns it): table name -> the missing catalog names."""
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     missing = {}
     for table in params.silver.tables:

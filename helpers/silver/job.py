@@ -34,7 +34,8 @@ from helpers.proc import (
     stop_process,
     write_status,
 )
-from helpers.silver.ingest import bronze_store, ingest_all, pending_bronze
+from helpers.silver.ingest import ingest_all
+from helpers.silver.tables import bronze_store, pending_bronze
 from helpers.spark import build_spark_session
 
 __all__ = ["SilverJob", "main", "pending_lag"]

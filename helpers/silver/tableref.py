@@ -17,7 +17,7 @@ from helpers.errors import TimeTravelError
 from helpers.hudi.read import ReadFilter
 from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.ingest import table_config
+from helpers.silver.tables import table_config
 
 __all__ = [
     "RecordKey",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["quote_mariadb"]
+__all__ = ["engine_kind", "quote_mariadb"]
 
 
 def quote_mariadb(name: str) -> str:
@@ -24,3 +24,16 @@ def quote_mariadb(name: str) -> str:
     if not name or "\x00" in name:
         raise ValueError(f"invalid MariaDB identifier {name!r}")
     return "`" + name.replace("`", "``") + "`"
+
+
+_ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql", "sqlserver": "sqlserver"}
+
+
+def engine_kind(engine: str) -> str:
+    """The wire protocol of a source engine: ``postgres``, ``mysql`` (also MariaDB) or ``sqlserver``."""
+    try:
+        return _ENGINE_KIND[engine]
+    except KeyError:
+        raise ValueError(
+            f"unknown source engine {engine!r}; expected one of {sorted(_ENGINE_KIND)}"
+        ) from None

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.ingest import silver_write_options, table_config
+from helpers.silver.tables import silver_write_options, table_config
 
 
 def spark_frame(spark: Any, table: pa.Table, folder: Path) -> Any:

@@ -21,7 +21,9 @@ from helpers.capture.register import bronze_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.params import WorkbookParams
 from helpers.query.engines import LocalEngine, compare_frames, open_engine, source_revenue_by_customer
-from helpers.silver.ingest import ingest_all, register_catalog, table_config
+from helpers.silver.backend import register_catalog
+from helpers.silver.ingest import ingest_all
+from helpers.silver.tables import table_config
 from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration

@@ -297,9 +297,11 @@ def test_silver_one_shot_ingestion_equals_every_source_and_takes_each_file_once(
     official reader; a second run finds no new file; after scripted changes another run catches up,
     and as of the commit before the changes the earlier rows come back."""
     from helpers.capture.register import bronze_vs_source
+    from helpers.checks.parity import silver_vs_source
     from helpers.hudi.read import read_snapshot
     from helpers.hudi.timeline import completed_instants
-    from helpers.silver.ingest import ingest_all, silver_vs_source, table_config
+    from helpers.silver.ingest import ingest_all
+    from helpers.silver.tables import table_config
     from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
@@ -331,7 +333,8 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
     Silver keeps the real value, taken from an earlier event of the same batch, and in a later
     batch from the stored row."""
     from helpers.capture.connectors import UNAVAILABLE_VALUE
-    from helpers.silver.ingest import ingest_all, silver_vs_source
+    from helpers.checks.parity import silver_vs_source
+    from helpers.silver.ingest import ingest_all
     from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params
@@ -374,7 +377,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     burst of changes, then restarted, it catches up: no change lost, none applied twice (an
     interrupted commit is rolled back and its Bronze files taken again). The kill is sent the
     moment a commit of ``category`` is in flight, and that is checked."""
-    from helpers.silver.ingest import silver_vs_source
+    from helpers.checks.parity import silver_vs_source
     from helpers.silver.job import SilverJob
     from helpers.sources.changes import apply_scenario
 
@@ -384,7 +387,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     try:
         wait_for(lambda: job.status().get("loops", 0) >= 1, 60, "the job's first round")
         from helpers.hudi.timeline import pending_instants
-        from helpers.silver.ingest import table_config
+        from helpers.silver.tables import table_config
 
         category = next(t for t in params.silver.tables if t.name == "category")
         base = table_config(params, category).base_path
@@ -417,8 +420,10 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     import json as json_
 
     from helpers.capture.register import bronze_vs_source
+    from helpers.checks.parity import silver_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
-    from helpers.silver.ingest import FILES_KEY, ingest_table, silver_vs_source, table_config
+    from helpers.silver.ingest import FILES_KEY, ingest_table
+    from helpers.silver.tables import table_config
     from helpers.sources.changes import apply_scenario
 
     params = capture.stack.params

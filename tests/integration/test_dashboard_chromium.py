@@ -119,7 +119,8 @@ def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
     the source commit and the end of the ingestion."""
     from helpers.capture.register import bronze_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
-    from helpers.silver.ingest import ingest_all, table_config
+    from helpers.silver.ingest import ingest_all
+    from helpers.silver.tables import table_config
 
     params = capture.stack.params
     specs = list(capture.specs.values())

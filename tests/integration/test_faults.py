@@ -64,7 +64,8 @@ INSERT = {"ems": (_insert_venues, "venue"), "ecomm": (_insert_dates, "date")}
 
 
 def _silver_equals_source(params: WorkbookParams, names: list[str]) -> None:
-    from helpers.silver.ingest import ingest_all, silver_vs_source
+    from helpers.checks.parity import silver_vs_source
+    from helpers.silver.ingest import ingest_all
 
     ingest_all(params, names)
     check = silver_vs_source(params, names)
@@ -116,9 +117,10 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     sales are updated; the job is killed with SIGKILL while a delta commit is in flight (checked),
     then restarted: the interrupted instant is rolled back, its Bronze files taken again, and the
     table equals the source with nothing pending."""
+    from helpers.checks.parity import silver_vs_source
     from helpers.hudi.timeline import pending_instants
-    from helpers.silver.ingest import silver_vs_source, table_config
     from helpers.silver.job import SilverJob
+    from helpers.silver.tables import table_config
 
     base = capture.stack.params
     mor = next(t for t in base.silver.tables if t.name == "sale_mor")

@@ -22,8 +22,9 @@ from helpers.errors import HudiError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import WorkbookParams, load_params
-from helpers.silver.ingest import QUARANTINE_KEY, ingest_table, pending_bronze, table_config
+from helpers.silver.ingest import ingest_table
 from helpers.silver.quarantine import quarantine_dir, quarantine_frame
+from helpers.silver.tables import QUARANTINE_KEY, pending_bronze, table_config
 
 TOPIC = "tickit.ems.category"
 DAY = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)

@@ -90,7 +90,7 @@ def test_changed_silver_row_is_listed(
     from silver_tables import write_silver
 
     from helpers.hudi.read import read_snapshot
-    from helpers.silver.ingest import table_config
+    from helpers.silver.tables import table_config
 
     params = capture.stack.params
     reconcile(params, ["sale"], silver_params=silver, ingest=True, wait_s=60)

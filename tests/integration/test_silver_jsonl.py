@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
     stack_factory: Callable[..., Any], tmp_path: Path
 ) -> None:
-    from helpers.silver.ingest import ingest_all, silver_vs_source
+    from helpers.checks.parity import silver_vs_source
+    from helpers.silver.ingest import ingest_all
 
     overrides = {
         "lake.bronze": str(tmp_path / "bronze"),

@@ -18,23 +18,16 @@ from silver_tables import spark_frame, write_silver
 
 from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.capture.register import bronze_vs_source
+from helpers.checks.parity import silver_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams, load_params
+from helpers.silver.backend import register_catalog
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
-from helpers.silver.ingest import (
-    POSITION_COLUMN,
-    _stored_rows_reader,
-    fill_unavailable,
-    ingest_all,
-    pending_bronze,
-    position_column,
-    register_catalog,
-    silver_vs_source,
-    silver_write_options,
-    table_config,
-)
+from helpers.silver.ingest import ingest_all
+from helpers.silver.prepare import fill_unavailable, position_column, stored_rows_reader
+from helpers.silver.tables import POSITION_COLUMN, pending_bronze, silver_write_options, table_config
 from helpers.sources.changes import apply_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -298,7 +291,7 @@ def test_toast_placeholders_take_the_stored_row_through_the_official_reader(
             "pos": ["005", "006", "007"],
         }
     )
-    out, filled, unresolved = fill_unavailable(batch, config, _stored_rows_reader(spark, config))
+    out, filled, unresolved = fill_unavailable(batch, config, stored_rows_reader(spark, config))
     assert (filled, unresolved) == (1, 1)
     assert out.column("name").to_pylist() == ["stored one", None, "new two"]
 

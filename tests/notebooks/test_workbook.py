@@ -179,7 +179,7 @@ def test_silver_equals_the_sources_after_notebook_03(
     assert set(registered["database"]) == {"tickit_cdc_hudi"}
     # independently, through the official reader: the continuous job notebook 03 started takes
     # in what the sources changed since (an update made by the Bronze test above) on its own
-    from helpers.silver.ingest import silver_vs_source
+    from helpers.checks.parity import silver_vs_source
     from helpers.silver.job import SilverJob
 
     assert SilverJob(params).status().get("state") == "RUNNING"

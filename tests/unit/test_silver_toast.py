@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from helpers.capture.connectors import UNAVAILABLE_VALUE
 from helpers.hudi.config import HudiTableConfig
-from helpers.silver.ingest import fill_unavailable
+from helpers.silver.prepare import fill_unavailable
 
 P = UNAVAILABLE_VALUE
 
@@ -77,7 +77,7 @@ def test_batches_without_placeholders_are_returned_unchanged(tmp_path: Path) -> 
 def test_latest_per_key_is_what_an_upsert_into_an_empty_table_leaves(tmp_path: Path) -> None:
     """The newest event of each key by the ordering field (row order breaks a tie: the later
     wins); hard mode drops keys whose newest event is a delete, soft mode keeps them."""
-    from helpers.silver.ingest import latest_per_key
+    from helpers.silver.prepare import latest_per_key
 
     events = pa.table(
         {

@@ -1,0 +1,224 @@
+"""A Silver table's settings: Hudi config and write options, Bronze and lake stores, the writer lock,
+the Bronze files a table has not yet taken."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from helpers.errors import HudiError, HudiLockError
+from helpers.hudi.api import COMMIT_META_PREFIX
+from helpers.hudi.config import HudiTableConfig
+from helpers.hudi.timeline import commit_metadata_newest_first
+from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
+from helpers.naming import silver_database, silver_topic
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.checkpoint import (
+    BronzeCheckpoint,
+    BronzeObject,
+    BronzeStore,
+    LocalBronze,
+    S3Bronze,
+    latest_checkpoint,
+    plan_round,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "POSITION_COLUMN",
+    "QUARANTINE_KEY",
+    "bronze_store",
+    "checkpoint_of",
+    "pending_bronze",
+    "position_fields",
+    "silver_store",
+    "silver_write_options",
+    "table_config",
+    "table_lock",
+]
+
+
+QUARANTINE_KEY = "workbook.quarantine"  # commit metadata: bad inputs set aside per Bronze file
+
+
+POSITION_COLUMN = "_cdc_position"
+
+
+_WORKBOOK_PREFIX = "workbook."  # every extraMetadata key of the workbook starts with it
+
+
+#: The source's log position fields, in order (step 3 of the module docstring).
+POSITION_FIELDS = {
+    "postgres": ("__lsn",),
+    "mariadb": ("__file", "__pos", "__row"),
+    "mysql": ("__file", "__pos", "__row"),
+    "sqlserver": ("__commit_lsn", "__change_lsn", "__event_serial_no"),
+}
+
+
+def position_fields(params: WorkbookParams, table: SilverTableParams) -> tuple[str, ...]:
+    """The source log position fields of a table's events (or its configured ordering field)."""
+    if table.ordering:
+        return table.ordering
+    return POSITION_FIELDS[params.source(table.source).engine]
+
+
+def table_config(params: WorkbookParams, table: SilverTableParams) -> HudiTableConfig:
+    """The workbook's view of a Silver table (precombine: ``_cdc_position`` unless configured).
+
+    Raises:
+        HudiError: when ``ordering`` names several fields (table version 6 takes one).
+    """
+    if len(table.ordering) > 1:
+        raise HudiError(
+            f"Failed to configure Silver table {table.name}: ordering {list(table.ordering)} names several "
+            "fields; Hudi table version 6 takes one precombine field (leave ordering empty to order by "
+            "the source's log position)"
+        )
+    return HudiTableConfig(
+        table_name=table.name,
+        base_path=join(lake_uri(params, params.lake.silver), table.name),
+        table_type=table.table_type,
+        record_key_fields=table.record_key,
+        partition_fields=table.partition,
+        ordering_fields=table.ordering or (POSITION_COLUMN,),
+        delete_mode=table.delete_mode,
+    )
+
+
+def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> dict[str, str]:
+    """The Hudi datasource options of every ingestion commit of ``table``.
+
+    Copy-on-Write tables keep Hudi's CDC log (``silver.cdc``); Merge-on-Read tables compact inline
+    every ``silver.compaction_delta_commits`` delta commits and keep none (Hudi 1.0.2 cannot read
+    the CDC feed of a version-6 Merge-on-Read table). The options include Hudi's Hive sync
+    (``<name>_ro`` / ``<name>_rt`` for MoR) when ``silver.sync`` is on and there is a catalog. A
+    partitioned table uses Hudi's global bloom index with partition-path updates, so a change that
+    moves a key to another partition moves the row (a non-global index would keep both);
+    :func:`ingest_table` turns it on only for a commit that creates the table or changes its
+    columns (a sync costs about a second, and nothing else changes what the catalog holds).
+    """
+    config = table_config(params, table)
+    options = {
+        "hoodie.table.name": table.name,
+        "hoodie.database.name": silver_database(params),
+        "hoodie.datasource.write.recordkey.field": ",".join(table.record_key),
+        "hoodie.datasource.write.partitionpath.field": ",".join(table.partition),
+        "hoodie.datasource.write.precombine.field": config.precombine_field or POSITION_COLUMN,
+        "hoodie.datasource.write.table.type": table.table_type,
+        "hoodie.datasource.write.operation": "upsert",
+        "hoodie.datasource.write.hive_style_partitioning": "true",
+        COMMIT_META_PREFIX: _WORKBOOK_PREFIX,
+        "hoodie.write.set.null.for.missing.columns": "true",
+        # small, frequent commits in a long-lived session (bench/README.md measures each):
+        "hoodie.upsert.shuffle.parallelism": "2",
+        "hoodie.insert.shuffle.parallelism": "2",
+        "hoodie.delete.shuffle.parallelism": "2",
+        "hoodie.bulkinsert.shuffle.parallelism": "2",
+        "hoodie.embed.timeline.server": "false",
+        "hoodie.write.markers.type": "DIRECT",
+        "hoodie.cleaner.commits.retained": str(params.silver.commits_retained),
+        "hoodie.keep.min.commits": str(params.silver.commits_retained + 10),
+        "hoodie.keep.max.commits": str(params.silver.commits_retained + 20),
+    }
+    if table.partition:  # a key may move to another partition: find it anywhere, move it there
+        options["hoodie.index.type"] = "GLOBAL_BLOOM"
+        options["hoodie.bloom.index.update.partition.path"] = "true"
+    if config.is_mor:
+        options["hoodie.compact.inline"] = "true"
+        options["hoodie.compact.inline.max.delta.commits"] = str(params.silver.compaction_delta_commits)
+    elif params.silver.cdc:
+        options["hoodie.table.cdc.enabled"] = "true"
+        options["hoodie.table.cdc.supplemental.logging.mode"] = "data_before_after"
+    if params.silver.sync and params.spark.catalog != "none":
+        options.update(
+            {
+                "hoodie.datasource.hive_sync.enable": "true",
+                "hoodie.datasource.hive_sync.mode": "hms",
+                "hoodie.datasource.hive_sync.database": silver_database(params),
+                "hoodie.datasource.hive_sync.table": table.name,
+                "hoodie.datasource.hive_sync.partition_fields": ",".join(table.partition),
+                "hoodie.datasource.hive_sync.partition_extractor_class": (
+                    "org.apache.hudi.hive.MultiPartKeysValueExtractor"
+                    if table.partition
+                    else "org.apache.hudi.hive.NonPartitionedExtractor"
+                ),
+                "hoodie.datasource.hive_sync.support_timestamp": "true",
+            }
+        )
+    options.update(params.silver.hudi_options)
+    return options
+
+
+def bronze_store(params: WorkbookParams, s3: Any = None) -> BronzeStore:
+    """Where Bronze is listed and read: the local folder or S3 (``lake.bronze``)."""
+    root = lake_uri(params, params.lake.bronze)
+    if is_s3(root):
+        if s3 is None:
+            import boto3
+
+            s3 = boto3.client("s3", region_name=params.aws.region if params.aws else None)
+        return S3Bronze(s3, root)
+    return LocalBronze(root)
+
+
+def silver_store(params: WorkbookParams, s3: Any = None) -> LakeStore:
+    """The Silver zone's files (tables' timelines, staging, tombstones, quarantine)."""
+    return open_store(lake_uri(params, params.lake.silver), s3)
+
+
+@contextlib.contextmanager
+def table_lock(params: WorkbookParams, table: SilverTableParams, timeout_s: float = 300.0) -> Iterator[None]:
+    """One writer per table: a file lock beside the local table (``<silver>/.locks/<name>.lock``).
+
+    On S3 there is no lock: run one ingestion job per table (as one DeltaStreamer per table).
+
+    Raises:
+        HudiLockError: when another writer holds the lock for ``timeout_s``.
+    """
+    root = lake_uri(params, params.lake.silver)
+    if is_s3(root):
+        yield
+        return
+    folder = Path(root, ".locks")
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(str(folder / f"{table.name}.lock"), timeout=timeout_s)
+    try:
+        with lock:
+            yield
+    except filelock.Timeout:
+        raise HudiLockError(
+            f"Failed to lock Silver table {table.name}: another writer holds {folder / table.name}.lock "
+            f"for more than {timeout_s:.0f} s"
+        ) from None
+
+
+def checkpoint_of(base_path: str) -> BronzeCheckpoint:
+    """The table's Bronze checkpoint (:mod:`helpers.silver.checkpoint`): from its newest commit
+    that carries one; empty for a table not written yet."""
+    return latest_checkpoint(commit_metadata_newest_first(base_path))
+
+
+def pending_bronze(
+    params: WorkbookParams, table: SilverTableParams, store: BronzeStore | None = None
+) -> tuple[list[BronzeObject], BronzeCheckpoint]:
+    """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
+    checkpoint to commit after taking them."""
+    from helpers.silver.quarantine import settled_files
+
+    state = checkpoint_of(table_config(params, table).base_path)
+    settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
+    listed_at = time.time()
+    listing = [
+        o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
+    ]
+    return plan_round(
+        listing, state, listed_at, params.silver.checkpoint_margin_s, params.silver.max_files_per_round
+    )
