@@ -13,15 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from pipeline import Capture
+from support.chromium import check_rendered, screenshot_ink_fraction
 
-from helpers.dashboard.page import (
-    FIGURE_IDS,
-    check_rendered,
-    dashboard_figures,
-    pipeline_health,
-    screenshot_ink_fraction,
-    write_dashboard,
-)
+from helpers.dashboard.datasets import pipeline_health
+from helpers.dashboard.figures import FIGURE_IDS, dashboard_figures
+from helpers.dashboard.page import write_dashboard
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -542,7 +542,9 @@ def test_06_dashboard_page_renders_every_figure_in_chromium(first_run: RunResult
     """The run folder holds dashboard.html, a standalone page (plotly.js inlined, no script from
     the network); opened from disk in headless Chromium every figure rendered (SVG with traces),
     and the screenshot, saved beside it, is not blank."""
-    from helpers.dashboard.page import FIGURE_IDS, check_rendered, screenshot_ink_fraction
+    from support.chromium import check_rendered, screenshot_ink_fraction
+
+    from helpers.dashboard.figures import FIGURE_IDS
 
     page = first_run.run_dir / "dashboard.html"
     assert page.is_file()

@@ -1,12 +1,10 @@
-"""Unit tests of helpers.dashboard.page: figure builders on small frames, the standalone page, the DOM
-check and the PNG decoder (no servers, no browser)."""
+"""Unit tests of helpers.dashboard: figure builders on small frames, the standalone page, the
+datasets' argument checks (no servers, no browser)."""
 
 from __future__ import annotations
 
 import os
 import re
-import struct
-import zlib
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,19 +13,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.dashboard import page as dashboard
-from helpers.dashboard.page import (
+from helpers.dashboard.datasets import DATASET_QUERIES, dashboard_datasets, pipeline_health
+from helpers.dashboard.figures import (
     FIGURE_IDS,
-    DashboardError,
     dashboard_figures,
     pipeline_health_figures,
     quantity_vs_revenue_scatter,
     revenue_share_pie,
     sales_by_category_figure,
     sales_by_day_figure,
-    screenshot_ink_fraction,
-    write_dashboard,
 )
+from helpers.dashboard.page import write_dashboard
+from helpers.errors import DashboardError
+from helpers.params import load_params
 
 
 def _customers() -> pd.DataFrame:
@@ -193,7 +191,7 @@ def test_write_dashboard_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def broken_replace(src: str, dst: str) -> None:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(dashboard.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk gone"):
         write_dashboard(_small_figures(), target, "t")
     assert target.read_text() == "previous"
@@ -212,107 +210,39 @@ def test_write_dashboard_rejects_bad_ids_and_empty(tmp_path: Path) -> None:
     assert not (tmp_path / "x.html").exists()
 
 
-def _plot(div_id: str, inner: str) -> str:
-    return f'<div id="{div_id}" class="plotly-graph-div js-plotly-plot">{inner}</div>'
-
-
-def test_dom_check_needs_main_svg_and_trace_inside_the_figure_div() -> None:
-    good = '<div class="svg-container"><svg class="main-svg"><g class="trace bars"></g></svg></div>'
-    dom = (
-        "<html><body>"
-        + _plot("fig-ok", good)
-        + _plot("fig-no-trace", '<svg class="main-svg"><g class="traces"></g></svg>')
-        + _plot("fig-empty", "")
-        + '<div id="fig-not-plotted" class="plotly-graph-div">'
-        + '<svg class="main-svg"><g class="trace"/></svg></div>'
-        + '<svg class="main-svg"><g class="trace"></g></svg>'  # outside every figure
-        + "<br><img src='x'>"
-        + "</body></html>"
-    )
-    ids = ["fig-ok", "fig-no-trace", "fig-empty", "fig-not-plotted", "fig-absent"]
-    assert dashboard._rendered_figures(dom, ids) == {
-        "fig-ok": True,
-        "fig-no-trace": False,
-        "fig-empty": False,
-        "fig-not-plotted": False,
-        "fig-absent": False,
-    }
-
-
-def test_check_rendered_names_the_debian_package_without_chromium(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(dashboard.shutil, "which", lambda name: None)
-    page = tmp_path / "p.html"
-    page.write_text("<html></html>")
-    with pytest.raises(DashboardError, match="Debian package 'chromium'"):
-        dashboard.check_rendered(page, ["fig-a"], tmp_path / "p.png")
-
-
-def _png(image: np.ndarray) -> bytes:
-    """Encode an RGB uint8 image as PNG, cycling through the five filter types row by row."""
-    height, width, bpp = image.shape
-    flat = image.reshape(height, width * bpp).astype(np.int64)
-    lines = []
-    for y in range(height):
-        kind = y % 5
-        cur = flat[y]
-        up = flat[y - 1] if y else np.zeros_like(cur)
-        left = np.concatenate([np.zeros(bpp, dtype=np.int64), cur[:-bpp]])
-        corner = np.concatenate([np.zeros(bpp, dtype=np.int64), up[:-bpp]])
-        if kind == 0:
-            pred = np.zeros_like(cur)
-        elif kind == 1:
-            pred = left
-        elif kind == 2:
-            pred = up
-        elif kind == 3:
-            pred = (left + up) // 2
-        else:
-            pa, pb, pc = np.abs(up - corner), np.abs(left - corner), np.abs(left + up - 2 * corner)
-            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, up, corner))
-        lines.append(bytes([kind]) + ((cur - pred) % 256).astype(np.uint8).tobytes())
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2 if bpp == 3 else 6, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(b"".join(lines)))
-        + chunk(b"IEND", b"")
-    )
-
-
-@pytest.mark.parametrize("bpp", [3, 4])
-def test_screenshot_ink_fraction_decodes_every_png_filter(tmp_path: Path, bpp: int) -> None:
-    """A random image with a white background: the decoded ink fraction is exactly the share of
-    pixels drawn, for rows encoded with each of the five PNG filters."""
-    rng = np.random.default_rng(4)
-    image = np.full((40, 33, bpp), 255, dtype=np.uint8)
-    ink = rng.random((40, 33)) < 0.3
-    image[ink, :3] = rng.integers(0, 200, size=(int(ink.sum()), 3), dtype=np.uint8)
-    path = tmp_path / "shot.png"
-    path.write_bytes(_png(image))
-    assert screenshot_ink_fraction(path) == pytest.approx(ink.mean())
-    assert dashboard._png_pixels(path).tolist() == image.tolist()
-
-
-def test_screenshot_ink_fraction_of_a_blank_page_is_zero(tmp_path: Path) -> None:
-    path = tmp_path / "blank.png"
-    path.write_bytes(_png(np.full((20, 20, 3), 255, dtype=np.uint8)))
-    assert screenshot_ink_fraction(path) == 0.0
-    (tmp_path / "not.png").write_bytes(b"GIF89a")
-    with pytest.raises(DashboardError, match="not a PNG"):
-        screenshot_ink_fraction(tmp_path / "not.png")
-
-
 def test_pipeline_health_rejects_bad_arguments() -> None:
-    from helpers.params import load_params
-
     params = load_params("ci")
     with pytest.raises(DashboardError, match="last_commits=0"):
-        dashboard.pipeline_health(params, last_commits=0)
+        pipeline_health(params, last_commits=0)
     with pytest.raises(DashboardError, match=r"unknown table\(s\) \['nope'\]"):
-        dashboard.pipeline_health(params, tables=["nope"])
+        pipeline_health(params, tables=["nope"])
+
+
+class _FakeEngine:
+    """Answers each SQL file with a one-row frame naming it; fails on ``fail``."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.fail = fail
+        self.asked: list[str] = []
+
+    def query(self, sql: str, parameters: Any = ()) -> pd.DataFrame:
+        self.asked.append(sql)
+        if sql == self.fail:
+            raise RuntimeError("table not found")
+        return pd.DataFrame({"sql": [sql]})
+
+
+def test_dashboard_datasets_runs_every_sql_file_through_the_engine() -> None:
+    engine = _FakeEngine()
+    datasets = dashboard_datasets(load_params("ci"), engine)
+    assert list(datasets) == list(DATASET_QUERIES)
+    assert {name: frame["sql"].iloc[0] for name, frame in datasets.items()} == DATASET_QUERIES
+    assert engine.asked == list(DATASET_QUERIES.values())
+
+
+def test_dashboard_datasets_names_the_dataset_that_failed() -> None:
+    engine = _FakeEngine(fail=DATASET_QUERIES["sales_by_category"])
+    with pytest.raises(
+        DashboardError, match=r"'sales_by_category' \(sales_by_category\.sql\): table not found"
+    ):
+        dashboard_datasets(load_params("ci"), engine)

@@ -1,0 +1,1 @@
+"""Test support code shared by the test tiers (importable as ``support``: ``tests/`` is on ``sys.path``)."""
