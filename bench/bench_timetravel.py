@@ -38,7 +38,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.params import load_params  # noqa: E402
-from helpers.silver.tables import table_config
+from helpers.silver.tableref import silver_table  # noqa: E402
+from helpers.silver.tables import table_config  # noqa: E402
 
 SEED = 20080101
 
@@ -125,7 +126,7 @@ def main() -> int:
             "\n|---|---|---|---|---|---|"
         )
         for name in ("sale", "sale_mor"):
-            spec = tt.silver_table(params, name)
+            spec = silver_table(params, name)
             write_silver(spark, params, spec, base_rows, precombine="_cdc_position", operation="bulk_insert")
             for commit in range(1, args.commits + 1):
                 write_silver(spark, params, spec, changed(base_rows, commit), precombine="_cdc_position")

@@ -39,8 +39,10 @@ import pandas as pd
 import pyarrow as pa
 
 from helpers.errors import HudiError
+from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD
 from helpers.hudi.keys import META_COLUMNS
+from helpers.hudi.read import HudiReadSpec, open_table, read_hudi, read_snapshot, table_arrow_schema
 from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
@@ -117,8 +119,6 @@ def decode_image(text: str | None, schema: pa.Schema) -> dict[str, Any] | None:
 
 
 def _schema(base: str) -> pa.Schema:
-    from helpers.hudi.read import open_table, table_arrow_schema
-
     return table_arrow_schema(open_table(base))
 
 
@@ -167,9 +167,6 @@ def changes(
     Raises:
         HudiError: for a table without a CDC log (Merge-on-Read: see the module docstring).
     """
-    from helpers.hudi.api import read_hudi_df
-    from helpers.hudi.read import read_snapshot
-
     spec, base = _spec(params, table)
     if not cdc_enabled(base):
         raise HudiError(
@@ -228,8 +225,6 @@ def changes(
 def _versions_from_feed(
     params: WorkbookParams, spec: SilverTableParams, base: str, key: Any, spark: Any
 ) -> list[Version]:
-    from helpers.hudi.read import read_snapshot
-
     earliest = earliest_retained(base)
     out: list[Version] = []
     begin = "000"
@@ -266,8 +261,6 @@ def _ident(spec: SilverTableParams, values: Mapping[str, Any]) -> tuple[Any, ...
 def _versions_from_timeline(spec: SilverTableParams, base: str, key: Any) -> list[Version]:
     """Versions of a table without a CDC log: per commit an incremental read of what it wrote (the
     official Rust reader), and for the commits that delete, the keys that vanished."""
-    from helpers.hudi.read import HudiReadSpec, read_hudi, read_snapshot
-
     filters = key_filters(spec, key) or None
     earliest = earliest_retained(base)
     instants = [i for i in completed_instants(base) if earliest is None or i.timestamp >= earliest]

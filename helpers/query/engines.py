@@ -1,28 +1,23 @@
 """Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena or on a local engine.
 
-The workbook's queries are written once, in Athena's dialect (Trino), in the top-level ``sql/``
-folder, one statement per file. Each file starts with a comment header saying what it returns
-(or creates) and its parameters; parameters are ``?`` placeholders, bound by position, never
-pasted into the SQL text. Table names are the catalog names Hudi's Hive sync registers (``sale``,
-``sale_mor_ro``, ``sale_mor_rt``, ``event``, ``outbox``...), unqualified: the engine sets the
-database. A file whose statement is ``CREATE OR REPLACE VIEW`` defines a view; queries that read
-a view get it created first.
-
-Two engines behind one interface (:class:`QueryEngine`, from :func:`open_engine`):
+The files and their parameters are :mod:`helpers.query.sql_files`. Two engines behind one
+interface (:class:`QueryEngine`, from :func:`open_engine`):
 
 * **Athena** (``env: aws``): statements go through pyathena to ``StartQueryExecution`` on the
   Glue database (``aws.athena.database``, default the Silver database), parameters as
-  ``ExecutionParameters`` (SQL literal text made by :func:`athena_literal`); prepared statements
-  are real ``PREPARE name FROM ...`` / ``EXECUTE name`` with execution parameters.
+  ``ExecutionParameters`` (SQL literal text made by :func:`helpers.query.sql_files.athena_literal`);
+  prepared statements are real ``PREPARE name FROM ...`` / ``EXECUTE name``.
 * **local** (DuckDB in the process): each statement is transpiled with sqlglot from Trino to
   DuckDB; every catalog table a statement needs (listed from the local metastore, where Hudi's Hive
-  sync registered it: :func:`helpers.silver.catalog.catalog_tables`) is read through the official Rust
-  reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
+  sync registered it: :func:`helpers.silver.catalog.catalog_tables`) is read through the official
+  Rust reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
   registered without copying. A table is read again only when its latest completed commit
-  changed (the continuous Silver job commits often); parameters are bound by DuckDB.
+  changed; parameters are bound by DuckDB.
 
 Both return pandas DataFrames with the same column names and values: integers as integers,
 decimals as :class:`decimal.Decimal`, doubles as floats, dates as :class:`datetime.date`.
+:func:`run_sql` and :func:`show_sql` are what notebook 05 calls. Over 500 lines as one cohesive
+thing: the engine interface and its two implementations.
 
 Example:
     >>> engine = open_engine(load_params("ci"))                          # doctest: +SKIP
@@ -33,263 +28,59 @@ Example:
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import duckdb
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyathena
+from IPython.display import Markdown, display
+from psycopg import sql as pgsql
+from tqdm.auto import tqdm
 
+from helpers.artefacts import save
 from helpers.errors import QueryError, WorkbookError
+from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import completed_instants
 from helpers.naming import silver_database
-from helpers.params import WorkbookParams, project_root
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import duckdb
+from helpers.params import WorkbookParams
+from helpers.query.sql_files import (
+    ParameterValue,
+    SqlFile,
+    athena_literal,
+    bind_parameters,
+    is_sql_name,
+    load_sql,
+    referenced_tables,
+    sql_dir,
+    sql_files,
+    sql_markdown,
+    to_duckdb,
+)
+from helpers.silver.catalog import catalog_tables
+from helpers.sources.local.stack import LocalStack
 
 __all__ = [
-    "ParameterValue",
     "QueryEngine",
     "AthenaEngine",
     "LocalEngine",
-    "SqlFile",
     "athena_database",
-    "athena_literal",
     "compare_frames",
-    "load_sql",
     "open_engine",
-    "referenced_tables",
+    "run_sql",
+    "show_sql",
     "source_revenue_by_customer",
-    "sql_dir",
-    "sql_files",
-    "to_duckdb",
 ]
-
-ParameterValue = int | str | Decimal | dt.date
-"""Types a ``?`` parameter may take: integers, strings, decimals and dates (not datetimes)."""
-
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_VIEW_RE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-
-
-def sql_dir() -> Path:
-    """The folder of the workbook's SQL files (``<project root>/sql``)."""
-    return project_root() / "sql"
-
-
-@dataclass(frozen=True)
-class SqlFile:
-    """One SQL statement, from a file of ``sql/`` or given inline.
-
-    Attributes:
-        name: file name without ``.sql`` (``"<inline>"`` for inline SQL).
-        text: the whole text, header comment included.
-        header: the header comment (what the statement returns, its parameters), without ``--``.
-        statement: the statement alone (header and trailing ``;`` removed): what is sent.
-        placeholders: number of ``?`` parameters.
-        view: name of the view the statement creates, or None.
-    """
-
-    name: str
-    text: str
-    header: str
-    statement: str
-    placeholders: int
-    view: str | None
-
-    @property
-    def label(self) -> str:
-        """How errors name it: ``sql/<name>.sql`` or ``inline SQL``."""
-        return "inline SQL" if self.name == "<inline>" else f"sql/{self.name}.sql"
-
-
-def sql_files(folder: Path | None = None) -> list[str]:
-    """Names (without ``.sql``) of the SQL files in ``folder`` (default :func:`sql_dir`), sorted."""
-    return sorted(p.stem for p in (folder or sql_dir()).glob("*.sql"))
-
-
-def _split_header(text: str) -> tuple[str, str]:
-    lines = text.strip().splitlines()
-    header: list[str] = []
-    while lines and (lines[0].lstrip().startswith("--") or not lines[0].strip()):
-        line = lines.pop(0).strip()
-        if line:
-            header.append(line[2:].strip())
-    return "\n".join(header), "\n".join(lines).strip().rstrip(";").strip()
-
-
-def _count_placeholders(statement: str, label: str) -> int:
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(statement, read="trino")
-    except sqlglot.errors.ParseError as exc:
-        raise QueryError(f"Failed to parse {label} as Trino SQL: {exc}") from None
-    return sum(1 for _ in tree.find_all(exp.Placeholder))
-
-
-def load_sql(sql: str, folder: Path | None = None) -> SqlFile:
-    """Load a statement: a file name of ``sql/`` (with or without ``.sql``), or SQL text.
-
-    Args:
-        sql: ``"top_events"``, ``"top_events.sql"``, or a statement such as ``"SELECT 1"``.
-        folder: where SQL files live (default :func:`sql_dir`).
-
-    Returns:
-        The parsed file.
-
-    Raises:
-        QueryError: for a missing file, more than one statement, or SQL sqlglot cannot parse.
-    """
-    folder = folder or sql_dir()
-    stem = sql.removesuffix(".sql")
-    if _NAME_RE.match(stem):
-        path = folder / f"{stem}.sql"
-        if not path.exists():
-            files = ", ".join(sql_files(folder))
-            raise QueryError(f"Failed to load sql/{stem}.sql: no such file in {folder} (files: {files})")
-        name, text = stem, path.read_text(encoding="utf-8")
-    else:
-        name, text = "<inline>", sql
-    header, statement = _split_header(text)
-    label = "inline SQL" if name == "<inline>" else f"sql/{name}.sql"
-    if not statement:
-        raise QueryError(f"Failed to load {label}: it holds no statement")
-    import sqlglot
-
-    try:
-        statements = [s for s in sqlglot.parse(statement, read="trino") if s is not None]
-    except sqlglot.errors.ParseError as exc:
-        raise QueryError(f"Failed to parse {label} as Trino SQL: {exc}") from None
-    if len(statements) != 1:
-        raise QueryError(f"Failed to load {label}: one statement per file, found {len(statements)}")
-    view = _VIEW_RE.match(statement)
-    return SqlFile(
-        name=name,
-        text=text,
-        header=header,
-        statement=statement,
-        placeholders=_count_placeholders(statement, label),
-        view=view.group(1).lower() if view else None,
-    )
-
-
-def referenced_tables(statement: str) -> set[str]:
-    """Names of the tables and views a Trino statement reads (CTE names excluded), lower case.
-
-    Raises:
-        QueryError: if the statement cannot be parsed.
-    """
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(statement, read="trino")
-    except sqlglot.errors.ParseError as exc:
-        raise QueryError(f"Failed to parse SQL: {exc}") from None
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    created = _VIEW_RE.match(statement)
-    names = {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
-    if created:
-        names.discard(created.group(1).lower())
-    return names - ctes
-
-
-def to_duckdb(statement: str, label: str = "inline SQL") -> str:
-    """Transpile one Trino (Athena) statement to DuckDB's dialect with sqlglot.
-
-    Args:
-        statement: the statement.
-        label: how errors name it.
-
-    Returns:
-        The DuckDB statement (``?`` placeholders kept, bound by DuckDB).
-
-    Raises:
-        QueryError: naming ``label`` when sqlglot cannot parse or translate it.
-    """
-    import sqlglot
-
-    try:
-        out = sqlglot.transpile(
-            statement, read="trino", write="duckdb", unsupported_level=sqlglot.ErrorLevel.RAISE
-        )
-    except (sqlglot.errors.ParseError, sqlglot.errors.UnsupportedError) as exc:
-        raise QueryError(f"Failed to transpile {label} from Trino to DuckDB: {exc}") from None
-    if len(out) != 1:
-        raise QueryError(f"Failed to transpile {label}: one statement expected, got {len(out)}")
-    return out[0]
-
-
-def _check_value(value: object, position: int, label: str) -> ParameterValue:
-    if isinstance(value, bool) or not isinstance(value, int | str | Decimal | dt.date):
-        raise QueryError(
-            f"Failed to bind parameter {position} of {label}: {type(value).__name__} values are not "
-            "supported; use int, str, decimal.Decimal or datetime.date"
-        )
-    if isinstance(value, dt.datetime):
-        raise QueryError(
-            f"Failed to bind parameter {position} of {label}: datetime values are not supported; "
-            "pass a datetime.date, or compare with a date column"
-        )
-    if isinstance(value, Decimal) and not value.is_finite():
-        raise QueryError(f"Failed to bind parameter {position} of {label}: {value} is not a finite decimal")
-    return value
-
-
-def athena_literal(value: ParameterValue) -> str:
-    """The SQL literal text Athena's ``ExecutionParameters`` take for one value.
-
-    Integers become digits, strings a quoted literal with every ``'`` doubled (so a value can never
-    end the literal), decimals ``DECIMAL '12.50'``, dates ``DATE '2008-01-05'``.
-
-    Args:
-        value: int, str, Decimal or date.
-
-    Returns:
-        The literal, e.g. ``"'O''Brien'"`` for ``"O'Brien"``.
-
-    Raises:
-        QueryError: for any other type (bool, float, datetime, None...), a non-finite decimal, or
-            a string holding a NUL character.
-
-    Example:
-        >>> athena_literal("x' OR '1'='1")
-        "'x'' OR ''1''=''1'"
-    """
-    checked = _check_value(value, 1, "a parameter")
-    if isinstance(checked, int):
-        return str(int(checked))
-    if isinstance(checked, str):
-        if "\x00" in checked:
-            raise QueryError("Failed to bind a parameter: strings may not contain NUL characters")
-        return "'" + checked.replace("'", "''") + "'"
-    if isinstance(checked, Decimal):
-        return f"DECIMAL '{checked:f}'"
-    return f"DATE '{checked.isoformat()}'"
-
-
-def _bind(sql_file: SqlFile, parameters: Sequence[object], engine: str) -> list[ParameterValue]:
-    if isinstance(parameters, str | bytes):
-        raise QueryError(
-            f"Failed to run {sql_file.label} on {engine}: parameters must be a sequence of values"
-        )
-    values = [_check_value(v, i + 1, sql_file.label) for i, v in enumerate(parameters)]
-    if len(values) != sql_file.placeholders:
-        raise QueryError(
-            f"Failed to run {sql_file.label} on {engine}: it has {sql_file.placeholders} parameter(s) (?), "
-            f"got {len(values)} value(s)"
-        )
-    return values
 
 
 class QueryEngine(ABC):
@@ -324,7 +115,7 @@ class QueryEngine(ABC):
                 when the engine fails.
         """
         sql_file = self.load(sql)
-        values = _bind(sql_file, parameters, self.name)
+        values = bind_parameters(sql_file, parameters, self.name)
         self._ensure_views(sql_file)
         return self._run(sql_file, values)
 
@@ -334,7 +125,7 @@ class QueryEngine(ABC):
         Raises:
             QueryError: for an invalid name, a statement that is not a query, or an engine failure.
         """
-        if not _NAME_RE.match(name):
+        if not is_sql_name(name):
             raise QueryError(f"Failed to prepare {name!r}: a statement name is letters, digits and _")
         sql_file = self.load(sql)
         if sql_file.view is not None:
@@ -356,7 +147,7 @@ class QueryEngine(ABC):
                 f"Failed to execute prepared statement {name!r} on {self.name}: prepare it first "
                 f"(prepared: {sorted(self._prepared)})"
             )
-        values = _bind(sql_file, parameters, self.name)
+        values = bind_parameters(sql_file, parameters, self.name)
         return self._execute(name, sql_file, values)
 
     def views(self) -> dict[str, str]:
@@ -417,11 +208,6 @@ class QueryEngine(ABC):
 def _with_elapsed(run: Callable[[], pd.DataFrame], label: str) -> pd.DataFrame:
     """Run ``run`` in a worker thread; a progress line with the elapsed time appears if it takes
     longer than a second (pyathena waits for Athena by polling GetQueryExecution)."""
-    from concurrent.futures import ThreadPoolExecutor
-    from concurrent.futures import TimeoutError as FutureTimeout
-
-    from tqdm.auto import tqdm
-
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(run)
         with tqdm(desc=label, bar_format="{desc}: running {elapsed}", delay=1.0, leave=False) as bar:
@@ -516,8 +302,6 @@ class LocalEngine(QueryEngine):
         folder: where SQL files live (default :func:`sql_dir`).
         progress: show a progress bar while tables are read.
         """
-        import duckdb
-
         super().__init__(folder)
         self._catalog = catalog
         self._catalog_cache: dict[str, dict[str, Any]] | None = None
@@ -559,11 +343,6 @@ class LocalEngine(QueryEngine):
         return out
 
     def _refresh(self, tables: Iterable[str], label: str) -> None:
-        from tqdm.auto import tqdm
-
-        from helpers.hudi.read import read_snapshot
-        from helpers.hudi.timeline import completed_instants
-
         catalog = self.catalog()
         unknown = sorted(t for t in tables if t not in catalog)
         if unknown:
@@ -601,8 +380,6 @@ class LocalEngine(QueryEngine):
         needed = self._needed(sql_file)
         self._refresh(needed, sql_file.label)
         statement = self._duckdb_sql(sql_file)
-        import duckdb
-
         try:
             relation = self.connection.sql(statement, params=values or None)
         except duckdb.Error as exc:
@@ -686,8 +463,6 @@ def open_engine(
         if athena_connection is None:
             if params.aws is None:
                 raise QueryError("Failed to open Athena: the 'aws' parameters are missing")
-            import pyathena
-
             athena = params.aws.athena
             athena_connection = pyathena.connect(
                 region_name=params.aws.region,
@@ -696,11 +471,53 @@ def open_engine(
                 schema_name=athena_database(params),
             )
         return AthenaEngine(athena_connection, folder, progress=progress)
-    from helpers.silver.catalog import catalog_tables
-
     return LocalEngine(
         lambda: catalog_tables(params), athena_database(params), folder=folder, progress=progress
     )
+
+
+def show_sql(engine: QueryEngine, name: str) -> SqlFile:
+    """Display a SQL file's label and text (Markdown in a notebook) and return it."""
+    sql_file = engine.load(name)
+    display(Markdown(sql_markdown(sql_file)))  # type: ignore[no-untyped-call]
+    return sql_file
+
+
+def run_sql(
+    engine: QueryEngine,
+    name: str,
+    parameters: Sequence[ParameterValue] = (),
+    *,
+    folder: Path,
+    prefix: str = "",
+    prepared: bool = False,
+    show: bool = True,
+) -> pd.DataFrame:
+    """Show a SQL file, run it with bound parameters and save its rows as ``<prefix><name>.csv``.
+
+    Args:
+        engine: the engine (:func:`open_engine`).
+        name: a file name of ``sql/``.
+        parameters: values for its ``?`` placeholders.
+        folder: where the CSV goes (:func:`helpers.artefacts.artefact_dir`).
+        prefix: file name prefix (``"05_"``).
+        prepared: prepare the statement as ``name``, then execute it with ``parameters``.
+        show: display the SQL text first (:func:`show_sql`).
+
+    Returns:
+        The rows (as saved).
+
+    Raises:
+        QueryError: as :meth:`QueryEngine.query`.
+    """
+    if show:
+        show_sql(engine, name)
+    if prepared:
+        engine.prepare(name, name)
+        result = engine.execute(name, parameters)
+    else:
+        result = engine.query(name, parameters)
+    return save(result, folder, f"{prefix}{name}")
 
 
 def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
@@ -712,13 +529,9 @@ def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
         ``city``, ``order_count``, ``avg_quantity``, ``avg_revenue``, ``total_revenue`` (Decimal),
         sorted as the SQL file sorts.
     """
-    from psycopg import sql
-
-    from helpers.sources.local.stack import LocalStack
-
     source = params.source("orders")
     schema = source.namespace
-    query = sql.SQL(
+    query = pgsql.SQL(
         """
         WITH per_order AS (
             SELECT o.customer_id, o.order_id, sum(i.quantity) AS quantity,
@@ -733,9 +546,9 @@ def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
          ORDER BY total_revenue DESC, p.customer_id
         """
     ).format(
-        orders=sql.Identifier(schema, "orders"),
-        items=sql.Identifier(schema, "order_items"),
-        customers=sql.Identifier(schema, "customers"),
+        orders=pgsql.Identifier(schema, "orders"),
+        items=pgsql.Identifier(schema, "order_items"),
+        customers=pgsql.Identifier(schema, "customers"),
     )
     with LocalStack(params).connect_postgres(source.database) as conn:
         cur = conn.execute(query)

@@ -1,8 +1,8 @@
-"""Athena SQL (helpers.query.engines, sql/): the AWS path through pyathena with a stubbed Athena client
-(the exact StartQueryExecution requests, parameters bound as ExecutionParameters), the transpile
-of every SQL file to DuckDB, parameter conversion, and the local engine over small Silver tables
-written by the official Hudi writer from the generators and registered by Hudi's Hive sync in the
-test session's metastore (no database servers)."""
+"""Athena SQL (helpers.query.engines, helpers.query.sql_files, sql/): the AWS path through pyathena
+with a stubbed Athena client (the exact StartQueryExecution requests, parameters bound as
+ExecutionParameters), the transpile of every SQL file to DuckDB, parameter conversion, and the
+local engine over small Silver tables written by the official Hudi writer from the generators
+and registered by Hudi's Hive sync in the test session's metastore (no database servers)."""
 
 from __future__ import annotations
 
@@ -21,18 +21,10 @@ import pytest
 from botocore.stub import Stubber
 from silver_tables import silver_like, write_silver
 
+from helpers.errors import QueryError
 from helpers.params import WorkbookParams, load_params
-from helpers.query.engines import (
-    AthenaEngine,
-    LocalEngine,
-    QueryError,
-    athena_literal,
-    load_sql,
-    open_engine,
-    referenced_tables,
-    sql_files,
-    to_duckdb,
-)
+from helpers.query.engines import AthenaEngine, LocalEngine, open_engine
+from helpers.query.sql_files import athena_literal, load_sql, referenced_tables, sql_files, to_duckdb
 
 AWS_OVERRIDES: dict[str, Any] = {
     "aws.s3_bucket": "lake-bucket",

@@ -1,4 +1,5 @@
-"""Time travel on live Silver tables (``helpers.query.timetravel``), checked against the source database.
+"""Time travel on live Silver tables (``helpers.query.timetravel``, ``helpers.query.history``),
+checked against the source database (changed through ``helpers.sources.changes``).
 
 The test changes ``ecomm.sale`` at the source in scripted steps, records the source rows after
 each step (queried from MariaDB), waits until Silver shows the step, and takes each table's
@@ -16,13 +17,24 @@ import pandas as pd
 import pytest
 from pipeline import Capture
 
+from helpers.capture.register import bronze_vs_source
+from helpers.errors import WaitTimeoutError
 from helpers.instants import instant_to_datetime
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.query import history
+from helpers.query import timetravel as tt
+from helpers.query.changefeed import scd2
+from helpers.sources import changes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 SALE = "sale"
 TABLES = ("sale", "sale_mor", "sale_soft")  # CoW, MoR, CoW with soft deletes
+
+
+def _source(params: WorkbookParams, key: int) -> list[dict[str, Any]]:
+    """The source rows of sale ``key`` (MariaDB ``ecomm.sale``)."""
+    return changes.source_rows(params, "ecomm", "sale", {"salesid": key})
 
 
 def _with_soft_delete_table(params: WorkbookParams) -> WorkbookParams:
@@ -98,20 +110,20 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     recorded values (the delete with A as it was before it); A's SCD2 rows are the same versions,
     each valid until the next change, the last ended by the delete (CoW from Hudi's CDC log, MoR
     from its timeline); the diff of step 1 is exactly A's two changed columns, N inserted and B
-    deleted, and of step 3 exactly A deleted."""
-    from helpers.capture.register import bronze_vs_source
-    from helpers.query import timetravel as tt
-
+    deleted, and of step 3 exactly A deleted. Waiting for step 2 without ingestion runs out of
+    time naming the table. Notebook 04's tables (A at named points, the increments around step 2,
+    the diffs per step, per-table history, the readers' agreement) give the same answers."""
     params = _with_soft_delete_table(capture.stack.params)
     assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
     key_a, key_b = 200, 201
     for key in (key_a, key_b):
-        tt.restore_sample_row(params, SALE, key)
+        changes.restore_sample_row(params, "ecomm", "sale", {"salesid": key})
     tt.wait_for_silver(params, TABLES, key_a)
     tt.wait_for_silver(params, TABLES, key_b)
-    start = pd.Series({t: tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES})
-    a0 = tt.source_rows(params, SALE, key_a)[0]
-    b0 = tt.source_rows(params, SALE, key_b)[0]
+    start = pd.Series(tt.latest_instants(params, TABLES))
+    assert start.tolist() == [tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES]
+    a0 = _source(params, key_a)[0]
+    b0 = _source(params, key_b)[0]
 
     # step 1: one transaction, bound parameters
     conn = capture.stack.connect_mariadb(params.source("ecomm").database)
@@ -136,21 +148,25 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
         conn.commit()
     finally:
         conn.close()
-    a1 = tt.source_rows(params, SALE, key_a)[0]
-    n1 = tt.source_rows(params, SALE, key_n)[0]
-    assert tt.source_rows(params, SALE, key_b) == []
+    a1 = _source(params, key_a)[0]
+    n1 = _source(params, key_n)[0]
+    assert _source(params, key_b) == []
     for key in (key_a, key_b, key_n):
         tt.wait_for_silver(params, TABLES, key)
-    step1 = pd.Series({t: tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES})
+    step1 = pd.Series(tt.latest_instants(params, TABLES))
 
     # step 2 and 3
-    a2 = tt.update_source_row(params, SALE, key_a, {"commission": a1["commission"] + Decimal("0.01")})[0]
+    commission = a1["commission"] + Decimal("0.01")
+    a2 = changes.update_source_row(params, "ecomm", "sale", {"salesid": key_a}, {"commission": commission})[0]
+    # nothing ingests it but wait_for_silver itself: without ingestion the wait runs out of time
+    with pytest.raises(
+        WaitTimeoutError, match=r"change of key 200 in Silver within 1 s: table\(s\) \['sale'\]"
+    ):
+        tt.wait_for_silver(params, [SALE], key_a, timeout_s=1, ingest=False)
     step2 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
-    tt.delete_source_row(params, SALE, key_a)
-    assert tt.source_rows(params, SALE, key_a) == []
+    changes.delete_source_row(params, "ecomm", "sale", {"salesid": key_a})
+    assert _source(params, key_a) == []
     step3 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
-
-    from helpers.query.changefeed import scd2
 
     def scd(table: str) -> pd.DataFrame:
         frame = scd2(params, table, key_a)
@@ -194,9 +210,9 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
         assert set(inc3["salesid"]) == ({key_a} if soft else set())
 
         # history of A: before the start it ends with a0; after it update, update, delete
-        history = tt.record_history(params, table, key_a)
-        old = history[history["commit_time"] <= t0]
-        new = history[history["commit_time"] > t0]
+        versions_of_a = history.record_history(params, table, key_a)
+        old = versions_of_a[versions_of_a["commit_time"] <= t0]
+        new = versions_of_a[versions_of_a["commit_time"] > t0]
         assert len(old) >= 1 and old["operation"].iloc[-1] != "delete"
         _assert_row(old.iloc[-1].to_dict(), a0, f"{table} history before the start")
         assert new["operation"].tolist() == ["update", "update", "delete"], new
@@ -221,11 +237,11 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
         assert earlier["valid_to"].iloc[-1] == commits[0]
 
         # diffs: exactly the scripted changes
-        got1 = _diff_set(tt.diff(params, table, t0, t1), "salesid")
+        got1 = _diff_set(history.diff(params, table, t0, t1), "salesid")
         assert got1 == _expected_diff("salesid", {key_a: (a0, a1)}, [n1], [b0]), table
-        got2 = _diff_set(tt.diff(params, table, t1, t2), "salesid")
+        got2 = _diff_set(history.diff(params, table, t1, t2), "salesid")
         assert got2 == {("update", key_a, "commission", a1["commission"], a2["commission"])}, table
-        got3 = _diff_set(tt.diff(params, table, t2, t3), "salesid")
+        got3 = _diff_set(history.diff(params, table, t2, t3), "salesid")
         assert got3 == _expected_diff("salesid", {}, [], [a2]), table
 
     # consistent "as of": each table's latest commit at the moment, and the skew between them
@@ -236,3 +252,40 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
         assert consistent.loc[table, "instant"] == timeline[timeline <= step2["sale"]].iloc[-1]
     assert consistent.loc["sale", "lag_s"] == 0.0
     assert consistent["skew_s"].min() == 0.0 and (consistent["skew_s"] >= 0).all()
+
+    # the tables of notebook 04, built by the helpers it calls, over the same instants
+    at = {"step 1": step1.to_dict(), "step 2": step2.to_dict()}
+    points = history.as_of_points(params, TABLES, at, key_a)
+    assert list(zip(points["point"], points["table"], strict=True)) == [(p, t) for p in at for t in TABLES]
+    assert points["instant"].tolist() == [at[p][t] for p in at for t in TABLES]
+    for row in points.to_dict("records"):
+        _assert_row(row, a1 if row["point"] == "step 1" else a2, f"{row['table']} A at {row['point']}")
+
+    ranges = history.increments_around(params, TABLES, at["step 1"], at["step 2"], key_a, ["commission"])
+    for table in TABLES:
+        got = ranges[ranges["table"] == table].set_index("range")
+        assert got.index.tolist() == ["before", "around", "after"]
+        assert got["end"].tolist() == [step1[table], step2[table], "latest"]
+        assert got.loc["before", "commission"] == a1["commission"]
+        assert got.loc["around", "commission"] == a2["commission"]
+        assert got["rows"].tolist() == [1, 1, 1 if table == "sale_soft" else 0]  # a hard delete emits nothing
+
+    steps = history.diff_steps(
+        params, TABLES, {"2": (at["step 1"], at["step 2"]), "3": (at["step 2"], step3.to_dict())}
+    )
+    for table in TABLES:
+        two = steps[(steps["step"] == "2") & (steps["table"] == table)]
+        assert _diff_set(two, "salesid") == {
+            ("update", key_a, "commission", a1["commission"], a2["commission"])
+        }
+        three = steps[(steps["step"] == "3") & (steps["table"] == table)]
+        assert _diff_set(three, "salesid") == _expected_diff("salesid", {}, [], [a2]), table
+
+    every = tt.per_table(history.record_history, params, TABLES, key_a)
+    assert every["table"].unique().tolist() == list(TABLES)
+    assert (every["table"] == "sale").sum() == len(history.record_history(params, SALE, key_a))
+
+    agree = tt.readers_agree_points(params, [SALE], {"step 1": at["step 1"]}, key_a)
+    assert agree.to_dict("records") == [
+        {"table": SALE, "point": "step 1", "instant": step1[SALE], "rows": 1, "equal": True}
+    ]

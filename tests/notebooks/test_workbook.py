@@ -475,7 +475,7 @@ def test_05_athena_sql_artefacts_equal_the_sources(
     notebook changes; the view's two roll-ups agree with each other and with the sale count."""
     from decimal import Decimal
 
-    from helpers.query.engines import sql_files
+    from helpers.query.sql_files import sql_files
     from helpers.sources.sample.orders import generate_orders
 
     _, params, _ = workbook
