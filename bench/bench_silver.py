@@ -41,8 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
-from helpers.capture.register import bronze_vs_source, local_endpoints  # noqa: E402
-from helpers.checks.parity import silver_vs_source
+from helpers.capture.register import local_endpoints
+from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.params import load_params  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402

@@ -146,7 +146,8 @@ def _conformance(args: argparse.Namespace) -> int:
     params = _params(args)
     ensure_pipeline(params)
     started = time.monotonic()
-    frame = conformance.run_scenarios(params, args.only or None, short=args.short, progress=True)
+    short = args.short or params.conformance.short
+    frame = conformance.run_scenarios(params, args.only or None, short=short, progress=True)
     with pd.option_context("display.max_rows", None, "display.max_colwidth", 90, "display.width", 200):
         print(frame[_CONFORMANCE_COLUMNS])
     failed = conformance.failed_scenarios(frame)

@@ -37,6 +37,8 @@ import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any, Union
 
+import numpy as np
+
 from helpers.errors import InstantError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -173,7 +175,6 @@ def _string_to_instant(value: str) -> str:
 
 
 def _numpy_to_instant(value: Any) -> str:
-    import numpy as np
 
     if np.isnat(value):
         raise _bad(value, "NaT is not a time")

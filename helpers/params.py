@@ -32,6 +32,7 @@ __all__ = [
     "AwsParams",
     "LakeParams",
     "CaptureParams",
+    "ConformanceParams",
     "SilverParams",
     "SilverTableParams",
     "KafkaConnectParams",
@@ -297,6 +298,12 @@ class SilverParams(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+class ConformanceParams(_Strict):
+    """Notebook 07's scripted edge cases."""
+
+    short: bool = False  # the short set (items 1, 2, 3, 4, 8) instead of all of them
+
+
 class WorkbookParams(_Strict):
     """All parameters of one workbook run, frozen."""
 
@@ -312,6 +319,7 @@ class WorkbookParams(_Strict):
     capture: CaptureParams = CaptureParams()
     spark: SparkParams = SparkParams()
     silver: SilverParams = SilverParams()
+    conformance: ConformanceParams = ConformanceParams()
     aws: AwsParams | None = None
 
     @model_validator(mode="after")

@@ -27,7 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
+from papermill.exceptions import PapermillExecutionError
+from tqdm.auto import tqdm
 
 from helpers.errors import RunnerError
 from helpers.params import load_params, project_root
@@ -118,7 +121,6 @@ def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> 
 
 def _describe_failure(exc: BaseException) -> str:
     """Turn papermill's execution error into 'cell In [N]: Type: message'."""
-    from papermill.exceptions import PapermillExecutionError
 
     if isinstance(exc, PapermillExecutionError):
         evalue = str(exc.evalue).strip()
@@ -174,8 +176,6 @@ def run_workbook(
         ParamsError: when the parameters are invalid (checked before anything runs).
         RunnerError: when there is no notebook to run.
     """
-    import papermill as pm
-    from tqdm.auto import tqdm
 
     params = load_params(env, overrides)  # fail fast, before any notebook starts
     notebooks = discover_notebooks(notebooks_dir, only=only)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
 from helpers.metastore import LocalMetastore
-from helpers.params import WorkbookParams
+from helpers.params import WorkbookParams, load_params
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -153,8 +153,6 @@ def build_spark_session(
         _apply_runtime_conf(active, conf or {})
         return active
     if params is None:
-        from helpers.params import load_params
-
         params = load_params("local")
     settings = spark_conf(params, extra_jar_sets)
     settings.update(conf or {})

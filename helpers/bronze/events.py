@@ -13,7 +13,12 @@ from typing import Any
 
 from helpers.errors import BronzeError
 
+#: What PostgreSQL's connector puts in a column whose value the change does not carry (an
+#: unchanged TOASTed value under ``REPLICA IDENTITY DEFAULT``); bytes columns get its UTF-8.
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
+
 __all__ = [
+    "UNAVAILABLE_VALUE",
     "BronzeEvent",
     "avro_record",
     "avro_schema_from_connect",

@@ -145,7 +145,6 @@ def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None
     Raises:
         HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
     """
-    from helpers.bronze.events import event_from_json
 
     topic = name.split("+", 1)[0]
     groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}

@@ -22,19 +22,20 @@ from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import (
     aws_endpoints,
     bronze_frame,
-    bronze_vs_source,
     capture_status_frame,
+    config_frame,
     connector_specs,
+    expected_rows,
     local_endpoints,
     open_backend,
     register_connectors,
+    source_endpoints,
     stop_connectors,
     wait_for_snapshots,
 )
 
 __all__ = [
     "aws_endpoints",
-    "bronze_vs_source",
     "local_endpoints",
     "wait_for_snapshots",
     "BronzeWriter",
@@ -47,6 +48,9 @@ __all__ = [
     "bronze_files",
     "bronze_frame",
     "capture_status_frame",
+    "config_frame",
+    "expected_rows",
+    "source_endpoints",
     "connector_specs",
     "open_backend",
     "read_bronze",

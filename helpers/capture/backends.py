@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import requests
+
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError
@@ -286,15 +288,12 @@ class KafkaConnectRestBackend:
 
     def __post_init__(self) -> None:
         if self.session is None:
-            import requests
-
             self.session = requests.Session()
         self.url = self.url.rstrip("/")
 
     def _call(
         self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201, 202, 204)
     ) -> Any:
-        import requests
 
         try:
             response = self.session.request(method, f"{self.url}{path}", json=body, timeout=self.timeout_s)

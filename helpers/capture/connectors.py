@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.errors import CaptureError
 from helpers.naming import topic_name
 
@@ -36,10 +37,6 @@ __all__ = [
     "redacted",
     "UNAVAILABLE_VALUE",
 ]
-
-#: What PostgreSQL's connector puts in a column whose value the change does not carry (an
-#: unchanged TOASTed value under ``REPLICA IDENTITY DEFAULT``); bytes columns get its UTF-8.
-UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 #: Configuration keys whose values are secrets (masked by :func:`redacted`).
 SECRET_KEYS = ("database.password", "aws.secret.access.key", "password")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from helpers.bronze.read import bronze_files
 from helpers.capture.backends import (
@@ -17,31 +18,34 @@ from helpers.capture.backends import (
     EmbeddedBackend,
     KafkaConnectRestBackend,
     MskConnectBackend,
+    describe,
     wait_until_running,
 )
 from helpers.capture.connectors import (
-    UNAVAILABLE_VALUE,
     ConnectorSpec,
     mysql_source_config,
     postgres_source_config,
     sqlserver_source_config,
 )
 from helpers.errors import CaptureError
-from helpers.naming import connector_name, publication_name, slot_name
+from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
+from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 
 __all__ = [
     "SourceEndpoint",
     "aws_endpoints",
     "bronze_frame",
-    "bronze_vs_source",
-    "wait_for_snapshots",
     "capture_status_frame",
+    "config_frame",
     "connector_specs",
+    "expected_rows",
     "local_endpoints",
     "open_backend",
     "register_connectors",
+    "source_endpoints",
     "stop_connectors",
+    "wait_for_snapshots",
 ]
 
 _ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql", "sqlserver": "sqlserver"}
@@ -64,7 +68,6 @@ class SourceEndpoint:
 
 def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
     """Endpoints of the local stack, passwords from the state directory's credentials file."""
-    from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 
     creds = LocalStack(params).credentials
     return {
@@ -267,151 +270,10 @@ def aws_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpo
         "sqlserver": params.aws.secrets.sqlserver,
     }
     for engine, secret_id in ids.items():
-        secret = sources._secret(engine)  # noqa: SLF001 - same package family, read-only
-        host, port = sources._address(engine, secret)  # noqa: SLF001
+        secret = sources.secret(engine)
+        host, port = sources.address(engine, secret)
         out[engine] = SourceEndpoint(host, port, secret.username, f"${{secretsmanager:{secret_id}:password}}")
     return out
-
-
-def _primary_key(stack: Any, engine: str, database: str, schema: str, table: str) -> list[str]:
-    if engine == "postgres":
-        with stack.connect_postgres(database) as conn:
-            rows = conn.execute(
-                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(%s) AND i.indisprimary "
-                "ORDER BY array_position(i.indkey, a.attnum)",
-                (f'"{schema}"."{table}"',),
-            ).fetchall()
-        return [r[0] for r in rows]
-    conn = stack.connect_mariadb(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT column_name FROM information_schema.key_column_usage WHERE table_schema = %s "
-                "AND table_name = %s AND constraint_name = 'PRIMARY' ORDER BY ordinal_position",
-                (database, table),
-            )
-            return [r[0] for r in cur.fetchall()]
-    finally:
-        conn.close()
-
-
-def _source_table(stack: Any, engine: str, database: str, schema: str, table: str) -> list[dict[str, Any]]:
-    if engine == "postgres":
-        from psycopg import sql
-        from psycopg.rows import dict_row
-
-        with stack.connect_postgres(database) as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table))))
-    import pymysql
-
-    from helpers.sources.sql import quote_mariadb
-
-    conn = stack.connect_mariadb(database)
-    try:
-        with conn.cursor(pymysql.cursors.DictCursor) as cur:
-            cur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifier
-            return list(cur.fetchall())
-    finally:
-        conn.close()
-
-
-def _comparable(value: Any) -> Any:
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def rows_equal_source(
-    source: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]], key: Sequence[str]
-) -> bool:
-    """Whether ``rows`` (from Bronze or Silver) hold exactly the source rows: the same keys, every
-    source column equal (aware timestamps as naive UTC, JSON text compared parsed).
-
-    Args:
-        source: the source table's rows (dicts from the database driver).
-        rows: the rows to check (one per key).
-        key: primary key columns.
-    """
-    import json
-
-    columns = list(source[0]) if source else []
-    parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
-
-    def cell(row: dict[str, Any], c: str) -> Any:
-        value = row.get(c)
-        return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
-
-    want = {tuple(r[k] for k in key): tuple(_comparable(r[c]) for c in columns) for r in source}
-    have = {tuple(r[k] for k in key): tuple(cell(r, c) for c in columns) for r in rows}
-    return len(have) == len(rows) and want == have
-
-
-_UNAVAILABLE_BYTES = UNAVAILABLE_VALUE.encode()
-
-
-def bronze_vs_source(
-    params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
-) -> pd.DataFrame:
-    """Replay Bronze (latest event per primary key by log position, deletes dropped; a TOAST
-    placeholder keeps the key's previous value, as Silver does) and compare it with each local
-    source table, row by row.
-
-    Capture is asynchronous: changes committed just before the call may still be on their way
-    (a worker restarting after a crash first starts its JVM). ``wait_s`` re-checks the tables
-    that differ, once a second, for up to that long before reporting them.
-
-    Returns:
-        One row per table: ``source_rows``, ``bronze_rows`` (replayed), ``events``, ``equal``
-        (same keys and every column equal; JSON columns compared parsed).
-    """
-    deadline = time.monotonic() + wait_s
-    while True:
-        frame = _bronze_vs_source_once(params, specs)
-        if frame["equal"].all() or time.monotonic() >= deadline:
-            return frame
-        time.sleep(1.0)
-
-
-def _bronze_vs_source_once(params: WorkbookParams, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
-
-    from helpers.bronze.events import position_of
-    from helpers.bronze.read import read_bronze
-    from helpers.sources.local.stack import LocalStack
-
-    stack = LocalStack(params)
-    bronze = params.path(params.lake.bronze)
-    rows = []
-    for spec in specs:
-        sp = params.source(spec.name.split("-", 1)[1])
-        engine = _ENGINE_KIND[sp.engine]
-        for table_key, topic in spec.topics.items():
-            table = table_key.split(".", 1)[1]
-            source = _source_table(stack, engine, sp.database, sp.namespace, table)
-            pk = _primary_key(stack, engine, sp.database, sp.namespace, table)
-            events = read_bronze(bronze, topic)
-            latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-            for event in sorted(events, key=position_of):
-                key = tuple(event[c] for c in pk)
-                before = latest.get(key)
-                if before is not None:  # an unchanged TOASTed value keeps the one it had
-                    event = {
-                        c: before.get(c) if v == UNAVAILABLE_VALUE or v == _UNAVAILABLE_BYTES else v
-                        for c, v in event.items()
-                    }
-                latest[key] = event
-            replayed = [e for e in latest.values() if e.get("__deleted") != "true"]
-            rows.append(
-                {
-                    "topic": topic,
-                    "source_rows": len(source),
-                    "bronze_rows": len(replayed),
-                    "events": len(events),
-                    "equal": rows_equal_source(source, replayed, pk),
-                }
-            )
-    return pd.DataFrame(rows)
 
 
 def wait_for_snapshots(
@@ -425,7 +287,8 @@ def wait_for_snapshots(
     its connector streams changes (a connector resumed from its offsets takes no new snapshot).
 
     Args:
-        backend: the backend (its status must report ``snapshot_rows``, as the embedded one does).
+        backend: the backend; only the embedded one reports ``snapshot_rows``, any other's
+            status is returned at once (registration already waited for RUNNING).
         specs: the connectors.
         expected_rows: per topic, the source's row count.
         timeout_s: give up after this long.
@@ -436,8 +299,9 @@ def wait_for_snapshots(
     Raises:
         CaptureError: when a connector fails or the timeout passes (naming the tables behind).
     """
-    from tqdm.auto import tqdm
 
+    if not isinstance(backend, EmbeddedBackend):  # Connect reports no snapshot counts
+        return capture_status_frame(backend, specs)
     total = sum(expected_rows.values())
     deadline = time.monotonic() + timeout_s
     with tqdm(total=total, desc="initial snapshot", unit="rows") as bar:
@@ -466,3 +330,21 @@ def wait_for_snapshots(
                     f"Failed to finish the initial snapshot in {timeout_s:.0f} s: {', '.join(behind)}"
                 )
             time.sleep(0.5)
+
+
+def source_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:
+    """The endpoints the connectors log in with: the local servers' (:func:`local_endpoints`), or
+    on AWS the RDS instances' with a Secrets Manager reference (:func:`aws_endpoints`)."""
+    return aws_endpoints(params, sources) if params.environment == "aws" else local_endpoints(params)
+
+
+def config_frame(specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
+    """Every connector's configuration: ``connector``, ``key``, ``value`` (secrets masked)."""
+    return pd.DataFrame(
+        [{"connector": s.name, "key": k, "value": v} for s in specs for k, v in describe(s)["config"].items()]
+    )
+
+
+def expected_rows(params: WorkbookParams, counts: pd.DataFrame) -> dict[str, int]:
+    """Per topic, the source row count, from a ``row_counts()`` frame (``system``, ``table``, ``rows``)."""
+    return {table_topic(params, r.system, r.table): int(r.rows) for r in counts.itertuples()}

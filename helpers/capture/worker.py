@@ -36,10 +36,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pymysql
+from psycopg import sql
+
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.errors import BronzeError
 from helpers.proc import read_status, write_status
+from helpers.sources.sql import quote_mariadb
 
 CONFIG_FILE = "config.json"
 HEARTBEAT_PREFIX = "__debezium-heartbeat"
@@ -57,9 +62,6 @@ def preflight(config: dict[str, Any]) -> str | None:
     tables = check.get("tables", [])
     try:
         if engine == "postgres":
-            import psycopg
-            from psycopg import sql
-
             with psycopg.connect(
                 host=props["database.hostname"],
                 port=int(props["database.port"]),
@@ -75,10 +77,6 @@ def preflight(config: dict[str, Any]) -> str | None:
                         )
                     )
         elif engine == "mysql":
-            import pymysql
-
-            from helpers.sources.sql import quote_mariadb
-
             mconn = pymysql.connect(
                 host=props["database.hostname"],
                 port=int(props["database.port"]),

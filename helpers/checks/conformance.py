@@ -1,6 +1,6 @@
 """CDC conformance: scripted edge cases on the real sources, checked end to end in Silver.
 
-Each scenario of ``../shared/reference/cdc-edge-cases.md`` (items 1 to 9 and 11) scripts changes
+Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9 and 11) scripts changes
 on a real source table (a PostgreSQL and a MariaDB variant where the item applies), waits until
 Bronze has captured them, ingests them into Silver tables of every variant (Copy-on-Write and
 Merge-on-Read, hard and soft deletes; written under ``<silver>/_conformance`` so the workbook's
@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
-import json
 import logging
 import os
 import random
@@ -40,16 +39,29 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm.auto import tqdm
 
-from helpers.errors import ParamsError, SourceError, WorkbookError
+from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
+from helpers.bronze.replay import replay_topic
+from helpers.capture import connector_specs
+from helpers.capture.backends import EmbeddedBackend, wait_until_running
+from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.register import local_endpoints
+from helpers.checks.compare import SOFT_FLAG, compare_rows, is_flagged
+from helpers.errors import CheckError, ParamsError, SourceError, WorkbookError
+from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.ingest import ingest_table
+from helpers.silver.tables import table_config
+from helpers.sources.changes import toast_default_identity
+from helpers.sources.connect import read_table
+from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "SCENARIOS",
     "Scenario",
     "Target",
-    "compare_rows",
     "conformance_params",
     "failed_scenarios",
     "run_scenarios",
@@ -66,8 +78,6 @@ VARIANTS: tuple[tuple[str, str], ...] = (
     ("MERGE_ON_READ", "soft"),
 )
 _SHORT_TYPE = {"COPY_ON_WRITE": "cow", "MERGE_ON_READ": "mor"}
-_ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql"}
-SOFT_FLAG = "__deleted"
 
 
 @dataclass(frozen=True)
@@ -144,115 +154,6 @@ def conformance_params(params: WorkbookParams, silver_root: str | Path | None = 
 # --- comparison (pure) -----------------------------------------------------------------------
 
 
-def _comparable(value: Any) -> Any:
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def _flagged(row: Mapping[str, Any]) -> bool:
-    return row.get(SOFT_FLAG) in (True, "true")
-
-
-def compare_rows(
-    source: Sequence[Mapping[str, Any]],
-    silver: Sequence[Mapping[str, Any]],
-    key: Sequence[str],
-    *,
-    delete_mode: str = "hard",
-    deleted_keys: Sequence[tuple[Any, ...]] = (),
-    partition: Sequence[str] = (),
-    cap: int = 5,
-) -> list[str]:
-    """Compare Silver rows with the source table's rows; the problems found (empty: equal).
-
-    Hard mode: Silver holds exactly the source's keys, once each, every source column equal
-    (aware timestamps compared as UTC; JSON text compared parsed). Soft mode: the rows without
-    ``__deleted=true`` are compared that way, every flagged key is absent from the source, and
-    every key in ``deleted_keys`` is present and flagged. With ``partition`` each row's
-    ``_hoodie_partition_path`` must name the row's own values.
-
-    Args:
-        source: the source table's rows (as the database driver returns them).
-        silver: Silver's rows (official reader, ``to_pylist()``).
-        key: primary-key columns.
-        delete_mode: ``hard`` or ``soft``.
-        deleted_keys: keys the scenario deleted for good (as tuples of key values).
-        partition: partition fields of the Silver table.
-        cap: how many keys each problem lists at most.
-
-    Returns:
-        One sentence per kind of problem, naming up to ``cap`` keys.
-
-    Example:
-        >>> compare_rows([{"id": 1, "v": "a"}], [{"id": 1, "v": "b"}], ["id"])
-        ['1 row(s) differ from the source: [(1,)] (first: v=\\'b\\' != \\'a\\')']
-    """
-    columns = list(source[0]) if source else []
-    parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in source)}
-
-    def cell(row: Mapping[str, Any], c: str) -> Any:
-        value = row.get(c)
-        return json.loads(value) if c in parsed and isinstance(value, str) else _comparable(value)
-
-    problems: list[str] = []
-    soft = delete_mode == "soft"
-    live = [r for r in silver if not (soft and _flagged(r))]
-    flagged = [r for r in silver if soft and _flagged(r)]
-    want = {tuple(r[k] for k in key): r for r in source}
-    have: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-    duplicates = []
-    for r in live:
-        k = tuple(r.get(c) for c in key)
-        if k in have:
-            duplicates.append(k)
-        have[k] = r
-    if duplicates:
-        problems.append(f"{len(duplicates)} key(s) appear more than once in Silver: {duplicates[:cap]}")
-    missing = sorted((k for k in want if k not in have), key=repr)
-    extra = sorted((k for k in have if k not in want), key=repr)
-    if missing:
-        problems.append(f"{len(missing)} source key(s) missing in Silver: {missing[:cap]}")
-    if extra:
-        problems.append(f"{len(extra)} key(s) in Silver but not in the source: {extra[:cap]}")
-    differing = []
-    first = ""
-    for k, src in want.items():
-        got = have.get(k)
-        if got is None:
-            continue
-        for c in columns:
-            if cell(got, c) != _comparable(src[c]):
-                if not first:
-                    first = f"{c}={got.get(c)!r} != {src[c]!r}"
-                differing.append(k)
-                break
-    if differing:
-        differing.sort(key=repr)
-        problems.append(f"{len(differing)} row(s) differ from the source: {differing[:cap]} (first: {first})")
-    if partition:
-        wrong = [
-            k
-            for k, r in have.items()
-            if r.get("_hoodie_partition_path") != "/".join(f"{p}={r.get(p)}" for p in partition)
-        ]
-        if wrong:
-            problems.append(
-                f"{len(wrong)} row(s) stored under another partition: {sorted(wrong, key=repr)[:cap]}"
-            )
-    if soft:
-        flagged_keys = {tuple(r.get(c) for c in key) for r in flagged}
-        alive = sorted((k for k in flagged_keys if k in want), key=repr)
-        if alive:
-            problems.append(f"{len(alive)} key(s) flagged deleted but present in the source: {alive[:cap]}")
-        unflagged = sorted((tuple(k) for k in deleted_keys if tuple(k) not in flagged_keys), key=repr)
-        if unflagged:
-            problems.append(
-                f"{len(unflagged)} deleted key(s) not kept with {SOFT_FLAG}=true: {unflagged[:cap]}"
-            )
-    return problems
-
-
 class _Tampered:
     """A value equal to nothing (what a tampered cell holds)."""
 
@@ -287,7 +188,7 @@ def tamper_rows(
     for k in map(tuple, deleted):
         if delete_mode == "soft":
             for r in rows:
-                if tuple(r.get(c) for c in key) == k and _flagged(r):
+                if tuple(r.get(c) for c in key) == k and is_flagged(r):
                     r[SOFT_FLAG] = False
                     return rows
         if k not in present:  # (a key deleted and inserted again is live: damage a value instead)
@@ -298,7 +199,7 @@ def tamper_rows(
             return rows
     wanted = {tuple(f) for f in focus}
     live = [
-        r for r in rows if not (delete_mode == "soft" and _flagged(r))
+        r for r in rows if not (delete_mode == "soft" and is_flagged(r))
     ]  # a flagged row's values are not compared
     candidates = [r for r in live if tuple(r.get(c) for c in key) in wanted] or live
     if candidates:
@@ -313,32 +214,6 @@ def tamper_rows(
 # --- the running pipeline ----------------------------------------------------------------------
 
 
-def _source_rows(params: WorkbookParams, source: str, table: str) -> list[dict[str, Any]]:
-    from helpers.capture.register import _source_table
-    from helpers.sources.local.stack import LocalStack
-
-    sp = params.source(source)
-    return _source_table(LocalStack(params), _ENGINE_KIND[sp.engine], sp.database, sp.namespace, table)
-
-
-def bronze_replay(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
-    """Bronze of one topic replayed: latest event per key by log position, deletes dropped, TOAST
-    placeholders keeping the key's previous value."""
-    from helpers.bronze.events import position_of
-    from helpers.bronze.read import read_bronze
-    from helpers.capture.connectors import UNAVAILABLE_VALUE
-
-    placeholders = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
-    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for event in sorted(read_bronze(bronze_root, topic), key=position_of):
-        k = tuple(event[c] for c in key)
-        before = latest.get(k)
-        if before is not None:
-            event = {c: before.get(c) if v in placeholders else v for c, v in event.items()}
-        latest[k] = event
-    return [e for e in latest.values() if e.get("__deleted") != "true"]
-
-
 def wait_for_bronze(
     params: WorkbookParams, target: Target, *, timeout_s: float = 90.0, bronze_root: str | Path | None = None
 ) -> None:
@@ -350,10 +225,10 @@ def wait_for_bronze(
     root = bronze_root or params.path(params.lake.bronze)
     deadline = time.monotonic() + timeout_s
     while True:
-        source = _source_rows(params, target.source, target.table)
+        source = read_table(params, target.source, target.table)
         problems = compare_rows(
             source,
-            bronze_replay(root, target.topic(params), target.key),
+            replay_topic(root, target.topic(params), target.key),
             target.key,
         )
         if not problems:
@@ -390,7 +265,6 @@ class ScenarioContext:
     @contextlib.contextmanager
     def postgres(self, source: str, *, autocommit: bool = True) -> Iterator[Any]:
         """A connection to a PostgreSQL source's database."""
-        from helpers.sources.local.stack import LocalStack
 
         with LocalStack(self.params).connect_postgres(
             self.params.source(source).database, autocommit=autocommit
@@ -400,7 +274,6 @@ class ScenarioContext:
     @contextlib.contextmanager
     def mariadb(self) -> Iterator[Any]:
         """A cursor on the MariaDB source's database (autocommit: one commit per statement)."""
-        from helpers.sources.local.stack import LocalStack
 
         conn = LocalStack(self.params).connect_mariadb(self.params.source("ecomm").database, autocommit=True)
         try:
@@ -444,7 +317,6 @@ class ScenarioContext:
         )
 
     def _mirror(self, target: Target) -> None:
-        from helpers.bronze.read import bronze_files
 
         assert self.bronze_root is not None
         real = self.params.path(self.params.lake.bronze)
@@ -457,7 +329,6 @@ class ScenarioContext:
 
     def sync(self, targets: Sequence[Target] | None = None) -> None:
         """Wait until Bronze holds the changes, then ingest every variant of the targets."""
-        from helpers.silver.ingest import ingest_table
 
         for target in targets or self.targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
@@ -471,13 +342,11 @@ class ScenarioContext:
 def _next_key(ctx: ScenarioContext, target: Target, column: str) -> int:
     """One past the largest key in the source and in every Silver variant (keys a soft-delete
     table still holds are not reused unless the scenario means to)."""
-    rows = _source_rows(ctx.params, target.source, target.table)
+    rows = read_table(ctx.params, target.source, target.table)
     top = max((int(r[column]) for r in rows), default=0)
     for table in target.variants():
         base = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / table.name
         if Path(base, ".hoodie", "hoodie.properties").exists():
-            from helpers.hudi.read import read_snapshot
-
             values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
             top = max([top, *(int(v) for v in values if v is not None)])
     return top + 1
@@ -544,7 +413,6 @@ def _deletes_mariadb(ctx: ScenarioContext) -> None:
 def _check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any, ...]]) -> None:
     """What Bronze holds for the deleted keys: one delete event each, and no null-value event
     (the connectors set ``tombstones.on.delete=false``; ingestion read every event above)."""
-    from helpers.bronze.read import read_bronze
 
     events = read_bronze(
         ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze),
@@ -645,7 +513,6 @@ def _rapid_updates_mariadb(ctx: ScenarioContext) -> None:
 def _redelivery(
     ctx: ScenarioContext, target: Target, update: Callable[[str], None], key: tuple[Any, ...]
 ) -> None:
-    from helpers.bronze.read import bronze_files
 
     ctx.use_scratch(f"redelivery-{target.table}")  # the copies go to a mirror, not the real Bronze
     ctx.sync()
@@ -848,8 +715,6 @@ def _add_column_mariadb(ctx: ScenarioContext) -> None:
 
 
 def _toast_postgres(ctx: ScenarioContext) -> None:
-    from helpers.sources.changes import toast_default_identity
-    from helpers.sources.local.stack import LocalStack
 
     result = toast_default_identity(LocalStack(ctx.params), ctx.params)
     ctx.touch(EVENT, *((k,) for k in result.keys))
@@ -862,8 +727,6 @@ def _toast_postgres(ctx: ScenarioContext) -> None:
 def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], None]) -> None:
     """Copy the topic's Bronze files into a scratch Bronze root in shuffled rounds, all with one
     modification time, ingesting after each round into scratch Silver tables."""
-    from helpers.bronze.read import bronze_files
-    from helpers.silver.ingest import ingest_table
 
     change()
     wait_for_bronze(ctx.params, target)
@@ -902,7 +765,6 @@ def _out_of_order(ctx: ScenarioContext, target: Target, change: Callable[[], Non
                 r = ingest_table(sparams, table)
                 files_n, events_n = taken.get(table.name, (0, 0))
                 taken[table.name] = (files_n + r.files, events_n + r.events)
-        from helpers.bronze.read import read_bronze_arrow
 
         total_events = read_bronze_arrow(files).num_rows if files else 0
         for name, (files_n, events_n) in taken.items():
@@ -958,12 +820,6 @@ def _snapshot_handover(
     """A fresh connector (own name, slot / server id, scratch Bronze) snapshots the source while
     ``writer`` keeps changing the target table; after the hand-over Bronze and Silver must equal
     the source (nothing lost)."""
-    from helpers.capture import connector_specs
-    from helpers.capture.backends import EmbeddedBackend, wait_until_running
-    from helpers.capture.connectors import ConnectorSpec
-    from helpers.capture.register import local_endpoints
-    from helpers.silver.ingest import ingest_table
-    from helpers.sources.local.stack import LocalStack
 
     tag = uuid.uuid4().hex[:6]
     scratch = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / "_scratch" / f"handover-{source}-{tag}"
@@ -1061,8 +917,8 @@ def _snapshot_handover(
 
 def wait_bronze_equal_once(params: WorkbookParams, target: Target, root: Path) -> bool:
     """Whether the Bronze under ``root`` replays to the source table now."""
-    source = _source_rows(params, target.source, target.table)
-    return not compare_rows(source, bronze_replay(root, target.topic(params), target.key), target.key)
+    source = read_table(params, target.source, target.table)
+    return not compare_rows(source, replay_topic(root, target.topic(params), target.key), target.key)
 
 
 def _handover_postgres(ctx: ScenarioContext) -> None:
@@ -1168,12 +1024,10 @@ def short_set() -> list[str]:
 
 
 def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 5) -> list[dict[str, Any]]:
-    from helpers.hudi.read import read_snapshot
-    from helpers.silver.tables import table_config
 
     rows = []
     for target in scenario.targets:
-        source = _source_rows(ctx.params, target.source, target.table)
+        source = read_table(ctx.params, target.source, target.table)
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
         for table in target.variants():
             base = table_config(ctx.cparams, table).base_path
@@ -1204,7 +1058,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
             )
             if not caught:
                 problems.append("negative check: a tampered copy of Silver was not reported")
-            n_live = sum(1 for r in silver if not (table.delete_mode == "soft" and _flagged(r)))
+            n_live = sum(1 for r in silver if not (table.delete_mode == "soft" and is_flagged(r)))
             detail = (
                 "; ".join(problems)
                 if problems
@@ -1272,7 +1126,6 @@ def run_scenarios(
         raise ParamsError(f"Failed to find scenario(s) {unknown}: known scenarios are {list(SCENARIOS)}")
     if params.environment != "local":
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
-    from tqdm.auto import tqdm
 
     cparams = conformance_params(params, silver_root)
     rows: list[dict[str, Any]] = []
@@ -1333,3 +1186,30 @@ def failed_scenarios(frame: pd.DataFrame) -> list[str]:
     if frame.empty:
         return []
     return sorted(set(frame.loc[frame["status"] == "FAILED", "scenario"]))
+
+
+def scenario_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per scenario: ``item``, ``scenario``, ``result`` (``FAILED`` when a variant failed,
+    ``n/a`` when none applied, else ``passed``)."""
+
+    def verdict(statuses: pd.Series) -> str:
+        if (statuses == "FAILED").any():
+            return "FAILED"
+        return "n/a" if (statuses == "n/a").all() else "passed"
+
+    return (
+        frame.groupby(["item", "scenario"], sort=True)["status"].agg(verdict).rename("result").reset_index()
+    )
+
+
+def require_passed(frame: pd.DataFrame) -> str:
+    """A one-line account when no scenario failed.
+
+    Raises:
+        CheckError: naming each failed scenario, its Silver table and what differed.
+    """
+    failed = failed_scenarios(frame)
+    if failed:
+        details = frame[frame["status"] == "FAILED"][["scenario", "silver_table", "detail"]]
+        raise CheckError(f"Conformance scenarios failed: {failed}\n{details.to_string(index=False)}")
+    return f"{frame['scenario'].nunique()} scenarios, none failed"

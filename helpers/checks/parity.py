@@ -1,4 +1,8 @@
-"""Each stage against the sources: Bronze replayed and Silver read back, compared row by row."""
+"""Each stage against the sources, row by row: Bronze replayed, Silver read back, a query result.
+
+Source rows come from :mod:`helpers.sources.connect`, Bronze from :mod:`helpers.bronze.replay`,
+and every comparison is :func:`helpers.checks.compare.compare_rows` (or ``compare_frames``).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,120 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+from psycopg import sql as pgsql
 
+from helpers.bronze.read import read_bronze
+from helpers.bronze.replay import replay
+from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.register import connector_specs, local_endpoints
+from helpers.checks.compare import compare_frames, rows_equal
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import SOFT_DELETE_FIELD
+from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
 from helpers.lakefs import is_s3
+from helpers.naming import silver_topic, source_of_connector
 from helpers.params import WorkbookParams
-from helpers.silver.tables import (
-    table_config,
-)
+from helpers.poll import wait_until
+from helpers.silver.tables import bronze_store, pending_bronze, table_config
+from helpers.sources.api import Sources, open_sources
+from helpers.sources.connect import connect, primary_key, read_table
 from helpers.spark import build_spark_session
 
-__all__ = ["silver_vs_source"]
+__all__ = [
+    "bronze_status",
+    "bronze_vs_source",
+    "revenue_vs_source",
+    "silver_vs_source",
+    "source_revenue_by_customer",
+]
+
+_BRONZE_COLUMNS = ["topic", "source_rows", "bronze_rows", "events", "equal"]
+
+
+def bronze_vs_source(
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
+) -> pd.DataFrame:
+    """Replay Bronze (:func:`helpers.bronze.replay.replay`) and compare it with each source table
+    the connectors capture, row by row.
+
+    Capture is asynchronous: changes committed just before the call may still be on their way.
+    ``wait_s`` re-checks, with a growing pause, until every table is equal or the time is up; the
+    last comparison is returned either way.
+
+    Returns:
+        One row per topic: ``source_rows``, ``bronze_rows`` (replayed), ``events``, ``equal``.
+    """
+    sources = open_sources(params)
+    last: list[pd.DataFrame] = []
+
+    def compared() -> bool:
+        last[:] = [_bronze_vs_source_once(params, specs, sources)]
+        return bool(last[0]["equal"].all())
+
+    if wait_s > 0:
+        try:
+            wait_until(compared, timeout_s=wait_s, what="Bronze to equal the sources", max_interval_s=1.0)
+        except TimeoutError:
+            pass
+    else:
+        compared()
+    return last[0]
+
+
+def _bronze_vs_source_once(
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources
+) -> pd.DataFrame:
+    bronze = params.path(params.lake.bronze)
+    rows = []
+    for spec in specs:
+        source = source_of_connector(spec.name)
+        for table_key, topic in spec.topics.items():
+            table = table_key.split(".", 1)[1]
+            source_rows = read_table(params, source, table, sources=sources)
+            key = primary_key(params, source, table, sources=sources)
+            events = read_bronze(bronze, topic)
+            replayed = replay(events, key)
+            rows.append(
+                {
+                    "topic": topic,
+                    "source_rows": len(source_rows),
+                    "bronze_rows": len(replayed),
+                    "events": len(events),
+                    "equal": rows_equal(source_rows, replayed, key),
+                }
+            )
+    return pd.DataFrame(rows, columns=_BRONZE_COLUMNS)
+
+
+def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
+    """Whether Bronze holds what the sources hold, before ingesting.
+
+    With the embedded connectors Bronze is replayed and compared with each source table
+    (:func:`bronze_vs_source`, waiting up to ``wait_s`` for capture to catch up). With a sink that
+    lands Bronze on S3 all the time (Kafka Connect, MSK Connect) the Bronze files of each Silver
+    table's topic are listed with the number its checkpoint has not taken yet.
+
+    Returns:
+        Embedded: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. Otherwise:
+        ``table``, ``topic``, ``bronze_files``, ``pending_files`` and ``equal`` None.
+    """
+    if params.environment != "aws" and params.capture.backend == "embedded":
+        return bronze_vs_source(params, connector_specs(params, local_endpoints(params)), wait_s=wait_s)
+    store = bronze_store(params)
+    rows = []
+    for table in params.silver.tables:
+        pending, _ = pending_bronze(params, table, store)
+        rows.append(
+            {
+                "table": table.name,
+                "topic": silver_topic(params, table),
+                "bronze_files": len(store.list(silver_topic(params, table))),
+                "pending_files": len(pending),
+                "equal": None,  # compared once Silver exists (notebook 03)
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def silver_vs_source(
@@ -32,16 +138,11 @@ def silver_vs_source(
         compared parsed). A SQL Server source is not compared (``equal`` None): read it with
         notebook 07's reconciliation.
     """
-    from helpers.capture.register import _source_table, rows_equal_source
-    from helpers.hudi.read import read_snapshot
-    from helpers.sources.api import open_sources
-
-    connections = open_sources(params)
+    sources = open_sources(params)
     out = []
     for table in params.silver.tables:
         if names is not None and table.name not in names:
             continue
-        sp = params.source(table.source)
         base = table_config(params, table).base_path
         if not completed_instants(base):
             silver: list[dict[str, Any]] = []
@@ -52,17 +153,58 @@ def silver_vs_source(
             silver = read_snapshot(base).to_pylist()
         if table.delete_mode == "soft":
             silver = [r for r in silver if not r.get(SOFT_DELETE_FIELD)]
-        if sp.engine == "sqlserver":
+        if params.source(table.source).engine == "sqlserver":
             out.append({"table": table.name, "source_rows": None, "silver_rows": len(silver), "equal": None})
             continue
-        engine = "postgres" if sp.engine == "postgres" else "mysql"
-        source = _source_table(connections, engine, sp.database, sp.namespace, table.table)
+        source = read_table(params, table.source, table.table, sources=sources)
         out.append(
             {
                 "table": table.name,
                 "source_rows": len(source),
                 "silver_rows": len(silver),
-                "equal": rows_equal_source(source, silver, table.record_key),
+                "equal": rows_equal(source, silver, table.record_key),
             }
         )
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
+
+
+def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
+    """Revenue per customer computed in the orders source database from ``orders`` and
+    ``order_items`` (not the outbox): the oracle of ``sql/order_revenue_by_customer.sql``.
+
+    Returns:
+        One row per customer with at least one order item: ``customer_id``, ``customer_name``,
+        ``city``, ``order_count``, ``avg_quantity``, ``avg_revenue``, ``total_revenue`` (Decimal),
+        sorted as the SQL file sorts.
+    """
+    schema = params.source("orders").namespace
+    query = pgsql.SQL(
+        """
+        WITH per_order AS (
+            SELECT o.customer_id, o.order_id, sum(i.quantity) AS quantity,
+                   sum(i.quantity * i.unit_price) AS revenue
+              FROM {orders} AS o JOIN {items} AS i ON i.order_id = o.order_id
+             GROUP BY o.customer_id, o.order_id)
+        SELECT p.customer_id, c.name AS customer_name, c.city, count(*) AS order_count,
+               avg(p.quantity::double precision) AS avg_quantity,
+               avg(p.revenue::double precision) AS avg_revenue, sum(p.revenue) AS total_revenue
+          FROM per_order AS p JOIN {customers} AS c ON c.customer_id = p.customer_id
+         GROUP BY p.customer_id, c.name, c.city
+         ORDER BY total_revenue DESC, p.customer_id
+        """
+    ).format(
+        orders=pgsql.Identifier(schema, "orders"),
+        items=pgsql.Identifier(schema, "order_items"),
+        customers=pgsql.Identifier(schema, "customers"),
+    )
+    with connect(params, "orders") as conn:
+        cur = conn.execute(query)
+        columns = [d.name for d in cur.description or []]
+        return pd.DataFrame.from_records(cur.fetchall(), columns=columns)
+
+
+def revenue_vs_source(params: WorkbookParams, revenue: pd.DataFrame) -> pd.DataFrame:
+    """``order_revenue_by_customer.sql``'s result against :func:`source_revenue_by_customer`,
+    per column (averages within floating-point tolerance, everything else exact)."""
+    source = source_revenue_by_customer(params)
+    return compare_frames(revenue, source, ["customer_id"], approx=["avg_quantity", "avg_revenue"])

@@ -44,14 +44,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
+from psycopg import sql
 
 from helpers.capture.offsets import stored_position
 from helpers.errors import ReconcileError, WorkbookError
+from helpers.hudi.read import read_snapshot
 from helpers.naming import connector_name, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.ingest import ingest_table
+from helpers.silver.tables import pending_bronze, table_config
+from helpers.sources.local.stack import LocalStack
 from helpers.sources.positions import SourcePosition, binlog_index, parse_lsn
+from helpers.sources.sql import quote_mariadb
 
 __all__ = [
     "SourceSnapshot",
@@ -121,7 +128,6 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
     Raises:
         ReconcileError: when the source cannot be read (the database's message).
     """
-    from helpers.sources.local.stack import LocalStack
 
     sp = params.source(source)
     kind = _engine_kind(sp.engine)
@@ -130,9 +136,6 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
     json_cols: dict[str, frozenset[str]] = {}
     try:
         if kind == "postgres":
-            import psycopg
-            from psycopg import sql
-
             with stack.connect_postgres(sp.database) as conn:
                 conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 conn.read_only = True
@@ -152,8 +155,6 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
                         out[table] = _columns_to_arrow(names, cur.fetchall(), found)
                         json_cols[table] = frozenset(found)
         else:
-            from helpers.sources.sql import quote_mariadb
-
             mconn = stack.connect_mariadb(sp.database)
             try:
                 with mconn.cursor() as mcur:
@@ -393,8 +394,6 @@ def _is_table(base: str) -> bool:
 
 
 def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | None:
-    from helpers.hudi.read import read_snapshot
-    from helpers.silver.tables import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -409,8 +408,6 @@ def _silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table |
 
 def _silver_position(params: WorkbookParams, table: SilverTableParams, engine: str) -> SourcePosition | None:
     """The highest source position among Silver's rows (soft-deleted ones included)."""
-    from helpers.hudi.read import read_snapshot
-    from helpers.silver.tables import table_config
 
     base = table_config(params, table).base_path
     if not _is_table(base):
@@ -442,8 +439,6 @@ def _captured_position(params: WorkbookParams, source: str, engine: str) -> Sour
     best = stored_position(params, connector_name(params, source))
     if engine == "postgres":
         try:
-            from helpers.sources.local.stack import LocalStack
-
             with LocalStack(params).connect_postgres(params.source(source).database, autocommit=True) as conn:
                 row = conn.execute(
                     "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
@@ -465,7 +460,6 @@ def _caught_up(
     position: SourcePosition,
 ) -> tuple[bool, str]:
     """Whether Silver holds every change of the table up to ``position``, and why."""
-    from helpers.silver.tables import pending_bronze
 
     top = _silver_position(silver_params, table, position.engine)
     if top is not None and top.reaches(position):
@@ -564,7 +558,6 @@ def _reconcile_table(
     max_keys: int,
     read_s: float,
 ) -> dict[str, Any]:
-    from helpers.silver.ingest import ingest_table
 
     started = time.monotonic()
     rows = snap.tables[table.table]

@@ -31,6 +31,7 @@ from helpers.capture.offsets import offsets_file, stored_position
 from helpers.errors import RetentionError, WorkbookError
 from helpers.naming import connector_name, slot_name
 from helpers.params import WorkbookParams
+from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "STATUSES",
@@ -60,7 +61,6 @@ def _mib(n: int) -> str:
 def _postgres_row(
     params: WorkbookParams, source: str, database: str, warn_bytes: int, fail_bytes: int
 ) -> dict[str, Any]:
-    from helpers.sources.local.stack import LocalStack
 
     slot = slot_name(params, source)
     with LocalStack(params).connect_postgres(database, autocommit=True) as conn:
@@ -109,7 +109,6 @@ def _postgres_row(
 def _mariadb_row(
     params: WorkbookParams, connector: str, database: str, warn_bytes: int, fail_bytes: int
 ) -> dict[str, Any]:
-    from helpers.sources.local.stack import LocalStack
 
     conn = LocalStack(params).connect_mariadb(database)
     try:

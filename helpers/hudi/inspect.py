@@ -7,6 +7,7 @@ import os
 
 import pandas as pd
 
+from helpers.hudi.read import open_table
 from helpers.hudi.timeline import DATA_ACTIONS, list_instants, read_commit_metadata, write_stats
 
 __all__ = ["table_timeline", "table_file_groups", "table_size"]
@@ -77,7 +78,6 @@ def table_file_groups(base_path: str) -> pd.DataFrame:
         Columns ``partition``, ``file_id``, ``base_instant``, ``base_file``, ``base_bytes``,
         ``log_files``, ``log_bytes``, ``records``.
     """
-    from helpers.hudi.read import open_table
 
     rows = []
     if list_instants(base_path):

@@ -41,6 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
+from hudi import HudiFileGroupReader, HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 from helpers.errors import HudiError, WorkbookError
 from helpers.instants import InstantInput, to_instant
@@ -137,7 +138,6 @@ class HudiReadSpec:
         Returns:
             The options object for ``HudiTable.read`` / ``get_file_slices``.
         """
-        from hudi import HudiQueryType, HudiReadOptions
 
         opts = HudiReadOptions(
             filters=list(filters) if filters else None,
@@ -256,7 +256,6 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
         HudiError: naming the path, if the table cannot be opened (no ``hoodie.properties``,
             unsupported table version, ...).
     """
-    from hudi import HudiTableBuilder
 
     for attempt in range(_RETRIES + 1):
         try:
@@ -539,7 +538,6 @@ def read_file_slices(
     Raises:
         HudiError: naming the path and the file group, if a slice cannot be read.
     """
-    from hudi import HudiFileGroupReader
 
     read_options = spec.to_read_options()
     reader = HudiFileGroupReader(str(base_path), dict(reader_options))

@@ -28,13 +28,11 @@ Example:
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,7 +43,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyathena
 from IPython.display import Markdown, display
-from psycopg import sql as pgsql
 from tqdm.auto import tqdm
 
 from helpers.artefacts import save
@@ -68,18 +65,15 @@ from helpers.query.sql_files import (
     to_duckdb,
 )
 from helpers.silver.catalog import catalog_tables
-from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "QueryEngine",
     "AthenaEngine",
     "LocalEngine",
     "athena_database",
-    "compare_frames",
     "open_engine",
     "run_sql",
     "show_sql",
-    "source_revenue_by_customer",
 ]
 
 
@@ -518,93 +512,3 @@ def run_sql(
     else:
         result = engine.query(name, parameters)
     return save(result, folder, f"{prefix}{name}")
-
-
-def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:
-    """Revenue per customer computed in the local PostgreSQL orders database, from the ``orders``
-    and ``order_items`` tables (not the outbox): the oracle of ``order_revenue_by_customer.sql``.
-
-    Returns:
-        One row per customer with at least one order item: ``customer_id``, ``customer_name``,
-        ``city``, ``order_count``, ``avg_quantity``, ``avg_revenue``, ``total_revenue`` (Decimal),
-        sorted as the SQL file sorts.
-    """
-    source = params.source("orders")
-    schema = source.namespace
-    query = pgsql.SQL(
-        """
-        WITH per_order AS (
-            SELECT o.customer_id, o.order_id, sum(i.quantity) AS quantity,
-                   sum(i.quantity * i.unit_price) AS revenue
-              FROM {orders} AS o JOIN {items} AS i ON i.order_id = o.order_id
-             GROUP BY o.customer_id, o.order_id)
-        SELECT p.customer_id, c.name AS customer_name, c.city, count(*) AS order_count,
-               avg(p.quantity::double precision) AS avg_quantity,
-               avg(p.revenue::double precision) AS avg_revenue, sum(p.revenue) AS total_revenue
-          FROM per_order AS p JOIN {customers} AS c ON c.customer_id = p.customer_id
-         GROUP BY p.customer_id, c.name, c.city
-         ORDER BY total_revenue DESC, p.customer_id
-        """
-    ).format(
-        orders=pgsql.Identifier(schema, "orders"),
-        items=pgsql.Identifier(schema, "order_items"),
-        customers=pgsql.Identifier(schema, "customers"),
-    )
-    with LocalStack(params).connect_postgres(source.database) as conn:
-        cur = conn.execute(query)
-        columns = [d.name for d in cur.description or []]
-        return pd.DataFrame.from_records(cur.fetchall(), columns=columns)
-
-
-def compare_frames(
-    left: pd.DataFrame,
-    right: pd.DataFrame,
-    key: Sequence[str],
-    *,
-    approx: Sequence[str] = (),
-    rel_tol: float = 1e-9,
-) -> pd.DataFrame:
-    """Compare two results column by column, rows matched on ``key``.
-
-    Exact equality for every column (decimals compared as decimals) except those in ``approx``
-    (floating point averages: relative tolerance ``rel_tol``).
-
-    Returns:
-        One row per column of ``left``: ``column``, ``left_rows``, ``right_rows``, ``differing``
-        (rows whose values differ or that one side lacks), ``equal``.
-    """
-    keys = list(key)
-    merged = left.merge(right, on=keys, how="outer", suffixes=("_left", "_right"), indicator=True)
-    unmatched = int((merged["_merge"] != "both").sum())
-    rows = []
-    for column in left.columns:
-        if column in keys:
-            differing = unmatched
-        else:
-            a, b = merged[f"{column}_left"], merged[f"{column}_right"]
-            if column in approx:
-                same = [
-                    x is not None and y is not None and math.isclose(float(x), float(y), rel_tol=rel_tol)
-                    for x, y in zip(a, b, strict=True)
-                ]
-            else:
-                same = [_same(x, y) for x, y in zip(a, b, strict=True)]
-            differing = sum(1 for s in same if not s)
-        rows.append(
-            {
-                "column": column,
-                "left_rows": len(left),
-                "right_rows": len(right),
-                "differing": differing,
-                "equal": differing == 0 and len(left) == len(right),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _same(x: object, y: object) -> bool:
-    if x is None or y is None or (isinstance(x, float) and math.isnan(x)):
-        return x is y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
-    if isinstance(x, Decimal) or isinstance(y, Decimal):
-        return Decimal(str(x)) == Decimal(str(y))
-    return bool(x == y)

@@ -1,23 +1,30 @@
-"""What the notebooks call on Silver, the same in every environment: status of Bronze, the tables, the
-continuous job, the catalog."""
+"""What the notebooks call on Silver: :func:`open_silver` returns the environment's backend.
+
+``LocalSilver`` runs the continuous job as a local background process; ``EmrSilver`` leaves it to
+the scheduled EMR step. Ingestion, the table overview, the catalog and SQL are the same code in
+both (the official Hudi writer and reader, the local metastore or Glue).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pandas as pd
 
 from helpers.errors import HudiError
+from helpers.hudi.inspect import table_file_groups
 from helpers.hudi.keys import RECORD_KEY_COL
+from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
-from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
+from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
+from helpers.silver.ingest import ingest_all
+from helpers.silver.job import SilverJob
 from helpers.silver.tables import (
-    bronze_store,
-    pending_bronze,
     silver_write_options,
     table_config,
 )
@@ -26,53 +33,20 @@ from helpers.spark import build_spark_session
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "bronze_status",
+    "EmrSilver",
+    "LocalSilver",
+    "Silver",
+    "open_silver",
     "register_catalog",
     "silver_tables_frame",
-    "start_continuous",
     "sync_catalog",
     "wait_for_job_round",
 ]
 
 
-def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
-    """Whether Bronze holds what the sources hold, before ingesting.
-
-    Locally the embedded connectors' Bronze is replayed and compared with each source table
-    (:func:`helpers.capture.register.bronze_vs_source`, waiting up to ``wait_s`` for capture to catch
-    up). On AWS the S3 sink lands Bronze all the time: the Bronze files of each Silver table's
-    topic are listed with the number its checkpoint has not taken yet.
-
-    Returns:
-        Local: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. AWS: ``table``,
-        ``topic``, ``bronze_files``, ``pending_files``.
-    """
-    if params.environment != "aws" and params.capture.backend == "embedded":
-        from helpers.capture.register import bronze_vs_source, connector_specs, local_endpoints
-
-        specs = connector_specs(params, local_endpoints(params))
-        frame = bronze_vs_source(params, specs, wait_s=wait_s)
-        return frame[["topic", "source_rows", "bronze_rows", "events", "equal"]]
-    store = bronze_store(params)
-    rows = []
-    for table in params.silver.tables:
-        listing = store.list(silver_topic(params, table))
-        pending, _ = pending_bronze(params, table, store)
-        rows.append(
-            {
-                "table": table.name,
-                "topic": silver_topic(params, table),
-                "bronze_files": len(listing),
-                "pending_files": len(pending),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
     """Per Silver table: type, commits, rows and the latest file slices (file groups, bytes), as
     the official Rust reader plans them (local paths and S3 alike)."""
-    from helpers.hudi.inspect import table_file_groups
 
     rows = []
     for table in params.silver.tables:
@@ -94,8 +68,6 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
         )
     frame = pd.DataFrame(rows)
     if (frame["type"] == "MERGE_ON_READ").any():  # log files hold changes: count the merged rows
-        from helpers.hudi.read import read_snapshot
-
         for i, row in frame.iterrows():
             if row["type"] == "MERGE_ON_READ" and row["commits"]:
                 spec = next(t for t in params.silver.tables if t.name == row["table"])
@@ -170,28 +142,6 @@ def sync_catalog(
     return done
 
 
-def start_continuous(params: WorkbookParams, timeout_s: float = 180.0) -> dict[str, Any]:
-    """Start the continuous ingestion (DeltaStreamer's ``--continuous``) and wait for its first
-    round: locally the background job :class:`helpers.silver.job.SilverJob` (stopped by
-    ``./workbook stack stop``). On AWS the same ingestion runs as a scheduled EMR step or notebook
-    execution of this notebook, so nothing is started here.
-
-    Returns:
-        The job's ``state``, ``loops``, ``error`` (AWS: ``state`` ``SCHEDULED_ON_EMR``).
-
-    Raises:
-        HudiError: when the job dies or finishes no round in time.
-    """
-    if params.environment == "aws":
-        return {"state": "SCHEDULED_ON_EMR", "loops": None, "error": None}
-    from helpers.silver.job import SilverJob
-
-    job = SilverJob(params)
-    job.start()
-    status = wait_for_job_round(job, timeout_s)
-    return {k: status.get(k) for k in ("state", "loops", "error")}
-
-
 def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFrame:
     """The Silver tables in the catalog (the local metastore, or Glue on EMR), one row per catalog
     table, ``_ro`` / ``_rt`` for Merge-on-Read.
@@ -206,7 +156,6 @@ def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFra
     Raises:
         HudiError: when a table is still missing after the sync.
     """
-    from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
 
     spark = spark or build_spark_session(params)
     present = catalog_tables(params, spark)
@@ -215,3 +164,74 @@ def register_catalog(params: WorkbookParams, *, spark: Any = None) -> pd.DataFra
         return catalog_frame(params, spark, tables=present)
     sync_catalog(params, list(missing), spark=spark)
     return catalog_frame(params, spark)
+
+
+class Silver(Protocol):
+    """The Silver stage as notebook 03 drives it, in any environment."""
+
+    params: WorkbookParams
+
+    def ingest(self) -> pd.DataFrame:
+        """One ingestion round over every table (:func:`helpers.silver.ingest.ingest_all`)."""
+        ...
+
+    def tables(self) -> pd.DataFrame:
+        """Per table: type, commits, rows, file groups, bytes."""
+        ...
+
+    def register_catalog(self) -> pd.DataFrame:
+        """The tables in the catalog, synced where missing."""
+        ...
+
+    def sql(self, query: str) -> pd.DataFrame:
+        """A Spark SQL query over the catalog, as pandas."""
+        ...
+
+    def start_continuous(self, timeout_s: float = 180.0) -> dict[str, Any]:
+        """Keep ingesting from now on; ``state``, ``loops``, ``error``."""
+        ...
+
+
+@dataclass
+class LocalSilver:
+    """Silver on this machine: Spark in local mode, the local metastore, a background job."""
+
+    params: WorkbookParams
+
+    def ingest(self) -> pd.DataFrame:
+        return ingest_all(self.params)
+
+    def tables(self) -> pd.DataFrame:
+        return silver_tables_frame(self.params)
+
+    def register_catalog(self) -> pd.DataFrame:
+        return register_catalog(self.params)
+
+    def sql(self, query: str) -> pd.DataFrame:
+        return build_spark_session(self.params).sql(query).toPandas()
+
+    def start_continuous(self, timeout_s: float = 180.0) -> dict[str, Any]:
+        """Start :class:`helpers.silver.job.SilverJob` (stopped by ``./workbook stack stop``) and
+        wait for its first round.
+
+        Raises:
+            HudiError: when the job dies or finishes no round in time.
+        """
+        job = SilverJob(self.params)
+        job.start()
+        status = wait_for_job_round(job, timeout_s)
+        return {k: status.get(k) for k in ("state", "loops", "error")}
+
+
+@dataclass
+class EmrSilver(LocalSilver):
+    """Silver on EMR: the same calls on the cluster's Spark and Glue; the continuous ingestion is
+    the scheduled EMR step (or notebook execution) of notebook 03, so nothing starts here."""
+
+    def start_continuous(self, timeout_s: float = 180.0) -> dict[str, Any]:
+        return {"state": "SCHEDULED_ON_EMR", "loops": None, "error": None}
+
+
+def open_silver(params: WorkbookParams) -> Silver:
+    """The Silver backend of ``params.environment``."""
+    return EmrSilver(params) if params.environment == "aws" else LocalSilver(params)

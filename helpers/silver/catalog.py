@@ -16,8 +16,10 @@ from typing import Any
 import pandas as pd
 
 from helpers.errors import HudiError
+from helpers.hudi.timeline import completed_instants
 from helpers.naming import silver_database
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.tables import table_config
 from helpers.spark import build_spark_session
 
 __all__ = ["catalog_frame", "catalog_names", "catalog_tables", "missing_from_catalog", "qualified_name"]
@@ -90,8 +92,6 @@ def catalog_names(table: SilverTableParams) -> list[str]:
 def missing_from_catalog(params: WorkbookParams, present: Mapping[str, Any]) -> dict[str, list[str]]:
     """Silver tables that have commits but lack catalog tables in ``present`` (as
     :func:`catalog_tables` returns it): table name -> the missing catalog names."""
-    from helpers.hudi.timeline import completed_instants
-    from helpers.silver.tables import table_config
 
     missing = {}
     for table in params.silver.tables:

@@ -24,6 +24,7 @@ from helpers.silver.checkpoint import (
     BronzeObject,
     BronzeStore,
 )
+from helpers.silver.quarantine import VALID_OPS, BadRecord
 
 __all__ = []
 
@@ -70,7 +71,6 @@ def _check_events(
     table: pa.Table, config: HudiTableConfig, positions: tuple[str, ...], reference: dict[str, pa.DataType]
 ) -> tuple[pa.Table, list[Any]]:
     """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
-    from helpers.silver.quarantine import VALID_OPS, BadRecord
 
     required = (*DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
 
@@ -134,7 +134,6 @@ def read_checked(
     Raises:
         OSError: when a file cannot be read at all (permissions, S3 errors: not bad input).
     """
-    from helpers.silver.quarantine import BadRecord
 
     reference = stored_types(config.base_path)
     tables: list[pa.Table] = []

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from helpers.bronze.read import bronze_files
 from helpers.errors import HudiError
 
 __all__ = [
@@ -159,7 +160,6 @@ class LocalBronze:
 
     def list(self, topic: str) -> list[BronzeObject]:
         """Every visible Bronze file of ``topic`` (hidden temporary files excluded)."""
-        from helpers.bronze.read import bronze_files
 
         out = []
         for path in bronze_files(self.root, topic):

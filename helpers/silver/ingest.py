@@ -42,6 +42,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,7 @@ from helpers.silver.prepare import (
     prepare_events,
     stored_rows_reader,
 )
+from helpers.silver.quarantine import quarantine_dir, write_quarantine
 from helpers.silver.tables import (
     QUARANTINE_KEY,
     bronze_store,
@@ -190,7 +192,6 @@ def ingest_table(
             aside) or the write fails (nothing is committed then).
         HudiLockError: when another writer holds the table for too long.
     """
-    from helpers.silver.quarantine import quarantine_dir, write_quarantine
 
     started = time.monotonic()
     topic = silver_topic(params, table)
@@ -311,7 +312,6 @@ def ingest_all(
     Raises:
         HudiError: the first table's error, after the other tables' rounds finished.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     tables = [t for t in params.silver.tables if names is None or t.name in names]
     if spark is None and tables:

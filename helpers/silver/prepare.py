@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.capture.connectors import UNAVAILABLE_VALUE
+from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.errors import HudiError
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig

@@ -13,6 +13,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import fastavro
+
 from helpers.errors import TimeTravelError
 from helpers.hudi.read import ReadFilter
 from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
@@ -115,7 +117,6 @@ def earliest_retained(base: str) -> str | None:
     cleans = completed_instants(base, actions=("clean",))
     if not cleans:
         return None
-    import fastavro
 
     with open(os.path.join(hoodie_dir(base), cleans[-1].file_name), "rb") as handle:
         records: list[Any] = list(fastavro.reader(handle))

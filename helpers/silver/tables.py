@@ -28,6 +28,7 @@ from helpers.silver.checkpoint import (
     latest_checkpoint,
     plan_round,
 )
+from helpers.silver.quarantine import settled_files
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +212,6 @@ def pending_bronze(
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
     checkpoint to commit after taking them."""
-    from helpers.silver.quarantine import settled_files
 
     state = checkpoint_of(table_config(params, table).base_path)
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken

@@ -809,3 +809,7 @@ def source_row_counts(stack: LocalStack, params: WorkbookParams, *, missing_ok: 
     frame = pd.DataFrame(records, columns=["system", "engine", "database", "table", "rows"])
     frame["rows"] = frame["rows"].astype("Int64")
     return frame
+
+
+PREFLIGHT_COLUMNS = ["source", "engine", "database", "check", "passed", "actual", "expected", "fix"]
+"""Columns of the table :meth:`Sources.enable_cdc` returns."""

@@ -1,6 +1,6 @@
 """Scripted changes to the local sources: the CDC edge cases, applied on purpose.
 
-Each scenario of ``../shared/reference/cdc-edge-cases.md`` that a source can produce is a function
+Each scenario of ``docs/cdc-edge-cases.md`` that a source can produce is a function
 here; tests and notebooks call :func:`apply_scenario`, people the command line::
 
     ./workbook changes list

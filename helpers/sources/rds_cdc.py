@@ -15,6 +15,7 @@ Every function takes a boto3 client so that callers choose the session, region a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -363,7 +364,6 @@ def _aws(params: WorkbookParams) -> Any:
 
 
 def _check_identifier(name: str) -> None:
-    import re
 
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
         raise AwsError(f"Failed to build SQL Server CDC statements: {name!r} is not a plain identifier")

@@ -17,10 +17,11 @@ import pandas as pd
 import pytest
 from pipeline import Capture
 
-from helpers.capture.register import bronze_vs_source
+from helpers.checks.compare import compare_frames
+from helpers.checks.parity import bronze_vs_source, source_revenue_by_customer
 from helpers.hudi.api import read_hudi_df
 from helpers.params import WorkbookParams
-from helpers.query.engines import LocalEngine, compare_frames, open_engine, source_revenue_by_customer
+from helpers.query.engines import LocalEngine, open_engine
 from helpers.silver.backend import register_catalog
 from helpers.silver.ingest import ingest_all
 from helpers.silver.tables import table_config

@@ -264,7 +264,7 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
     """Each scripted edge case: its changes arrive, and replaying Bronze by log position gives
     back the source table exactly (deletes, re-inserts, same-second updates, a moved partition
     value, a new column, extreme decimals, a burst)."""
-    from helpers.capture.register import bronze_vs_source
+    from helpers.checks.parity import bronze_vs_source
     from helpers.sources.changes import apply_scenario
 
     result = apply_scenario(capture.stack.params, scenario)
@@ -296,8 +296,7 @@ def test_silver_one_shot_ingestion_equals_every_source_and_takes_each_file_once(
     """Bronze -> Silver Hudi tables (sale also as MoR): every table equals its source through the
     official reader; a second run finds no new file; after scripted changes another run catches up,
     and as of the commit before the changes the earlier rows come back."""
-    from helpers.capture.register import bronze_vs_source
-    from helpers.checks.parity import silver_vs_source
+    from helpers.checks.parity import bronze_vs_source, silver_vs_source
     from helpers.hudi.read import read_snapshot
     from helpers.hudi.timeline import completed_instants
     from helpers.silver.ingest import ingest_all
@@ -332,7 +331,7 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
     12.8 kB out-of-line value untouched carry Debezium's placeholder (checked in Bronze first);
     Silver keeps the real value, taken from an earlier event of the same batch, and in a later
     batch from the stored row."""
-    from helpers.capture.connectors import UNAVAILABLE_VALUE
+    from helpers.bronze.events import UNAVAILABLE_VALUE
     from helpers.checks.parity import silver_vs_source
     from helpers.silver.ingest import ingest_all
     from helpers.sources.changes import apply_scenario
@@ -419,8 +418,7 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     moment (a notebook while the continuous job runs) record every Bronze file in one commit only."""
     import json as json_
 
-    from helpers.capture.register import bronze_vs_source
-    from helpers.checks.parity import silver_vs_source
+    from helpers.checks.parity import bronze_vs_source, silver_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
     from helpers.silver.ingest import FILES_KEY, ingest_table
     from helpers.silver.tables import table_config

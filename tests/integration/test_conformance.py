@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from pipeline import Capture
 
+from helpers.checks.compare import compare_rows
 from helpers.checks.conformance import (
     SCENARIOS,
     VARIANTS,
-    compare_rows,
     failed_scenarios,
     run_scenarios,
     short_set,

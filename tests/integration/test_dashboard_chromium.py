@@ -113,7 +113,7 @@ def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
     commit's rows equal its commit metadata, every lag is non-negative and not longer than the
     session, and the update's commit shows one updated row whose lag is at most the time between
     the source commit and the end of the ingestion."""
-    from helpers.capture.register import bronze_vs_source
+    from helpers.checks.parity import bronze_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
     from helpers.silver.ingest import ingest_all
     from helpers.silver.tables import table_config

@@ -29,7 +29,7 @@ import pytest
 from pipeline import Capture, wait_for
 
 from helpers.capture.backends import wait_until_running
-from helpers.capture.register import bronze_vs_source
+from helpers.checks.parity import bronze_vs_source
 from helpers.params import WorkbookParams
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

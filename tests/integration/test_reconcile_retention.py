@@ -28,7 +28,7 @@ from pipeline import Capture, wait_for
 
 from helpers.capture.backends import wait_until_running
 from helpers.capture.offsets import stored_position
-from helpers.capture.register import bronze_vs_source
+from helpers.checks.parity import bronze_vs_source
 from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
 from helpers.errors import CaptureError, RetentionError

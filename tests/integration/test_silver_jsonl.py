@@ -15,7 +15,8 @@ import pytest
 
 from helpers.bronze.read import bronze_files
 from helpers.capture import connector_specs, open_backend, register_connectors
-from helpers.capture.register import bronze_vs_source, local_endpoints
+from helpers.capture.register import local_endpoints
+from helpers.checks.parity import bronze_vs_source
 from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

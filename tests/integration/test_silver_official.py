@@ -16,9 +16,8 @@ import pytest
 from pipeline import Capture
 from silver_tables import spark_frame, write_silver
 
-from helpers.capture.connectors import UNAVAILABLE_VALUE
-from helpers.capture.register import bronze_vs_source
-from helpers.checks.parity import silver_vs_source
+from helpers.bronze.events import UNAVAILABLE_VALUE
+from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from pipeline import Capture
 
-from helpers.capture.register import bronze_vs_source
+from helpers.checks.parity import bronze_vs_source
 from helpers.errors import WaitTimeoutError
 from helpers.instants import instant_to_datetime
 from helpers.params import SilverTableParams, WorkbookParams

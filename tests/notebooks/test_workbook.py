@@ -130,7 +130,7 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
     here again, independently of the notebook's own check), and a change made after the run
     reaches Bronze within seconds: capture runs on in the background."""
     from helpers.capture import connector_specs, local_endpoints, read_bronze
-    from helpers.capture.register import bronze_vs_source
+    from helpers.checks.parity import bronze_vs_source
 
     _, params, _ = workbook
     shown = pd.read_csv(first_run.run_dir / "02_bronze_vs_source.csv")

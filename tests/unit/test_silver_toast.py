@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from helpers.capture.connectors import UNAVAILABLE_VALUE
+from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.hudi.config import HudiTableConfig
 from helpers.silver.prepare import fill_unavailable
 

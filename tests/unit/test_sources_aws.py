@@ -14,7 +14,9 @@ from moto import mock_aws
 
 from helpers.errors import AwsError, CdcSetupError
 from helpers.params import load_params
-from helpers.sources.api import PREFLIGHT_COLUMNS, LocalSources, RdsSources, check_preflight, open_sources
+from helpers.sources.api import LocalSources, check_preflight, open_sources
+from helpers.sources.cdc import PREFLIGHT_COLUMNS
+from helpers.sources.rds import RdsSources
 
 AWS_OVERRIDES = {
     "aws.s3_bucket": "test-bucket",
@@ -138,14 +140,14 @@ def test_enable_cdc_reports_the_sqlserver_error(session: Any, monkeypatch: pytes
 def test_secret_host_and_port_win(session: Any) -> None:
     """A secret carrying host/port is used as is; otherwise the instance endpoint fills in."""
     sources = RdsSources(load_params("aws", AWS_OVERRIDES), boto3_session=session)
-    secret = sources._secret("postgres")
-    host, port = sources._address("postgres", secret)
+    secret = sources.secret("postgres")
+    host, port = sources.address("postgres", secret)
     assert port > 0 and "ems-pg" in host
     session.client("secretsmanager").put_secret_value(
         SecretId="tickit/ems/postgres",
         SecretString=json.dumps({"username": "cdc", "password": "x", "host": "db.example", "port": 6543}),
     )
-    assert sources._address("postgres", sources._secret("postgres")) == ("db.example", 6543)
+    assert sources.address("postgres", sources.secret("postgres")) == ("db.example", 6543)
 
 
 def test_check_preflight_lists_each_failure_with_its_fix() -> None:

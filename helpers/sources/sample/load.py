@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pymysql
@@ -156,7 +157,6 @@ class LoadReport:
 
     def to_frame(self) -> pd.DataFrame:
         """Return one row per table: source, table, rows, loaded, reason, seconds."""
-        import pandas as pd
 
         return pd.DataFrame([t.__dict__ for t in self.tables])
 
