@@ -20,12 +20,12 @@ import os
 import secrets
 import socket
 import subprocess
-import time
 from pathlib import Path
 
-from helpers.errors import JarsMissingError, StackError
+from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
 from helpers.jars import project_jars
 from helpers.params import WorkbookParams
+from helpers.poll import wait_until
 from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
@@ -173,13 +173,17 @@ class LocalMetastore:
             )
         register_child(proc)
         self._pid_file.write_text(str(proc.pid))
-        deadline = time.monotonic() + self.params.local.start_timeout_s
-        while time.monotonic() < deadline:
-            if self._accepts():
-                return self.status()
-            if proc.poll() is not None:
-                break
-            time.sleep(0.2)
+        try:  # up once it accepts connections; gone for good if the process exited
+            wait_until(
+                lambda: self._accepts() or proc.poll() is not None,
+                timeout_s=self.params.local.start_timeout_s,
+                what="the local metastore to accept connections",
+                max_interval_s=0.5,
+            )
+        except WaitTimeoutError:
+            pass
+        if proc.poll() is None and self._accepts():
+            return self.status()
         tail = "\n".join(
             log_tail(log, 10) for log in (self.home / "server.out", self.log_file) if log.exists()
         )

@@ -21,6 +21,8 @@ def wait_until(
     interval_s: float = 0.2,
     max_interval_s: float = 2.0,
     detail: Callable[[], str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """Call ``check`` until it returns a truthy value, and return that value.
 
@@ -34,19 +36,21 @@ def wait_until(
         interval_s: first pause between two calls.
         max_interval_s: longest pause between two calls.
         detail: called once on timeout; its text (the last state seen) ends the error message.
+        sleep: how to pause (tests pass a recorder).
+        clock: a monotonic clock in seconds.
 
     Raises:
         WaitTimeoutError: ``check`` stayed falsy for ``timeout_s``.
     """
-    deadline = time.monotonic() + timeout_s
+    deadline = clock() + timeout_s
     pause = interval_s
     while True:
         value = check()
         if value:
             return value
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0:
             tail = f": {detail()}" if detail is not None else ""
             raise WaitTimeoutError(f"Failed to wait for {what} within {timeout_s:g} s{tail}")
-        time.sleep(min(pause, left))
+        sleep(min(pause, left))
         pause = min(pause * 2, max_interval_s)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from helpers.errors import WaitTimeoutError
+from helpers.poll import wait_until
+
 __all__ = [
     "STATUS_FILE",
     "ServerStatus",
@@ -131,10 +134,17 @@ def _reap(pid: int) -> None:
 def stop_process(pid: int, timeout_s: float) -> None:
     """SIGTERM, wait up to ``timeout_s`` for it to exit, then SIGKILL."""
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def exited() -> bool:
         _reap(pid)
+        return not pid_alive(pid)
+
+    try:
+        wait_until(
+            exited, timeout_s=timeout_s, what=f"process {pid} to exit", interval_s=0.05, max_interval_s=0.5
+        )
+    except WaitTimeoutError:
+        pass
     if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
 

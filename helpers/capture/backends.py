@@ -20,7 +20,8 @@ import requests
 
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
-from helpers.errors import CaptureError
+from helpers.errors import CaptureError, WaitTimeoutError
+from helpers.poll import wait_until
 from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
 
 __all__ = [
@@ -82,22 +83,32 @@ def wait_until_running(
     Raises:
         CaptureError: when it reports ``FAILED`` (with its message) or the timeout passes.
     """
-    deadline = clock() + timeout_s
-    delay = first_delay_s
-    while True:
+    last: list[ConnectorStatus] = []
+
+    def running() -> ConnectorStatus | None:
         status = backend.status(name)
-        if status.state == "RUNNING":
-            return status
+        last[:] = [status]
         if status.state == "FAILED":
             raise CaptureError(
                 f"Failed to start connector {name}: {status.error or 'FAILED without a message'}"
             )
-        if clock() >= deadline:
-            raise CaptureError(
-                f"Failed to start connector {name}: still {status.state} after {timeout_s:.0f} s"
-            )
-        sleep(min(delay, max(0.0, deadline - clock())))
-        delay = min(delay * 2, max_delay_s)
+        return status if status.state == "RUNNING" else None
+
+    try:
+        return wait_until(
+            running,
+            timeout_s=timeout_s,
+            what=f"connector {name} to run",
+            interval_s=first_delay_s,
+            max_interval_s=max_delay_s,
+            sleep=sleep,
+            clock=clock,
+        )
+    except WaitTimeoutError:
+        state = last[0].state if last else "UNKNOWN"
+        raise CaptureError(
+            f"Failed to start connector {name}: still {state} after {timeout_s:.0f} s"
+        ) from None
 
 
 # ------------------------------------------------------------------------------- embedded

@@ -27,9 +27,10 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
-from helpers.errors import CaptureError
+from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
+from helpers.poll import wait_until
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 
 __all__ = [
@@ -303,11 +304,12 @@ def wait_for_snapshots(
     if not isinstance(backend, EmbeddedBackend):  # Connect reports no snapshot counts
         return capture_status_frame(backend, specs)
     total = sum(expected_rows.values())
-    deadline = time.monotonic() + timeout_s
+    behind: list[str] = []
     with tqdm(total=total, desc="initial snapshot", unit="rows") as bar:
-        while True:
+
+        def snapshotted() -> bool:
             done = 0
-            behind = []
+            behind.clear()
             for spec in specs:
                 st = backend.status(spec.name)
                 if st.state == "FAILED":
@@ -323,13 +325,15 @@ def wait_for_snapshots(
                     if got < want:
                         behind.append(f"{topic} {got}/{want}")
             bar.update(done - bar.n)
-            if not behind:
-                return capture_status_frame(backend, specs)
-            if time.monotonic() > deadline:
-                raise CaptureError(
-                    f"Failed to finish the initial snapshot in {timeout_s:.0f} s: {', '.join(behind)}"
-                )
-            time.sleep(0.5)
+            return not behind
+
+        try:
+            wait_until(snapshotted, timeout_s=timeout_s, what="the initial snapshot", max_interval_s=0.5)
+        except WaitTimeoutError:
+            raise CaptureError(
+                f"Failed to finish the initial snapshot in {timeout_s:.0f} s: {', '.join(behind)}"
+            ) from None
+    return capture_status_frame(backend, specs)
 
 
 def source_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:

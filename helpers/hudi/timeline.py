@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.errors import HudiError
+from helpers.errors import HudiError, WaitTimeoutError
 from helpers.lakefs import LakeStore, join, open_store
+from helpers.poll import wait_until
 
 __all__ = [
     "DATA_ACTIONS",
@@ -143,17 +143,20 @@ def read_commit_metadata(base_path: str, instant: Instant, store: LakeStore | No
     """
     store = store or open_store(str(base_path))
     location = join(hoodie_dir(str(base_path)), instant.file_name)
-    for _ in range(40):  # the writer creates the file, then writes it: wait for its content
+
+    def parsed() -> tuple[dict[str, Any]] | None:  # the writer creates the file, then writes it
         try:
             raw = store.read(location)
-            if raw.strip():
-                parsed: dict[str, Any] = json.loads(raw)
-                return parsed
+            return (dict(json.loads(raw)),) if raw.strip() else None
         except ValueError:
-            pass  # a half-written file; read again
+            return None  # a half-written file; read again
         except OSError as exc:
             raise HudiError(f"Failed to read commit metadata {location}: {exc}") from exc
-        time.sleep(0.05)
+
+    try:
+        return wait_until(parsed, timeout_s=2.0, what=f"commit metadata {location}", interval_s=0.05)[0]
+    except WaitTimeoutError:
+        pass
     try:
         return dict(json.loads(store.read(location) or b"{}"))
     except ValueError as exc:

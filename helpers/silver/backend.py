@@ -8,19 +8,19 @@ both (the official Hudi writer and reader, the local metastore or Glue).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
 
-from helpers.errors import HudiError
+from helpers.errors import HudiError, WaitTimeoutError
 from helpers.hudi.inspect import table_file_groups
 from helpers.hudi.keys import RECORD_KEY_COL
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
 from helpers.params import WorkbookParams
+from helpers.poll import wait_until
 from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
 from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob
@@ -84,23 +84,25 @@ def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
         HudiError: when the job dies or does not finish a round in time.
     """
     first = job.status()
-    run, start = first.get("run_id"), first.get("loops", 0)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    seen = {"run": first.get("run_id"), "start": first.get("loops", 0)}
+
+    def round_done() -> dict[str, Any] | None:
         status: dict[str, Any] = job.status()
         if status.get("state") == "DEAD":
             raise HudiError(
                 f"Failed to run the continuous Silver job: it died; see {job.directory / 'job.log'}"
             )
-        if status.get("run_id") != run:  # the job that was starting has written its first status
-            run, start = status.get("run_id"), -1
-        if status.get("state") == "RUNNING" and status.get("loops", 0) > start:
-            return status
-        time.sleep(0.2)
-    raise HudiError(
-        f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s; see "
-        f"{job.directory / 'job.log'}"
-    )
+        if status.get("run_id") != seen["run"]:  # the job that was starting wrote its first status
+            seen.update(run=status.get("run_id"), start=-1)
+        return status if status.get("state") == "RUNNING" and status.get("loops", 0) > seen["start"] else None
+
+    try:
+        return wait_until(round_done, timeout_s=timeout_s, what="a round of the continuous Silver job")
+    except WaitTimeoutError:
+        raise HudiError(
+            f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s; see "
+            f"{job.directory / 'job.log'}"
+        ) from None
 
 
 def sync_catalog(
