@@ -13,7 +13,8 @@ import pymysql
 from helpers.errors import AwsError, SourceError
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources import rds_cdc as aws_cdc
-from helpers.sources.cdc import PREFLIGHT_COLUMNS, source_row_counts
+from helpers.sources.cdc import source_row_counts
+from helpers.sources.cdc_report import PREFLIGHT_COLUMNS
 from helpers.sources.sample.load import LoadReport, TableLoad, load_orders, load_tickit
 
 __all__ = ["RdsSources"]
