@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.params import load_params  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402
-from helpers.sources.sample.load import bulk_load_mariadb, load_tickit  # noqa: E402
+from helpers.sources.sample.bulk import bulk_load_mariadb  # noqa: E402
+from helpers.sources.sample.load import load_tickit  # noqa: E402
 from helpers.sources.sample.tickit import generate_tickit  # noqa: E402
 
 

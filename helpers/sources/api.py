@@ -25,7 +25,8 @@ import pandas as pd
 
 from helpers.errors import CdcSetupError
 from helpers.params import WorkbookParams
-from helpers.sources.cdc import enable_cdc_local, preflight_frame, source_row_counts
+from helpers.sources.cdc import enable_cdc_local, source_row_counts
+from helpers.sources.cdc_report import preflight_frame
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.rds import RdsSources
 from helpers.sources.sample.load import load_orders, load_tickit
@@ -45,7 +46,10 @@ class Sources(Protocol):
         """Create and load TICKIT and the orders; one row per table."""
 
     def enable_cdc(self) -> pd.DataFrame:
-        """Set the CDC prerequisites; one row per check (columns :data:`PREFLIGHT_COLUMNS`)."""
+        """Set the CDC prerequisites; one row per check.
+
+        Columns :data:`helpers.sources.cdc_report.PREFLIGHT_COLUMNS`.
+        """
 
     def row_counts(self) -> pd.DataFrame:
         """Exact row counts: ``system, engine, database, table, rows``."""
@@ -146,7 +150,7 @@ class LocalSources:
         """Publications, replica identity, binlog settings and grants; then the preflight table.
 
         Returns:
-            Columns :data:`PREFLIGHT_COLUMNS`.
+            Columns :data:`helpers.sources.cdc_report.PREFLIGHT_COLUMNS`.
 
         Raises:
             CdcSetupError: if a change cannot be applied.

@@ -13,7 +13,8 @@ import pymysql
 from helpers.errors import AwsError, SourceError
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources import rds_cdc as aws_cdc
-from helpers.sources.cdc import PREFLIGHT_COLUMNS, source_row_counts
+from helpers.sources.cdc import source_row_counts
+from helpers.sources.cdc_report import PREFLIGHT_COLUMNS
 from helpers.sources.sample.load import LoadReport, TableLoad, load_orders, load_tickit
 
 __all__ = ["RdsSources"]
@@ -77,7 +78,7 @@ class RdsSources:
 
     def _endpoint(self, engine: str) -> _Endpoint:
         instance_id = self._instances()[engine]
-        described = aws_cdc._call(  # noqa: SLF001 - the module's shared error wrapper
+        described = aws_cdc.call_aws(
             f"describe RDS instance {instance_id!r}",
             self._rds.describe_db_instances,
             DBInstanceIdentifier=instance_id,
@@ -336,9 +337,9 @@ class RdsSources:
             try:
                 cursor = conn.cursor()
                 for table in source.tables:
-                    aws_cdc._check_identifier(table)  # noqa: SLF001
+                    aws_cdc.check_identifier(table)
                     schema = source.schema_name or "dbo"
-                    aws_cdc._check_identifier(schema)  # noqa: SLF001
+                    aws_cdc.check_identifier(schema)
                     cursor.execute(f"SELECT COUNT_BIG(*) FROM [{schema}].[{table}]")  # noqa: S608
                     extra.append(
                         {

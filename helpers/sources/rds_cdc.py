@@ -40,6 +40,8 @@ __all__ = [
     "execute_statements",
     "read_db_secret",
     "DbSecret",
+    "call_aws",
+    "check_identifier",
 ]
 
 POSTGRES_CDC_PARAMETERS: Mapping[str, str] = {"rds.logical_replication": "1"}
@@ -87,7 +89,8 @@ class DbSecret:
     __str__ = __repr__
 
 
-def _call(what: str, fn: Any, **kwargs: Any) -> Any:
+def call_aws(what: str, fn: Any, **kwargs: Any) -> Any:
+    """Call the boto3 method ``fn(**kwargs)``; a botocore error becomes :class:`AwsError` naming ``what``."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -140,7 +143,7 @@ def ensure_parameter_group(
                 f"not {family!r}; choose another name"
             )
     else:
-        _call(
+        call_aws(
             f"create parameter group {name!r}",
             rds.create_db_parameter_group,
             DBParameterGroupName=name,
@@ -156,7 +159,7 @@ def ensure_parameter_group(
         for key, value in parameters.items()
     ]
     for start in range(0, len(items), 20):  # the API takes at most 20 parameters per call
-        _call(
+        call_aws(
             f"modify parameter group {name!r}",
             rds.modify_db_parameter_group,
             DBParameterGroupName=name,
@@ -207,7 +210,7 @@ def attach_parameter_group(rds: Any, instance_id: str, group: str, reboot: bool 
     Raises:
         AwsError: on an API error, e.g. an unknown instance.
     """
-    _call(
+    call_aws(
         f"attach parameter group {group!r} to instance {instance_id!r}",
         rds.modify_db_instance,
         DBInstanceIdentifier=instance_id,
@@ -215,8 +218,8 @@ def attach_parameter_group(rds: Any, instance_id: str, group: str, reboot: bool 
         ApplyImmediately=True,
     )
     if reboot:
-        _call(f"reboot instance {instance_id!r}", rds.reboot_db_instance, DBInstanceIdentifier=instance_id)
-    described = _call(
+        call_aws(f"reboot instance {instance_id!r}", rds.reboot_db_instance, DBInstanceIdentifier=instance_id)
+    described = call_aws(
         f"describe instance {instance_id!r}", rds.describe_db_instances, DBInstanceIdentifier=instance_id
     )
     for inst in described.get("DBInstances", []):
@@ -293,7 +296,7 @@ def sqlserver_cdc_statements(
     if not tables:
         raise AwsError(f"Failed to build SQL Server CDC statements for {database!r}: no tables given")
     for ident in (database, schema, *tables):
-        _check_identifier(ident)
+        check_identifier(ident)
     statements = [
         SqlStatement("EXEC msdb.dbo.rds_cdc_enable_db %s", (database,)),
         SqlStatement(f"USE {_bracket(database)}"),
@@ -342,7 +345,7 @@ def read_db_secret(secretsmanager: Any, secret_id: str) -> DbSecret:
     Raises:
         AwsError: when the secret is missing or lacks username/password.
     """
-    value = _call(f"read secret {secret_id!r}", secretsmanager.get_secret_value, SecretId=secret_id)
+    value = call_aws(f"read secret {secret_id!r}", secretsmanager.get_secret_value, SecretId=secret_id)
     try:
         data = json.loads(value["SecretString"])
         return DbSecret(
@@ -363,8 +366,8 @@ def _aws(params: WorkbookParams) -> Any:
     return params.aws
 
 
-def _check_identifier(name: str) -> None:
-
+def check_identifier(name: str) -> None:
+    """Raise :class:`AwsError` unless ``name`` is a plain SQL Server identifier (safe in brackets)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
         raise AwsError(f"Failed to build SQL Server CDC statements: {name!r} is not a plain identifier")
 

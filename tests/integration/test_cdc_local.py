@@ -14,13 +14,8 @@ from psycopg import sql
 
 from helpers.errors import CdcSetupError, SourceError
 from helpers.naming import publication_name
-from helpers.sources.cdc import (
-    enable_cdc_local,
-    preflight,
-    preflight_frame,
-    raise_for_failures,
-    source_row_counts,
-)
+from helpers.sources.cdc import enable_cdc_local, preflight, source_row_counts
+from helpers.sources.cdc_report import preflight_frame, raise_for_failures
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sql import quote_mariadb
 

@@ -21,18 +21,19 @@ import pytest
 
 from helpers.errors import SourceError
 from helpers.params import WorkbookParams, load_params
+from helpers.sources.connect import read_table
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample import orders as outbox
-from helpers.sources.sample.load import (
+from helpers.sources.sample.bulk import (
     bulk_load_mariadb,
     bulk_load_postgres,
-    load_orders,
-    load_tickit,
     read_mariadb_table,
     read_postgres_table,
-    read_source_table,
+    rows_to_arrow,
 )
-from helpers.sources.sample.tickit import TABLE_NAMES, expected_row_counts, generate_tickit
+from helpers.sources.sample.load import load_orders, load_tickit, tickit_sources
+from helpers.sources.sample.tickit import generate_tickit
+from helpers.sources.sample.tickit_tables import TABLE_NAMES, TABLES, arrow_schema, expected_row_counts
 
 pytestmark = pytest.mark.integration
 
@@ -81,11 +82,17 @@ def _assert_same(table: str, actual: pa.Table, expected: pa.Table) -> None:
             assert a == e, f"{table} row {i} differs"
 
 
-def _assert_source_equals_generator(
-    stack: LocalStack, params: WorkbookParams, generated: dict[str, pa.Table]
-) -> None:
+def _read_back(params: WorkbookParams, table: str) -> pa.Table:
+    """A loaded TICKIT table read through sources.connect, typed and ordered like the generator."""
+    source = next(name for name, sp in tickit_sources(params).items() if table in sp.tables)
+    schema = arrow_schema(table)
+    rows = [[row[c] for c in schema.names] for row in read_table(params, source, table)]
+    return rows_to_arrow(rows, schema).sort_by([(key, "ascending") for key in TABLES[table].primary_key])
+
+
+def _assert_source_equals_generator(params: WorkbookParams, generated: dict[str, pa.Table]) -> None:
     for table in TABLE_NAMES:
-        _assert_same(table, read_source_table(stack, params, table), generated[table])
+        _assert_same(table, _read_back(params, table), generated[table])
 
 
 def test_load_then_every_row_equals_the_generator(
@@ -95,7 +102,7 @@ def test_load_then_every_row_equals_the_generator(
     report = load_tickit(stack, params)
     assert report.rows == expected_row_counts(params.tickit.scale)
     assert sorted(report.loaded_tables) == sorted(TABLE_NAMES)
-    _assert_source_equals_generator(stack, params, generated)
+    _assert_source_equals_generator(params, generated)
 
 
 def test_reload_idempotence(
@@ -113,7 +120,7 @@ def test_reload_idempotence(
         stack, params.model_copy(update={"tickit": params.tickit.model_copy(update={"reload": True})})
     )
     assert sorted(from_params.loaded_tables) == sorted(TABLE_NAMES)
-    _assert_source_equals_generator(stack, params, generated)
+    _assert_source_equals_generator(params, generated)
 
 
 def _forget_load_markers(stack: LocalStack) -> None:
@@ -150,7 +157,7 @@ def test_changes_after_a_load_are_kept(
         assert cur.fetchone()[0] == 99
     forced = load_tickit(stack, params, reload=True)
     assert sorted(forced.loaded_tables) == sorted(TABLE_NAMES)
-    _assert_source_equals_generator(stack, params, generated)
+    _assert_source_equals_generator(params, generated)
 
 
 def test_partial_and_stale_tables_are_reloaded(
@@ -170,7 +177,7 @@ def test_partial_and_stale_tables_are_reloaded(
     assert sorted(report.loaded_tables) == ["sale", "users"]
     reasons = {t.table: t.reason for t in report.tables}
     assert reasons["sale"].startswith("partial or stale: 1000 of 1725")
-    _assert_source_equals_generator(stack, params, generated)
+    _assert_source_equals_generator(params, generated)
 
     other_seed = params.model_copy(
         update={"tickit": params.tickit.model_copy(update={"seed": params.tickit.seed + 1})}
@@ -180,7 +187,7 @@ def test_partial_and_stale_tables_are_reloaded(
     assert sorted(stale.loaded_tables) == sorted(["venue", "users", "event", "listing", "sale"])
     back = load_tickit(stack, params)
     assert sorted(back.loaded_tables) == sorted(["venue", "users", "event", "listing", "sale"])
-    _assert_source_equals_generator(stack, params, generated)
+    _assert_source_equals_generator(params, generated)
 
 
 def test_failed_load_leaves_the_previous_table(
@@ -195,11 +202,11 @@ def test_failed_load_leaves_the_previous_table(
     broken["users"] = pa.concat_tables([users, users.slice(0, 1)])
     with pytest.raises(SourceError, match="Failed to load"):
         load_tickit(stack, params, reload=True, tables=broken)
-    _assert_source_equals_generator(stack, params, generated)  # MariaDB tables failed before PostgreSQL
+    _assert_source_equals_generator(params, generated)  # MariaDB tables failed before PostgreSQL
     only_users = {name: t for name, t in broken.items() if name != "sale"} | {"sale": sale}
     with pytest.raises(SourceError, match="users"):
         load_tickit(stack, params, reload=True, tables=only_users)
-    _assert_same("users", read_source_table(stack, params, "users"), users)
+    _assert_same("users", _read_back(params, "users"), users)
 
 
 def test_tricky_strings_and_nulls_round_trip(stack: LocalStack) -> None:

@@ -30,7 +30,7 @@ from helpers.pipeline import stop_all
 from helpers.runner import RunResult, discover_notebooks, run_workbook
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.orders import expected_order_counts
-from helpers.sources.sample.tickit import expected_row_counts
+from helpers.sources.sample.tickit_tables import expected_row_counts
 
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
 

@@ -15,7 +15,7 @@ from moto import mock_aws
 from helpers.errors import AwsError, CdcSetupError
 from helpers.params import load_params
 from helpers.sources.api import LocalSources, check_preflight, open_sources
-from helpers.sources.cdc import PREFLIGHT_COLUMNS
+from helpers.sources.cdc_report import PREFLIGHT_COLUMNS
 from helpers.sources.rds import RdsSources
 
 AWS_OVERRIDES = {

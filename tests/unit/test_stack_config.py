@@ -9,7 +9,7 @@ import pytest
 from helpers.errors import CdcSetupError
 from helpers.naming import publication_name
 from helpers.params import WorkbookParams, load_params
-from helpers.sources.cdc import Check, PreflightReport, preflight_frame, raise_for_failures
+from helpers.sources.cdc_report import Check, PreflightReport, preflight_frame, raise_for_failures
 from helpers.sources.local.config import (
     ConnInfo,
     StackPaths,

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.sources.sample.tickit import (
+from helpers.sources.sample.tickit import decimal_from_cents, generate_tickit
+from helpers.sources.sample.tickit_tables import (
     DOCUMENTED_ROW_COUNTS,
     TABLE_NAMES,
+    TABLES,
     arrow_schema,
-    decimal_from_cents,
     expected_row_counts,
-    generate_tickit,
 )
 
 
@@ -220,8 +220,6 @@ def test_reference_tables(full: dict[str, pa.Table]) -> None:
 
 
 def test_string_lengths_fit_declared_varchar(full: dict[str, pa.Table]) -> None:
-    from helpers.sources.sample.tickit import TABLES
-
     for name, spec in TABLES.items():
         for column in spec.columns:
             if column.sql_type.startswith(("varchar(", "char(")):

@@ -8,15 +8,11 @@ from decimal import Decimal
 import pyarrow as pa
 
 from helpers.params import load_params
-from helpers.sources.sample.load import (
-    LoadReport,
-    TableLoad,
-    encode_text_rows,
-    mariadb_table_ddl,
-    postgres_table_ddl,
-    tickit_sources,
-)
-from helpers.sources.sample.tickit import TABLES, decimal_from_cents
+from helpers.sources.sample.bulk import encode_text_rows
+from helpers.sources.sample.ddl import mariadb_table_ddl, postgres_table_ddl
+from helpers.sources.sample.load import LoadReport, TableLoad, tickit_sources
+from helpers.sources.sample.tickit import decimal_from_cents
+from helpers.sources.sample.tickit_tables import TABLES
 from helpers.sources.sql import quote_mariadb
 
 

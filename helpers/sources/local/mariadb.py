@@ -9,13 +9,13 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from helpers.errors import StackError
+from helpers.errors import StackError, WaitTimeoutError
+from helpers.poll import wait_until
 from helpers.proc import log_tail as _tail
 from helpers.proc import pid_alive as _pid_alive
 from helpers.proc import port_in_use as _port_in_use
@@ -136,15 +136,20 @@ class MariaDBServer(ServerHost):
                 return
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + self.params.local.start_timeout_s
-            while _pid_alive(pid):
-                if time.monotonic() > deadline:
-                    raise StackError(
-                        f"Failed to stop MariaDB (pid {pid}) on port {self.params.local.mariadb.port}: "
-                        f"still running after {self.params.local.start_timeout_s:.0f} s; last lines of "
-                        f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
-                    )
-                time.sleep(0.1)
+            try:
+                wait_until(
+                    lambda: not _pid_alive(pid),
+                    timeout_s=self.params.local.start_timeout_s,
+                    what=f"MariaDB (pid {pid}) to stop",
+                    interval_s=0.1,
+                    max_interval_s=0.5,
+                )
+            except WaitTimeoutError:
+                raise StackError(
+                    f"Failed to stop MariaDB (pid {pid}) on port {self.params.local.mariadb.port}: "
+                    f"still running after {self.params.local.start_timeout_s:.0f} s; last lines of "
+                    f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                ) from None
             log.info("MariaDB stopped")
 
     def _mariadb_pid(self) -> int | None:
@@ -242,28 +247,35 @@ class MariaDBServer(ServerHost):
                 start_new_session=True,  # not killed with the notebook's process group
             )
         register_child(proc)
-        deadline = time.monotonic() + self.params.local.start_timeout_s
-        while True:
+
+        def ready() -> bool:
             if proc.poll() is not None:
                 raise StackError(
                     f"Failed to start MariaDB on port {port}: mariadbd exited with code {proc.returncode}; "
                     f"last lines of {self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
                 )
-            if self.paths.maria_socket.exists():
-                try:
-                    self.connect_mariadb_admin().close()
-                    return
-                except StackError:
-                    pass
-            if time.monotonic() > deadline:
-                proc.terminate()
-                raise StackError(
-                    f"Failed to start MariaDB on port {port}: not ready after "
-                    f"{self.params.local.start_timeout_s:.0f} s (raise local.start_timeout_s?); last "
-                    f"lines of "
-                    f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
-                )
-            time.sleep(0.2)
+            if not self.paths.maria_socket.exists():
+                return False
+            try:
+                self.connect_mariadb_admin().close()
+            except StackError:
+                return False
+            return True
+
+        try:
+            wait_until(
+                ready,
+                timeout_s=self.params.local.start_timeout_s,
+                what=f"MariaDB on port {port} to accept connections",
+                max_interval_s=0.5,
+            )
+        except WaitTimeoutError:
+            proc.terminate()
+            raise StackError(
+                f"Failed to start MariaDB on port {port}: not ready after "
+                f"{self.params.local.start_timeout_s:.0f} s (raise local.start_timeout_s?); last "
+                f"lines of {self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+            ) from None
 
     def _bootstrap_mariadb(self) -> None:
         """Create or update user ``workbook``@``127.0.0.1`` and the MariaDB source databases."""

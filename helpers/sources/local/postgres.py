@@ -8,14 +8,14 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from helpers.errors import StackError
+from helpers.errors import StackError, WaitTimeoutError
+from helpers.poll import wait_until
 from helpers.proc import log_tail as _tail
 from helpers.proc import port_in_use as _port_in_use
 from helpers.proc import read_pid as _read_pid
@@ -260,13 +260,19 @@ class PostgresServer(ServerHost):
         stale_pids = {pid for f in lock_files if (pid := _read_pid(f)) is not None}
         if not any(f.exists() for f in lock_files):
             return
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            orphans = pids_in_dir(data)
+
+        def gone() -> bool:
             lingering = [p for p in stale_pids if Path(f"/proc/{p}").exists() and not is_server(p, data)]
-            if not orphans and not lingering:
-                break
-            time.sleep(0.1)
+            return not pids_in_dir(data) and not lingering
+
+        with contextlib.suppress(WaitTimeoutError):  # whatever is left is ended below
+            wait_until(
+                gone,
+                timeout_s=15,
+                what=f"the processes of the dead PostgreSQL server in {data} to exit",
+                interval_s=0.1,
+                max_interval_s=0.5,
+            )
         running = self._postgres_pid()
         if running is not None:  # pragma: no cover - raced with another start
             raise StackError(f"Failed to start PostgreSQL: it is already running as pid {running}")

@@ -1,29 +1,11 @@
-"""Deterministic generator of the AWS Redshift TICKIT sample data set.
+"""Deterministic generator of the AWS Redshift TICKIT sample data set (:func:`generate_tickit`).
 
-The seven tables keep the column names and types of the TICKIT sample database documented for
-Amazon Redshift (``users``, ``venue``, ``category``, ``date``, ``event``, ``listing`` and
-``sales``, here called ``sale`` as in ``params/base.yaml``). At ``scale`` 1.0 the row counts are the
-documented ones (424,319 rows in total); a smaller scale shrinks ``users``, ``venue``, ``event``,
-``listing`` and ``sale`` proportionally, while ``category`` (11 rows) and ``date`` (the 365 days
-from 2008-01-01; 2008 is a leap year, so the last day is 2008-12-30 as in the original data)
-stay whole so the data stays coherent.
-
-Invariants the generator guarantees (and the unit tests check):
-
-* the row counts equal :func:`expected_row_counts` exactly;
-* the same ``seed`` and ``scale`` give the same tables; another seed gives other data;
-* every foreign key points at an existing row: an event's venue, category and date; a listing's
-  seller, event and list date; a sale's listing, and the sale's seller, event equal its listing's;
-  the buyer is an existing user other than the seller;
-* the tickets sold over all sales of a listing never exceed its ``numtickets``;
-* list time < sale time < event start, all in 2008, and each ``dateid`` is the date of the
-  row's own timestamp (event start, list time, sale time);
-* money is exact: ``priceperticket`` is whole dollars, ``totalprice = numtickets *
-  priceperticket``, ``pricepaid = qtysold * priceperticket`` and ``commission`` is exactly 15 %
-  of ``pricepaid``; all are ``decimal128(8, 2)`` built from integer cents (never floats).
+The tables themselves (columns, types, keys, row counts) are described in
+:mod:`helpers.sources.sample.tickit_tables`.
 
 Example:
-    >>> from helpers.sources.sample.tickit import generate_tickit, expected_row_counts
+    >>> from helpers.sources.sample.tickit import generate_tickit
+    >>> from helpers.sources.sample.tickit_tables import expected_row_counts
     >>> tables = generate_tickit(scale=0.01, seed=1)
     >>> {name: t.num_rows for name, t in tables.items()} == expected_row_counts(0.01)
     True
@@ -41,182 +23,14 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = [
-    "TABLE_NAMES",
-    "DOCUMENTED_ROW_COUNTS",
-    "Column",
-    "TableSpec",
-    "TABLES",
-    "arrow_schema",
-    "expected_row_counts",
-    "generate_tickit",
-    "decimal_from_cents",
-]
+from helpers.sources.sample.tickit_tables import LIKE_COLUMNS, TABLE_NAMES, arrow_schema, expected_row_counts
 
-TABLE_NAMES: tuple[str, ...] = ("category", "date", "venue", "users", "event", "listing", "sale")
-"""Table names in dependency order (referenced tables first)."""
-
-DOCUMENTED_ROW_COUNTS: dict[str, int] = {
-    "category": 11,
-    "date": 365,
-    "event": 8_798,
-    "listing": 192_497,
-    "sale": 172_456,
-    "users": 49_990,
-    "venue": 202,
-}
-"""Row counts of the TICKIT sample at scale 1.0 (424,319 rows)."""
-
-_FIXED_TABLES = frozenset({"category", "date"})
-# users needs two rows so that a buyer can differ from the seller
-_MINIMUM_ROWS = {"users": 2}
+__all__ = ["COMMISSION_RATE", "decimal_from_cents", "generate_tickit"]
 
 _I64 = npt.NDArray[np.int64]
 
-
-@dataclass(frozen=True)
-class Column:
-    """One column of a TICKIT table.
-
-    Attributes:
-        name: column name.
-        arrow_type: the exact Arrow type of the generated column.
-        sql_type: the SQL type (PostgreSQL spelling; :mod:`helpers.sources.sample.load` maps it for MariaDB).
-        nullable: whether the column allows NULL (TICKIT declares the keys ``NOT NULL``).
-    """
-
-    name: str
-    arrow_type: pa.DataType
-    sql_type: str
-    nullable: bool = True
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One TICKIT table: its columns and primary key."""
-
-    name: str
-    columns: tuple[Column, ...]
-    primary_key: tuple[str, ...]
-
-    @property
-    def column_names(self) -> list[str]:
-        """The column names in table order."""
-        return [c.name for c in self.columns]
-
-
-_MONEY = pa.decimal128(8, 2)
-_TS = pa.timestamp("us")
-_LIKES = (
-    "likesports",
-    "liketheatre",
-    "likeconcerts",
-    "likejazz",
-    "likeclassical",
-    "likeopera",
-    "likerock",
-    "likevegas",
-    "likebroadway",
-    "likemusicals",
-)
-
-TABLES: dict[str, TableSpec] = {
-    "users": TableSpec(
-        "users",
-        (
-            Column("userid", pa.int32(), "integer", False),
-            Column("username", pa.string(), "char(8)"),
-            Column("firstname", pa.string(), "varchar(30)"),
-            Column("lastname", pa.string(), "varchar(30)"),
-            Column("city", pa.string(), "varchar(30)"),
-            Column("state", pa.string(), "char(2)"),
-            Column("email", pa.string(), "varchar(100)"),
-            Column("phone", pa.string(), "char(14)"),
-            *(Column(name, pa.bool_(), "boolean") for name in _LIKES),
-        ),
-        ("userid",),
-    ),
-    "venue": TableSpec(
-        "venue",
-        (
-            Column("venueid", pa.int16(), "smallint", False),
-            Column("venuename", pa.string(), "varchar(100)"),
-            Column("venuecity", pa.string(), "varchar(30)"),
-            Column("venuestate", pa.string(), "char(2)"),
-            Column("venueseats", pa.int32(), "integer"),
-        ),
-        ("venueid",),
-    ),
-    "category": TableSpec(
-        "category",
-        (
-            Column("catid", pa.int16(), "smallint", False),
-            Column("catgroup", pa.string(), "varchar(10)"),
-            Column("catname", pa.string(), "varchar(10)"),
-            Column("catdesc", pa.string(), "varchar(50)"),
-        ),
-        ("catid",),
-    ),
-    "date": TableSpec(
-        "date",
-        (
-            Column("dateid", pa.int16(), "smallint", False),
-            Column("caldate", pa.date32(), "date", False),
-            Column("day", pa.string(), "char(3)", False),
-            Column("week", pa.int16(), "smallint", False),
-            Column("month", pa.string(), "char(5)", False),
-            Column("qtr", pa.string(), "char(5)", False),
-            Column("year", pa.int16(), "smallint", False),
-            Column("holiday", pa.bool_(), "boolean"),
-        ),
-        ("dateid",),
-    ),
-    "event": TableSpec(
-        "event",
-        (
-            Column("eventid", pa.int32(), "integer", False),
-            Column("venueid", pa.int16(), "smallint", False),
-            Column("catid", pa.int16(), "smallint", False),
-            Column("dateid", pa.int16(), "smallint", False),
-            Column("eventname", pa.string(), "varchar(200)"),
-            Column("starttime", _TS, "timestamp"),
-        ),
-        ("eventid",),
-    ),
-    "listing": TableSpec(
-        "listing",
-        (
-            Column("listid", pa.int32(), "integer", False),
-            Column("sellerid", pa.int32(), "integer", False),
-            Column("eventid", pa.int32(), "integer", False),
-            Column("dateid", pa.int16(), "smallint", False),
-            Column("numtickets", pa.int16(), "smallint", False),
-            Column("priceperticket", _MONEY, "decimal(8,2)"),
-            Column("totalprice", _MONEY, "decimal(8,2)"),
-            Column("listtime", _TS, "timestamp"),
-        ),
-        ("listid",),
-    ),
-    "sale": TableSpec(
-        "sale",
-        (
-            Column("salesid", pa.int32(), "integer", False),
-            Column("listid", pa.int32(), "integer", False),
-            Column("sellerid", pa.int32(), "integer", False),
-            Column("buyerid", pa.int32(), "integer", False),
-            Column("eventid", pa.int32(), "integer", False),
-            Column("dateid", pa.int16(), "smallint", False),
-            Column("qtysold", pa.int16(), "smallint", False),
-            Column("pricepaid", _MONEY, "decimal(8,2)"),
-            Column("commission", _MONEY, "decimal(8,2)"),
-            Column("saletime", _TS, "timestamp"),
-        ),
-        ("salesid",),
-    ),
-}
-"""The TICKIT tables by name (``sale`` is TICKIT's ``sales``)."""
-
 COMMISSION_RATE = Decimal("0.15")
+"""TICKIT's commission: ``commission`` is exactly this share of ``pricepaid``."""
 
 # --------------------------------------------------------------------------------------------
 # reference data
@@ -323,55 +137,6 @@ _START_SECONDS = np.array([14 * 3600 + 1800, 15 * 3600, 19 * 3600, 19 * 3600 + 1
 _START_WEIGHTS = np.array([0.12, 0.08, 0.3, 0.3, 0.2])
 _DOMAINS = np.array(["example.com", "example.org", "example.net", "mail.example", "tickit.example"])
 
-# --------------------------------------------------------------------------------------------
-# public functions
-
-
-def expected_row_counts(scale: float) -> dict[str, int]:
-    """Return the number of rows :func:`generate_tickit` produces per table at ``scale``.
-
-    ``category`` and ``date`` keep their 11 and 365 rows; the other tables get
-    ``round(documented * scale)`` rows (half up), at least one (``users`` at least two, so that
-    a buyer can differ from the seller).
-
-    Args:
-        scale: 1.0 for the documented TICKIT row counts; must be > 0.
-
-    Returns:
-        Table name -> row count, in :data:`TABLE_NAMES` order.
-
-    Raises:
-        ValueError: if ``scale`` is not positive.
-    """
-    if not scale > 0:
-        raise ValueError(f"Failed to compute TICKIT row counts: scale must be > 0, got {scale!r}")
-    counts: dict[str, int] = {}
-    for name in TABLE_NAMES:
-        documented = DOCUMENTED_ROW_COUNTS[name]
-        if name in _FIXED_TABLES:
-            counts[name] = documented
-        else:
-            # Decimal(str(...)) so that 192497 * 0.01 rounds as written, not as the float says
-            scaled = int((Decimal(documented) * Decimal(str(scale))).to_integral_value("ROUND_HALF_UP"))
-            counts[name] = max(_MINIMUM_ROWS.get(name, 1), scaled)
-    return counts
-
-
-def arrow_schema(table: str) -> pa.Schema:
-    """Return the exact Arrow schema of a generated TICKIT table.
-
-    Args:
-        table: one of :data:`TABLE_NAMES`.
-
-    Returns:
-        The schema, NOT NULL columns marked non-nullable.
-
-    Raises:
-        KeyError: for an unknown table name.
-    """
-    spec = TABLES[table]
-    return pa.schema([pa.field(c.name, c.arrow_type, nullable=c.nullable) for c in spec.columns])
-
 
 def decimal_from_cents(cents: npt.ArrayLike, precision: int = 8, scale: int = 2) -> pa.Array:
     """Build an exact ``decimal128(precision, scale)`` array from integer minor units.
@@ -407,14 +172,31 @@ def decimal_from_cents(cents: npt.ArrayLike, precision: int = 8, scale: int = 2)
 def generate_tickit(scale: float = 1.0, seed: int = 20080101) -> dict[str, pa.Table]:
     """Generate the seven TICKIT tables.
 
+    ``category`` (11 rows) and ``date`` (the 365 days from 2008-01-01; 2008 is a leap year, so
+    the last day is 2008-12-30 as in the original data) stay whole at every scale. Guaranteed
+    (and checked by the unit tests):
+
+    * the row counts equal :func:`~helpers.sources.sample.tickit_tables.expected_row_counts`;
+    * the same ``seed`` and ``scale`` give the same tables; another seed gives other data;
+    * every foreign key points at an existing row: an event's venue, category and date; a
+      listing's seller, event and list date; a sale's listing, and the sale's seller, event
+      equal its listing's; the buyer is an existing user other than the seller;
+    * the tickets sold over all sales of a listing never exceed its ``numtickets``;
+    * list time < sale time < event start, all in 2008, and each ``dateid`` is the date of the
+      row's own timestamp (event start, list time, sale time);
+    * money is exact: ``priceperticket`` is whole dollars, ``totalprice = numtickets *
+      priceperticket``, ``pricepaid = qtysold * priceperticket`` and ``commission`` is exactly
+      :data:`COMMISSION_RATE` of ``pricepaid``; all are ``decimal128(8, 2)`` built from integer
+      cents (never floats).
+
     Args:
         scale: 1.0 for the documented row counts; smaller values shrink the fact and user tables
-            (see :func:`expected_row_counts`).
+            (see ``expected_row_counts``).
         seed: seed of the ``numpy.random.Generator``; the same seed and scale give equal tables.
 
     Returns:
-        Table name (:data:`TABLE_NAMES`, dependency order) -> ``pyarrow.Table`` with the schema
-        :func:`arrow_schema` gives, sorted by primary key.
+        Table name (``TABLE_NAMES``, dependency order) -> ``pyarrow.Table`` with the schema
+        ``arrow_schema`` gives, sorted by primary key.
 
     Raises:
         ValueError: if ``scale`` is not positive.
@@ -531,7 +313,7 @@ def _users(rng: np.random.Generator, n: int) -> pa.Table:
         "phone": pa.array(phones.view("S14").ravel().astype(object), pa.binary()).cast(pa.string()),
     }
     # TICKIT leaves many preferences unknown: about a third NULL, else true with 40 %
-    for like in _LIKES:
+    for like in LIKE_COLUMNS:
         value = rng.random(n) < 0.4
         unknown = rng.random(n) < 0.3
         columns[like] = pa.array(value, pa.bool_(), mask=unknown)
