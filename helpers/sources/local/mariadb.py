@@ -16,11 +16,7 @@ import pymysql
 
 from helpers.errors import StackError, WaitTimeoutError
 from helpers.poll import wait_until
-from helpers.proc import log_tail as _tail
-from helpers.proc import pid_alive as _pid_alive
-from helpers.proc import port_in_use as _port_in_use
-from helpers.proc import read_pid as _read_pid
-from helpers.proc import register_child
+from helpers.proc import log_tail, pid_alive, port_in_use, read_pid, register_child
 from helpers.sources.local.config import (
     APP_USER,
     DEBEZIUM_VERSION_FALLBACK,
@@ -138,7 +134,7 @@ class MariaDBServer(ServerHost):
                 os.kill(pid, signal.SIGTERM)
             try:
                 wait_until(
-                    lambda: not _pid_alive(pid),
+                    lambda: not pid_alive(pid),
                     timeout_s=self.params.local.start_timeout_s,
                     what=f"MariaDB (pid {pid}) to stop",
                     interval_s=0.1,
@@ -148,12 +144,12 @@ class MariaDBServer(ServerHost):
                 raise StackError(
                     f"Failed to stop MariaDB (pid {pid}) on port {self.params.local.mariadb.port}: "
                     f"still running after {self.params.local.start_timeout_s:.0f} s; last lines of "
-                    f"{self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                    f"{self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
                 ) from None
             log.info("MariaDB stopped")
 
     def _mariadb_pid(self) -> int | None:
-        pid = _read_pid(self.paths.maria_pid)
+        pid = read_pid(self.paths.maria_pid)
         if pid is not None and is_server(pid, self.paths.maria_data):
             return pid
         # pid file missing or stale, but a server may still run in the datadir
@@ -231,7 +227,7 @@ class MariaDBServer(ServerHost):
         if pid_file.exists():
             log.warning("Removing stale MariaDB pid file %s", pid_file)
             pid_file.unlink()
-        if _port_in_use(port):
+        if port_in_use(port):
             raise StackError(
                 f"Failed to start MariaDB: port {port} on {LOOPBACK} is already in use by another "
                 "process; stop it or choose another port (local.mariadb.port)"
@@ -252,7 +248,7 @@ class MariaDBServer(ServerHost):
             if proc.poll() is not None:
                 raise StackError(
                     f"Failed to start MariaDB on port {port}: mariadbd exited with code {proc.returncode}; "
-                    f"last lines of {self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                    f"last lines of {self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
                 )
             if not self.paths.maria_socket.exists():
                 return False
@@ -274,7 +270,7 @@ class MariaDBServer(ServerHost):
             raise StackError(
                 f"Failed to start MariaDB on port {port}: not ready after "
                 f"{self.params.local.start_timeout_s:.0f} s (raise local.start_timeout_s?); last "
-                f"lines of {self.paths.maria_log}:\n{_tail(self.paths.maria_log)}"
+                f"lines of {self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
             ) from None
 
     def _bootstrap_mariadb(self) -> None:

@@ -16,9 +16,7 @@ from psycopg import sql
 
 from helpers.errors import StackError, WaitTimeoutError
 from helpers.poll import wait_until
-from helpers.proc import log_tail as _tail
-from helpers.proc import port_in_use as _port_in_use
-from helpers.proc import read_pid as _read_pid
+from helpers.proc import log_tail, port_in_use, read_pid
 from helpers.sources.local.config import (
     APP_USER,
     LOOPBACK,
@@ -147,7 +145,7 @@ class PostgresServer(ServerHost):
             if result.returncode != 0 and self._postgres_pid() is not None:
                 raise StackError(
                     f"Failed to stop PostgreSQL on port {self.params.local.postgres.port}: "
-                    f"{result.stderr.strip() or result.stdout.strip()}\n{_tail(self.paths.pg_log)}"
+                    f"{result.stderr.strip() or result.stdout.strip()}\n{log_tail(self.paths.pg_log)}"
                 )
             log.info("PostgreSQL stopped")
 
@@ -165,7 +163,7 @@ class PostgresServer(ServerHost):
         return Path(self.params.local.postgres.bin_dir) / name
 
     def _postgres_pid(self) -> int | None:
-        pid = _read_pid(self.paths.pg_pid)
+        pid = read_pid(self.paths.pg_pid)
         if pid is not None and is_server(pid, self.paths.pg_data):
             return pid
         return None
@@ -257,7 +255,7 @@ class PostgresServer(ServerHost):
         """
         data = self.paths.pg_data
         lock_files = [self.paths.pg_pid, *self.paths.pg_socket_dir.glob(".s.PGSQL.*.lock")]
-        stale_pids = {pid for f in lock_files if (pid := _read_pid(f)) is not None}
+        stale_pids = {pid for f in lock_files if (pid := read_pid(f)) is not None}
         if not any(f.exists() for f in lock_files):
             return
 
@@ -281,14 +279,14 @@ class PostgresServer(ServerHost):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for lock_file in lock_files:
-            pid = _read_pid(lock_file)
+            pid = read_pid(lock_file)
             if lock_file.exists() and (pid is None or not is_server(pid, data)):
                 log.warning("Removing stale PostgreSQL lock file %s (pid %s is gone)", lock_file, pid)
                 lock_file.unlink(missing_ok=True)
 
     def _launch_postgres(self) -> None:
         port = self.params.local.postgres.port
-        if _port_in_use(port):
+        if port_in_use(port):
             raise StackError(
                 f"Failed to start PostgreSQL: port {port} on {LOOPBACK} is already in use by another "
                 "process; stop it or choose another port (local.postgres.port)"
@@ -314,7 +312,7 @@ class PostgresServer(ServerHost):
             raise StackError(
                 f"Failed to start PostgreSQL on port {port}: "
                 f"{(result.stderr or result.stdout).strip() or 'it exited'}; last lines of "
-                f"{self.paths.pg_log}:\n{_tail(self.paths.pg_log)}"
+                f"{self.paths.pg_log}:\n{log_tail(self.paths.pg_log)}"
             )
 
     def _bootstrap_postgres(self) -> None:

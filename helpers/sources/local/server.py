@@ -17,7 +17,7 @@ import filelock
 
 from helpers.errors import StackError
 from helpers.params import SourceParams, WorkbookParams
-from helpers.proc import pid_alive as _pid_alive
+from helpers.proc import pid_alive
 from helpers.sources.local.config import (
     PG_SUPERUSER,
     SOCKET_PATH_MAX,
@@ -40,14 +40,14 @@ def pids_in_dir(directory: Path) -> list[int]:
     target = directory.resolve()
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and pid_cwd(int(entry.name)) == target and _pid_alive(int(entry.name)):
+        if entry.name.isdigit() and pid_cwd(int(entry.name)) == target and pid_alive(int(entry.name)):
             found.append(int(entry.name))
     return sorted(found)
 
 
 def is_server(pid: int, data_dir: Path) -> bool:
     """True when ``pid`` is alive and runs in ``data_dir`` (not a recycled pid)."""
-    return _pid_alive(pid) and pid_cwd(pid) == data_dir.resolve()
+    return pid_alive(pid) and pid_cwd(pid) == data_dir.resolve()
 
 
 @functools.cache
