@@ -145,7 +145,7 @@ def describe_differences(
 
     def rows_of(table: pa.Table, side: TableSide) -> list[dict[str, str | None]]:
         picked = [i for i, text in enumerate(side.keys) if text in wanted]
-        return canonical_records(table.take(picked), columns, json_columns)
+        return canonical_records(table.take(pa.array(picked, pa.int64())), columns, json_columns)
 
     return compare_rows(rows_of(source, source_side), rows_of(silver, silver_side), key)
 

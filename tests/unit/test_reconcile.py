@@ -217,6 +217,12 @@ def test_differing_rows_are_described_as_the_digests_judge_them() -> None:
         "1 source key(s) missing in Silver: [('1',)]",
         "1 row(s) differ from the source: [('3',)] (first: pricepaid='12345678.91' != '12345678.9')",
     ]
+    extra = _silver_table([*rows, {**rows[2], "salesid": 9}])  # only Silver has rows to describe
+    extra_side = side_from_arrow(extra, COLUMNS, KEY, json_columns)
+    listed = compare_sides(source_side, extra_side, KEY)["differing_keys"]
+    assert describe_differences(
+        source, source_side, extra, extra_side, listed, COLUMNS, KEY, json_columns
+    ) == ["1 key(s) in Silver but not in the source: [('9',)]"]
 
 
 def test_positions() -> None:
