@@ -75,6 +75,7 @@ def test_reconcile_equal_after_ingestion(capture: Capture, silver: WorkbookParam
     assert (frame["source_rows"] == frame["silver_rows"]).all()
     assert (frame["source_rows"] > 0).all()
     assert (frame["diff_count"] == 0).all()
+    assert (frame["detail"] == "").all()
     positions = dict(zip(frame["table"], frame["source_position"], strict=True))
     assert positions["sale"].startswith("mariadb-bin.") and ":" in positions["sale"]
     assert "/" in positions["category"]  # an LSN
@@ -117,6 +118,7 @@ def test_changed_silver_row_is_listed(
     assert not result["equal"]
     assert result["differing_keys"] == [{"salesid": key, "difference": "different"}]
     assert result["diff_count"] == 1 and result["source_rows"] == result["silver_rows"]
+    assert "differ from the source" in result["detail"] and "pricepaid" in result["detail"], result["detail"]
     original = reconcile(params, ["sale"], silver_params=silver, ingest=True, wait_s=60).iloc[0]
     assert original["equal"], original.to_dict()
 
@@ -147,6 +149,7 @@ def test_deleted_key_is_extra_until_ingested(capture: Capture, silver: WorkbookP
         assert not result["equal"], result
         assert result["differing_keys"] == [{"salesid": key, "difference": "extra_in_silver"}], result
         assert result["silver_rows"] == result["source_rows"] + 1
+        assert "not in the source" in result["detail"], result
         assert not result["caught_up"] and "not ingested" in result["note"], result
     after = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
     assert after["equal"].all(), after.to_dict("records")

@@ -1,4 +1,4 @@
-"""Reconciliation checksums and retention offsets, without servers (``helpers.checks.reconcile``,
+"""Reconciliation checksums and retention offsets, without servers (``helpers.checks.digests``,
 ``helpers.checks.retention``)."""
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ import pyarrow as pa
 import pytest
 
 from helpers.capture.offsets import read_offsets
-from helpers.checks.reconcile import canonical_column, compare_sides, side_from_arrow, side_from_rows
+from helpers.checks.digests import (
+    canonical_column,
+    compare_sides,
+    rows_to_arrow,
+    side_from_arrow,
+    side_from_rows,
+)
+from helpers.checks.reconcile import describe_differences
 from helpers.errors import RetentionError
 from helpers.sources.positions import SourcePosition, format_lsn, parse_lsn
 
@@ -188,6 +195,34 @@ def test_composite_keys_and_duplicates() -> None:
     result = compare_sides(source, silver, ["order_id", "line_no"])
     assert result["equal"] is False
     assert result["differing_keys"] == [{"order_id": 1, "line_no": 1, "difference": "duplicate_in_silver"}]
+
+
+def test_differing_rows_are_described_as_the_digests_judge_them() -> None:
+    """Only the listed keys are described (a changed cent, a missing key), with the column that
+    differs; JSON that differs only in key order and formatting is not a difference."""
+    rows = _rows()
+    found: set[str] = set()
+    source = rows_to_arrow(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], found)
+    json_columns = frozenset(found)
+    changed = [dict(r) for r in rows[1:]]  # key 1 missing in Silver
+    changed[1]["pricepaid"] = Decimal("12345678.91")  # key 3 different
+    silver = _silver_table(changed)
+    source_side = side_from_arrow(source, COLUMNS, KEY, json_columns)
+    silver_side = side_from_arrow(silver, COLUMNS, KEY, json_columns)
+    result = compare_sides(source_side, silver_side, KEY)
+    detail = describe_differences(
+        source, source_side, silver, silver_side, result["differing_keys"], COLUMNS, KEY, json_columns
+    )
+    assert detail == [
+        "1 source key(s) missing in Silver: [('1',)]",
+        "1 row(s) differ from the source: [('3',)] (first: pricepaid='12345678.91' != '12345678.9')",
+    ]
+    extra = _silver_table([*rows, {**rows[2], "salesid": 9}])  # only Silver has rows to describe
+    extra_side = side_from_arrow(extra, COLUMNS, KEY, json_columns)
+    listed = compare_sides(source_side, extra_side, KEY)["differing_keys"]
+    assert describe_differences(
+        source, source_side, extra, extra_side, listed, COLUMNS, KEY, json_columns
+    ) == ["1 key(s) in Silver but not in the source: [('9',)]"]
 
 
 def test_positions() -> None:

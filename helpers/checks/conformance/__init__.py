@@ -1,0 +1,53 @@
+"""CDC conformance: scripted edge cases on the real sources, checked end to end in Silver.
+
+Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9 and 11) scripts changes on a real source
+table (:mod:`.scenarios_postgres`, :mod:`.scenarios_mariadb`, with the drivers of :mod:`.drivers`),
+waits until Bronze has captured them, ingests them into Silver tables of every variant
+(Copy-on-Write and Merge-on-Read, hard and soft deletes; :mod:`.model`) under
+``<silver>/_conformance`` and compares each with the source table on keys and every column.
+In soft-delete mode the rows not flagged must equal the source and every key the scenario deleted
+must be present with ``__deleted=true``. Each comparison must also report a tampered copy of
+Silver (:mod:`.harness`). Command line: ``./workbook conformance [--short] [--only NAME ...]``.
+
+Example:
+    >>> frame = run_scenarios(params, ["deletes_postgres"])  # doctest: +SKIP
+    >>> frame[["scenario", "table_type", "delete_mode", "status"]]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from helpers.checks.conformance.harness import (
+    SCENARIOS,
+    Scenario,
+    failed_scenarios,
+    require_passed,
+    run_scenario,
+    run_scenarios,
+    scenario_summary,
+    short_set,
+    tamper_rows,
+)
+from helpers.checks.conformance.model import (
+    VARIANTS,
+    ScenarioContext,
+    Target,
+    conformance_params,
+    wait_for_bronze,
+)
+
+__all__ = [
+    "SCENARIOS",
+    "VARIANTS",
+    "Scenario",
+    "ScenarioContext",
+    "Target",
+    "conformance_params",
+    "failed_scenarios",
+    "require_passed",
+    "run_scenario",
+    "run_scenarios",
+    "scenario_summary",
+    "short_set",
+    "tamper_rows",
+    "wait_for_bronze",
+]

@@ -1,0 +1,247 @@
+"""Scenario drivers both engines share: Bronze tombstones inspected, Bronze files redelivered or
+delivered out of order, and a fresh connector's snapshot hand-over under concurrent writes."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
+from helpers.capture.backends import EmbeddedBackend, wait_until_running
+from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.register import connector_specs, local_endpoints
+from helpers.checks.conformance.model import (
+    ScenarioContext,
+    Target,
+    bronze_differences,
+    scratch_params,
+    wait_for_bronze,
+)
+from helpers.poll import wait_until
+from helpers.silver.ingest import ingest_table
+from helpers.sources.connect import connect
+
+__all__ = ["check_tombstones", "redeliver", "shuffled_delivery", "snapshot_handover"]
+
+log = logging.getLogger(__name__)
+
+
+def check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any, ...]]) -> None:
+    """What Bronze holds for the deleted keys: one delete event each, and no null-value event
+    (the connectors set ``tombstones.on.delete=false``; ingestion read every event above)."""
+    events = read_bronze(
+        ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze),
+        target.topic(ctx.params),
+    )
+    tombstones = [e for e in events if all(e.get(c) is None for c in target.key)]
+    deletes = [
+        e for e in events if e.get("__deleted") == "true" and tuple(e[c] for c in target.key) in set(keys)
+    ]
+    ctx.notes.append(
+        f"Bronze: {len(deletes)} delete event(s) for {len(keys)} deleted keys, {len(tombstones)} tombstone(s)"
+    )
+    if tombstones:
+        ctx.problems.append(
+            f"Bronze holds {len(tombstones)} null-value (tombstone) event(s) on {target.topic(ctx.params)}"
+        )
+    if len({tuple(e[c] for c in target.key) for e in deletes}) != len(keys):
+        ctx.problems.append(f"Bronze lacks delete events for some of {keys}")
+
+
+def redeliver(
+    ctx: ScenarioContext, target: Target, update: Callable[[str], None], key: tuple[Any, ...]
+) -> None:
+    """Item 4: ``update("old")`` then ``update("new")``, each captured and ingested; then the Bronze
+    files of the old change are delivered again (new names, after the newer files) and ingested:
+    Silver must keep the newer values."""
+    ctx.use_scratch(f"redelivery-{target.table}")  # the copies go to a mirror, not the real Bronze
+    ctx.sync()
+    root = ctx.bronze_root
+    assert root is not None
+    topic = target.topic(ctx.params)
+    before = set(bronze_files(root, topic))
+    update("old")
+    ctx.sync()
+    old_files = sorted(set(bronze_files(root, topic)) - before)
+    update("new")
+    ctx.sync()
+    copies = []
+    for path in old_files:  # the same events again, under a new name, after the newer ones
+        stem = path.name[: -len(path.suffix)].rsplit("+", 1)[0]
+        copy = path.with_name(f"{stem}+redelivered{uuid.uuid4().hex[:12]}{path.suffix}")
+        tmp = copy.with_name("." + copy.name)
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, copy)
+        copies.append(copy.name)
+    ctx.touch(target, key)
+    taken_before = {n: len(r) for n, r in ctx.ingested.items()}
+    ctx.sync()
+    for name, results in ctx.ingested.items():
+        files = sum(r.files for r in results[taken_before.get(name, 0) :])
+        if files < len(copies):
+            ctx.problems.append(f"{name} took {files} of the {len(copies)} redelivered file(s)")
+    ctx.notes.append(f"redelivered {len(copies)} Bronze file(s) holding older values")
+    if not copies:
+        ctx.problems.append("no Bronze file held the older value to redeliver")
+
+
+def shuffled_delivery(ctx: ScenarioContext, target: Target, change: Callable[[], None]) -> None:
+    """Item 9: copy the topic's Bronze files into a scratch Bronze root in shuffled rounds, all with
+    one modification time, ingesting after each round into scratch Silver tables."""
+    change()
+    wait_for_bronze(ctx.params, target)
+    real = ctx.params.path(ctx.params.lake.bronze)
+    files = bronze_files(real, target.topic(ctx.params))
+    scratch = (
+        Path(ctx.cparams.path(ctx.cparams.lake.silver))
+        / "_scratch"
+        / f"{target.table}-{uuid.uuid4().hex[:8]}"
+    )
+    sparams = scratch_params(ctx.cparams, scratch)
+    order = files[:]
+    random.Random(20240229).shuffle(order)
+    newest_first = sorted(files, key=lambda p: p.name, reverse=True)
+    rounds = [newest_first[:1]]  # the newest file first: its events are newer than all others
+    rest = [p for p in order if p not in rounds[0]]
+    rounds += [rest[: len(rest) // 2], rest[len(rest) // 2 :]]
+    stamp = time.time() - 5
+    total_events = 0
+    taken: dict[str, tuple[int, int]] = {}
+    try:
+        for part in rounds:
+            for path in part:
+                dest = scratch / "bronze" / path.relative_to(real)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest)
+                os.utime(dest, (stamp, stamp))
+            for table in target.variants():
+                r = ingest_table(sparams, table)
+                files_n, events_n = taken.get(table.name, (0, 0))
+                taken[table.name] = (files_n + r.files, events_n + r.events)
+
+        total_events = read_bronze_arrow(files).num_rows if files else 0
+        for name, (files_n, events_n) in taken.items():
+            if files_n != len(files) or events_n != total_events:
+                ctx.problems.append(
+                    f"{name} took {files_n} file(s) / {events_n} event(s) of {len(files)} / {total_events}"
+                )
+        ctx.notes.append(f"{len(files)} files in 3 shuffled rounds, one mtime, {total_events} events")
+        ctx.cparams = sparams  # compare the scratch tables
+        ctx.scratch = scratch
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def snapshot_handover(
+    ctx: ScenarioContext, source: str, target: Target, writer: Callable[[int], None]
+) -> None:
+    """Item 11: a fresh connector (own name, slot / server id, scratch Bronze) snapshots the source
+    while ``writer`` keeps changing the target table; after the hand-over Bronze and Silver must
+    equal the source (nothing lost)."""
+    tag = uuid.uuid4().hex[:6]
+    scratch = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / "_scratch" / f"handover-{source}-{tag}"
+    spec = next(s for s in connector_specs(ctx.params, local_endpoints(ctx.params)) if s.source == source)
+    config = dict(spec.config)
+    name = f"{spec.name}-conformance-{tag}"
+    config["name"] = name
+    slot = f"{ctx.params.project}_conformance_{tag}"
+    if spec.engine == "postgres":
+        config["slot.name"] = slot
+        config["slot.drop.on.stop"] = "false"
+    else:
+        config["database.server.id"] = str(
+            ctx.params.capture.mysql_server_id + 1000 + random.Random(tag).randrange(1000)
+        )
+    fresh = ConnectorSpec(name, spec.engine, spec.source, config, spec.topics)
+    backend = EmbeddedBackend(
+        state_dir=ctx.params.state_path,
+        bronze_root=scratch / "bronze",
+        bronze_format=ctx.params.capture.bronze_format,
+        flush_interval_ms=ctx.params.capture.flush_interval_ms,
+        max_batch_size=ctx.params.capture.max_batch_size,
+    )
+    stop = threading.Event()
+    written: list[int] = []
+    errors: list[BaseException] = []
+
+    def keep_writing() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                writer(n)
+                written.append(n)
+                n += 1
+                stop.wait(0.02)  # pace the writes (about 50 changes a second)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def snapshot_over() -> bool:
+        if backend.status(name).details.get("streaming"):
+            return True
+        return len(written) > 20 and not bronze_differences(ctx.params, target, scratch / "bronze")
+
+    thread = threading.Thread(target=keep_writing, daemon=True)
+    sparams = scratch_params(ctx.cparams, scratch)
+    try:
+        thread.start()
+        backend.create_or_update(fresh)
+        wait_until_running(backend, name, timeout_s=240)
+        wait_until(snapshot_over, timeout_s=600, what=f"connector {name} to finish its snapshot")
+        time.sleep(2.0)  # the writer goes on into the streaming phase for a while
+        stop.set()
+        thread.join(30)
+        if errors:
+            raise errors[0]
+        wait_for_bronze(ctx.params, target, bronze_root=scratch / "bronze", timeout_s=180)
+        for table in target.variants():
+            ctx.ingested.setdefault(table.name, []).append(ingest_table(sparams, table))
+        ctx.notes.append(f"{len(written)} change(s) made while the fresh connector started and snapshotted")
+        ctx.cparams = sparams
+        ctx.bronze_root = scratch / "bronze"
+        ctx.scratch = scratch
+    finally:
+        stop.set()
+        thread.join(30)
+        with contextlib.suppress(Exception):
+            backend.delete(name)
+        shutil.rmtree(backend.directory(name), ignore_errors=True)  # its offsets and history
+        if spec.engine == "postgres":
+            _drop_slot(ctx, source, slot)
+
+
+def _drop_slot(ctx: ScenarioContext, source: str, slot: str) -> None:
+    """Drop the fresh connector's replication slot once its worker has let go of it (best effort:
+    a slot left behind is logged)."""
+    try:
+        with connect(ctx.params, source, autocommit=True) as c:
+
+            def released() -> bool:
+                row = c.execute(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                ).fetchone()
+                if row is None:
+                    return True
+                if not row[0]:
+                    c.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                    return True
+                return False
+
+            wait_until(
+                released,
+                timeout_s=10,
+                what=f"replication slot {slot} to be released",
+                interval_s=0.5,
+                max_interval_s=0.5,
+            )
+    except Exception as exc:  # noqa: BLE001 - clean-up: the scenario's result stands
+        log.warning("could not drop replication slot %s: %s", slot, exc)

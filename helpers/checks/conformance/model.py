@@ -1,0 +1,255 @@
+"""What a conformance scenario works on: source tables (:class:`Target`) and their Silver variants,
+the scenario's parameters, and the :class:`ScenarioContext` a script records its changes in."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers.bronze.read import bronze_files
+from helpers.bronze.replay import replay_topic
+from helpers.checks.compare import compare_rows
+from helpers.hudi.read import read_snapshot
+from helpers.naming import table_topic
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.poll import wait_until
+from helpers.silver.ingest import ingest_table
+from helpers.sources.connect import connect, read_table
+
+__all__ = [
+    "ALL_TARGETS",
+    "VARIANTS",
+    "ScenarioContext",
+    "Target",
+    "bronze_differences",
+    "conformance_params",
+    "next_key",
+    "scratch_params",
+    "wait_for_bronze",
+]
+
+#: Silver variants every scenario is checked in: (table type, delete mode).
+VARIANTS: tuple[tuple[str, str], ...] = (
+    ("COPY_ON_WRITE", "hard"),
+    ("COPY_ON_WRITE", "soft"),
+    ("MERGE_ON_READ", "hard"),
+    ("MERGE_ON_READ", "soft"),
+)
+_SHORT_TYPE = {"COPY_ON_WRITE": "cow", "MERGE_ON_READ": "mor"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A source table checked by a scenario, and how its Silver variants are keyed/partitioned."""
+
+    source: str
+    table: str
+    key: tuple[str, ...]
+    partition: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``source.table`` (plus the partition field)."""
+        part = f" by {','.join(self.partition)}" if self.partition else ""
+        return f"{self.source}.{self.table}{part}"
+
+    def topic(self, params: WorkbookParams) -> str:
+        """The table's Bronze topic."""
+        return table_topic(params, self.source, self.table)
+
+    def variant(self, table_type: str, delete_mode: str) -> SilverTableParams:
+        """The Silver table of one variant (``c_<table>[_p]_<cow|mor>_<hard|soft>``)."""
+        part = "_p" if self.partition else ""
+        return SilverTableParams(
+            name=f"c_{self.table}{part}_{_SHORT_TYPE[table_type]}_{delete_mode}",
+            source=self.source,
+            table=self.table,
+            record_key=self.key,
+            partition=self.partition,
+            table_type=table_type,  # type: ignore[arg-type]
+            delete_mode=delete_mode,  # type: ignore[arg-type]
+        )
+
+    def variants(self) -> list[SilverTableParams]:
+        """Every variant's Silver table (see :data:`VARIANTS`)."""
+        return [self.variant(t, m) for t, m in VARIANTS]
+
+
+CATEGORY = Target("ems", "category", ("catid",))
+CATEGORY_BY_GROUP = Target("ems", "category", ("catid",), ("catgroup",))
+VENUE = Target("ems", "venue", ("venueid",))
+EVENT = Target("ems", "event", ("eventid",))
+ORDERS = Target("orders", "orders", ("order_id",))
+ORDER_ITEMS = Target("orders", "order_items", ("order_id", "line_no"))
+SALE = Target("ecomm", "sale", ("salesid",))
+SALE_BY_QTY = Target("ecomm", "sale", ("salesid",), ("qtysold",))
+DATE = Target("ecomm", "date", ("dateid",))
+ALL_TARGETS = (CATEGORY, CATEGORY_BY_GROUP, VENUE, EVENT, ORDERS, ORDER_ITEMS, SALE, SALE_BY_QTY, DATE)
+
+
+def conformance_params(params: WorkbookParams, silver_root: str | Path | None = None) -> WorkbookParams:
+    """The parameters the scenarios ingest with: every variant table, under their own Silver root.
+
+    Args:
+        params: the workbook's parameters.
+        silver_root: where the variant tables live (default ``<lake.silver>/_conformance``).
+
+    Returns:
+        A copy of ``params`` whose ``silver.tables`` are the variants and ``lake.silver`` the root;
+        the variants are not registered in the catalog (``silver.sync`` off: they are the checks'
+        scratch tables, not the workbook's).
+    """
+    root = Path(silver_root) if silver_root else params.path(params.lake.silver) / "_conformance"
+    tables = tuple(v for t in ALL_TARGETS for v in t.variants())
+    return params.model_copy(
+        update={
+            "lake": params.lake.model_copy(update={"silver": str(root)}),
+            "silver": params.silver.model_copy(update={"tables": tables, "sync": False}),
+        }
+    )
+
+
+def scratch_params(cparams: WorkbookParams, scratch: Path) -> WorkbookParams:
+    """``cparams`` with Bronze at ``<scratch>/bronze`` and Silver at ``<scratch>/silver``."""
+    return cparams.model_copy(
+        update={
+            "lake": cparams.lake.model_copy(
+                update={"bronze": str(scratch / "bronze"), "silver": str(scratch / "silver")}
+            )
+        }
+    )
+
+
+# --- the running pipeline ----------------------------------------------------------------------
+
+
+def bronze_differences(params: WorkbookParams, target: Target, root: str | Path) -> list[str]:
+    """How the Bronze under ``root`` replayed differs from the source table now (empty: equal)."""
+    source = read_table(params, target.source, target.table)
+    return compare_rows(source, replay_topic(root, target.topic(params), target.key), target.key)
+
+
+def wait_for_bronze(
+    params: WorkbookParams, target: Target, *, timeout_s: float = 90.0, bronze_root: str | Path | None = None
+) -> None:
+    """Wait until Bronze of the target's topic replays to the source table.
+
+    Raises:
+        WaitTimeoutError: when it has not after ``timeout_s`` (the last differences are named).
+    """
+    root = bronze_root or params.path(params.lake.bronze)
+    last: list[str] = []
+
+    def replays_to_source() -> bool:
+        last[:] = bronze_differences(params, target, root)
+        return not last
+
+    wait_until(
+        replays_to_source,
+        timeout_s=timeout_s,
+        what=f"the changes of {target.label} to be captured into Bronze",
+        interval_s=0.5,
+        max_interval_s=1.0,
+        detail=lambda: "; ".join(last),
+    )
+
+
+def next_key(ctx: ScenarioContext, target: Target, column: str) -> int:
+    """One past the largest key in the source and in every Silver variant (keys a soft-delete
+    table still holds are not reused unless the scenario means to)."""
+    rows = read_table(ctx.params, target.source, target.table)
+    top = max((int(r[column]) for r in rows), default=0)
+    for table in target.variants():
+        base = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / table.name
+        if Path(base, ".hoodie", "hoodie.properties").exists():
+            values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
+            top = max([top, *(int(v) for v in values if v is not None)])
+    return top + 1
+
+
+# --- scenario context -------------------------------------------------------------------------
+
+
+@dataclass
+class ScenarioContext:
+    """What a scenario script works with: the workbook parameters, the variant parameters, and
+    what it records (keys it touched and deleted per target, notes, ingestion results)."""
+
+    params: WorkbookParams
+    cparams: WorkbookParams
+    targets: tuple[Target, ...]
+    focus: dict[Target, list[tuple[Any, ...]]] = field(default_factory=dict)
+    deleted: dict[Target, list[tuple[Any, ...]]] = field(default_factory=dict)
+    gone: dict[Target, list[tuple[Any, ...]]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    ingested: dict[str, list[Any]] = field(default_factory=dict)
+    bronze_root: Path | None = None
+    scratch: Path | None = None
+    mirror: bool = False
+
+    @contextlib.contextmanager
+    def postgres(self, source: str, *, autocommit: bool = True) -> Iterator[Any]:
+        """A connection to a PostgreSQL source's database."""
+        with connect(self.params, source, autocommit=autocommit) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def mariadb(self, source: str = "ecomm") -> Iterator[Any]:
+        """A cursor on a MariaDB source's database (autocommit: one commit per statement)."""
+        with connect(self.params, source, autocommit=True) as conn, conn.cursor() as cur:
+            yield cur
+
+    def touch(self, target: Target, *keys: tuple[Any, ...]) -> None:
+        """Record keys the scenario changed (the negative check tampers with one of them)."""
+        self.focus.setdefault(target, []).extend(keys)
+
+    def delete(self, target: Target, *keys: tuple[Any, ...], ingested: bool = True) -> None:
+        """Record keys the scenario deleted for good.
+
+        Args:
+            target: the table.
+            keys: the keys.
+            ingested: whether Silver held the row before the delete (soft mode must then keep it
+                flagged). A row inserted and deleted between two ingestion rounds never reaches
+                Silver: the writer drops deletes of keys it does not hold, in soft mode too, so
+                such keys are only required to be absent from the live rows.
+        """
+        (self.deleted if ingested else self.gone).setdefault(target, []).extend(keys)
+        self.touch(target, *keys)
+
+    def use_scratch(self, label: str) -> None:
+        """From now on ingest from a scratch Bronze root (a mirror of the captured files that the
+        scenario may add to) into scratch Silver tables, leaving the real Bronze untouched."""
+        self.scratch = (
+            Path(self.cparams.path(self.cparams.lake.silver)) / "_scratch" / f"{label}-{uuid.uuid4().hex[:8]}"
+        )
+        self.bronze_root = self.scratch / "bronze"
+        self.mirror = True
+        self.cparams = scratch_params(self.cparams, self.scratch)
+
+    def _mirror(self, target: Target) -> None:
+        assert self.bronze_root is not None
+        real = self.params.path(self.params.lake.bronze)
+        for path in bronze_files(real, target.topic(self.params)):
+            dest = self.bronze_root / path.relative_to(real)
+            if not dest.exists():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest.with_name("." + dest.name))
+                os.replace(dest.with_name("." + dest.name), dest)
+
+    def sync(self, targets: Sequence[Target] | None = None) -> None:
+        """Wait until Bronze holds the changes, then ingest every variant of the targets."""
+        for target in targets or self.targets:
+            wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
+            if self.mirror:
+                self._mirror(target)
+            for table in target.variants():
+                result = ingest_table(self.cparams, table)
+                self.ingested.setdefault(table.name, []).append(result)

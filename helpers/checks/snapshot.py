@@ -1,0 +1,214 @@
+"""Both sides of a reconciliation at a source position: the source tables read in one snapshot with
+the log position it corresponds to, and how far Silver (or capture) has got.
+
+* PostgreSQL: one ``REPEATABLE READ`` transaction whose first statement reads
+  ``pg_current_wal_insert_lsn()`` (every transaction visible in the snapshot committed below it);
+* MariaDB / MySQL: ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and
+  ``SHOW STATUS LIKE 'binlog_snapshot_%'`` (the binlog file and position of exactly that snapshot).
+
+The connection comes from :func:`helpers.sources.connect.connect`; the tables are read on it
+rather than by ``read_table`` (one connection each) so that they all share the one snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pyarrow as pa
+import pyarrow.compute as pc
+from psycopg import sql
+
+from helpers.capture.offsets import stored_position
+from helpers.checks.digests import rows_to_arrow
+from helpers.errors import ReconcileError, WorkbookError
+from helpers.hudi.read import read_snapshot
+from helpers.naming import connector_name, slot_name
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.silver.tables import pending_bronze, table_config
+from helpers.sources.connect import connect
+from helpers.sources.positions import SourcePosition, binlog_index, parse_lsn
+from helpers.sources.sql import engine_kind, quote_mariadb
+
+__all__ = [
+    "SourceSnapshot",
+    "captured_position",
+    "caught_up",
+    "silver_position",
+    "silver_rows",
+    "source_snapshot",
+]
+
+_POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
+
+
+@dataclass(frozen=True)
+class SourceSnapshot:
+    """Rows of some tables of one source system, read in one snapshot at ``position``."""
+
+    position: SourcePosition
+    tables: dict[str, pa.Table]  # source table name -> its rows (source column order)
+    json_columns: dict[str, frozenset[str]]
+
+
+def _engine_kind(engine: str) -> str:
+    try:
+        kind = engine_kind(engine)
+    except ValueError:
+        kind = ""
+    if kind not in ("postgres", "mysql"):
+        raise ReconcileError(f"Failed to reconcile: engine {engine!r} has no reader here (postgres, mariadb)")
+    return kind
+
+
+def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) -> SourceSnapshot:
+    """Read ``tables`` of one source system in one consistent snapshot and its position.
+
+    Args:
+        params: workbook parameters (the source's connection).
+        source: source system name (a key of ``params.sources``).
+        tables: source table names to read.
+
+    Returns:
+        The rows (as Arrow, source column order) and the log position of the snapshot.
+
+    Raises:
+        ReconcileError: when the source cannot be read (the database's message).
+    """
+    sp = params.source(source)
+    kind = _engine_kind(sp.engine)
+    out: dict[str, pa.Table] = {}
+    json_cols: dict[str, frozenset[str]] = {}
+    try:
+        if kind == "postgres":
+            with connect(params, source) as conn:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = True
+                with conn.transaction():
+                    # the snapshot is taken by this first statement: everything it sees committed
+                    # below the WAL insert position read in it
+                    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                    assert row is not None
+                    position = SourcePosition("postgres", lsn=parse_lsn(str(row[0])))
+                    for table in tables:
+                        cur = conn.execute(
+                            sql.SQL("SELECT * FROM {}").format(sql.Identifier(sp.namespace, table))
+                        )
+                        desc = cur.description or []
+                        names = [d.name for d in desc]
+                        found = {d.name for d in desc if d.type_code in _POSTGRES_JSON_OIDS}
+                        out[table] = rows_to_arrow(names, cur.fetchall(), found)
+                        json_cols[table] = frozenset(found)
+        else:
+            with connect(params, source) as mconn, mconn.cursor() as mcur:
+                mcur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                mcur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {str(k).lower(): str(v) for k, v in mcur.fetchall()}
+                if not status.get("binlog_snapshot_file"):
+                    raise ReconcileError(
+                        f"Failed to read source {source}: the server reports no binlog snapshot "
+                        "position (is the binary log enabled?)"
+                    )
+                position = SourcePosition(
+                    "mysql",
+                    file=status["binlog_snapshot_file"],
+                    pos=int(status["binlog_snapshot_position"]),
+                )
+                for table in tables:
+                    mcur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608
+                    names = [d[0] for d in mcur.description or []]
+                    detected: set[str] = set()
+                    out[table] = rows_to_arrow(names, list(mcur.fetchall()), detected)
+                    json_cols[table] = frozenset(detected)
+                mcur.execute("COMMIT")
+    except ReconcileError:
+        raise
+    except WorkbookError as exc:
+        raise ReconcileError(f"Failed to read source {source}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the database's message, with the place
+        raise ReconcileError(f"Failed to read source {source} ({sp.database}): {exc}") from None
+    return SourceSnapshot(position, out, json_cols)
+
+
+def _is_table(base: str) -> bool:
+    return Path(base, ".hoodie", "hoodie.properties").exists()
+
+
+def silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | None:
+    """Silver's live rows through the official Hudi reader (soft-deleted ones left out); None when
+    the table does not exist yet."""
+    base = table_config(params, table).base_path
+    if not _is_table(base):
+        return None
+    rows = read_snapshot(base)
+    if table.delete_mode == "soft" and "__deleted" in rows.column_names:
+        flag = rows.column("__deleted")
+        deleted = pc.equal(pc.cast(flag, pa.string()), "true")
+        rows = rows.filter(pc.invert(pc.fill_null(deleted, False)))
+    return rows
+
+
+def silver_position(params: WorkbookParams, table: SilverTableParams, engine: str) -> SourcePosition | None:
+    """The highest source position among Silver's rows (soft-deleted ones included)."""
+    base = table_config(params, table).base_path
+    if not _is_table(base):
+        return None
+    cols = ["__lsn"] if engine == "postgres" else ["__file", "__pos"]
+    try:
+        rows = read_snapshot(base, columns=cols)
+    except WorkbookError:
+        return None
+    if not rows.num_rows:
+        return None
+    if engine == "postgres":
+        top = pc.max(rows.column("__lsn")).as_py()
+        return None if top is None else SourcePosition("postgres", lsn=int(top))
+    best: tuple[int, int, str] | None = None
+    for file, pos in zip(rows.column("__file").to_pylist(), rows.column("__pos").to_pylist(), strict=True):
+        if file is None or pos is None:
+            continue
+        candidate = (binlog_index(str(file)), int(pos), str(file))
+        if best is None or candidate > best:
+            best = candidate
+    return None if best is None else SourcePosition("mysql", file=best[2], pos=best[1])
+
+
+def captured_position(params: WorkbookParams, source: str, engine: str) -> SourcePosition | None:
+    """How far capture has durably got: the connector's stored offset (and, for PostgreSQL,
+    its slot's confirmed position), whichever is further."""
+    best = stored_position(params, connector_name(params, source))
+    if engine == "postgres":
+        try:
+            with connect(params, source, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                    (slot_name(params, source),),
+                ).fetchone()
+        except WorkbookError:
+            row = None
+        if row and row[0]:
+            slot = SourcePosition("postgres", lsn=parse_lsn(str(row[0])))
+            if best is None or slot.reaches(best):
+                best = slot
+    return best
+
+
+def caught_up(
+    params: WorkbookParams,
+    silver_params: WorkbookParams,
+    table: SilverTableParams,
+    position: SourcePosition,
+) -> tuple[bool, str]:
+    """Whether Silver holds every change of the table up to ``position``, and why."""
+    top = silver_position(silver_params, table, position.engine)
+    if top is not None and top.reaches(position):
+        return True, f"Silver holds changes up to {top}"
+    captured = captured_position(params, table.source, position.engine)
+    pending, _state = pending_bronze(silver_params, table)
+    if captured is not None and captured.reaches(position) and not pending:
+        return True, f"capture stored {captured} and Silver has taken every Bronze file"
+    if pending:
+        return False, f"{len(pending)} Bronze file(s) not ingested yet"
+    return False, f"capture has stored {captured or 'no position'} (source position {position})"
