@@ -29,9 +29,9 @@ import pandas as pd
 
 from helpers.capture.offsets import offsets_file, stored_position
 from helpers.errors import RetentionError, WorkbookError
-from helpers.naming import connector_name, slot_name
+from helpers.naming import connector_name, slot_name, source_of_connector
 from helpers.params import WorkbookParams
-from helpers.sources.local.stack import LocalStack
+from helpers.sources.connect import connect
 
 __all__ = [
     "STATUSES",
@@ -63,7 +63,7 @@ def _postgres_row(
 ) -> dict[str, Any]:
 
     slot = slot_name(params, source)
-    with LocalStack(params).connect_postgres(database, autocommit=True) as conn:
+    with connect(params, source, autocommit=True) as conn:
         row = conn.execute(
             "SELECT active, wal_status, confirmed_flush_lsn::text, restart_lsn::text, safe_wal_size,"
             " pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,"
@@ -110,13 +110,9 @@ def _mariadb_row(
     params: WorkbookParams, connector: str, database: str, warn_bytes: int, fail_bytes: int
 ) -> dict[str, Any]:
 
-    conn = LocalStack(params).connect_mariadb(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW BINARY LOGS")
-            logs = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
-    finally:
-        conn.close()
+    with connect(params, source_of_connector(connector)) as conn, conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        logs = [(str(r[0]), int(r[1])) for r in cur.fetchall()]
     position = stored_position(params, connector)
     offsets = offsets_file(params, connector)
     first = logs[0][0] if logs else None
