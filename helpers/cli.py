@@ -1,14 +1,8 @@
 """The workbook's one command line: ``python -m helpers.cli <command>`` (``./workbook <command>``).
 
-Commands:
-
-* ``run`` - every notebook in order with papermill (the main job);
-* ``stack start|stop|status`` - the local servers; ``stop`` stops the Silver job and the
-  capture workers first; ``status`` (also ``status``) shows the whole pipeline;
-* ``changes list|run NAME`` - scripted CDC edge cases on the local sources;
-* ``conformance [--short] [--only NAME]`` - the edge cases checked end to end in Silver.
-
-Every command exits 0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
+Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME`` and
+``conformance [--short] [--only NAME] [--list]``; :func:`main` is the entry point. Every command exits
+0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
 """
 
 from __future__ import annotations

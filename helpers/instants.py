@@ -1,28 +1,7 @@
 """The one place that turns user time input into Hudi instants, and instants back into times.
 
-A Hudi instant (timeline layout 1, table version 6) is the UTC wall-clock time of a commit
-written ``yyyyMMddHHmmssSSS`` (17 digits). The workbook's tables use the UTC timeline time zone,
-so every conversion here is in UTC.
-
-Accepted inputs of :func:`to_instant`:
-
-==============================================  ============================================
-input                                           meaning
-==============================================  ============================================
-``"20250331030642808"`` (17 digits)             an instant, returned unchanged
-``"20250331030642"`` (14 digits)                second precision, milliseconds ``000``
-``"20250331"`` (8 digits)                       a date: midnight UTC
-``"2025-03-31"``                                ISO date: midnight UTC
-``"2025-03-31T03:06:42.808"``, ``"... 03:06"``  ISO date-time without offset: UTC
-``"2025-03-31T05:06:42+02:00"``, ``"...Z"``     ISO date-time with offset: converted to UTC
-:class:`datetime.datetime`                      naive = UTC; aware: converted to UTC
-:class:`datetime.date`                          midnight UTC
-:class:`pandas.Timestamp`                       as ``datetime`` (nanoseconds truncated)
-:class:`numpy.datetime64`                       UTC (numpy has no time zones)
-==============================================  ============================================
-
-Sub-millisecond digits are truncated (not rounded), like Hudi's own instant generator.
-Integers (epoch numbers) are refused on purpose: seconds vs milliseconds is ambiguous.
+A Hudi instant is a commit's UTC time as 17 digits, ``yyyyMMddHHmmssSSS``. :func:`to_instant`
+takes the inputs listed in ``docs/hudi.md`` (naive = UTC); :func:`instant_to_datetime` goes back.
 
 Example:
     >>> to_instant("2025-03-31T05:06:42.808+02:00")
@@ -129,7 +108,7 @@ def to_instant(value: InstantInput) -> str:
     """Turn user time input into a 17-digit Hudi instant (UTC).
 
     Args:
-        value: One of the accepted inputs listed in the module docstring.
+        value: One of the accepted inputs listed in ``docs/hudi.md``.
 
     Returns:
         The instant ``yyyyMMddHHmmssSSS``.

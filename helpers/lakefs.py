@@ -1,10 +1,8 @@
 """Files of the lake (Bronze objects, Hudi timelines, the workbook's own Silver state) on the
-local file system or S3, behind one small interface.
+local file system or S3, behind one small interface (:class:`LakeStore`, :func:`open_store`).
 
-Spark reads and writes the tables themselves; this is for what the driver reads and writes next to
-them: Bronze files to ingest, commit metadata, tombstone and quarantine records. Locally a write
-goes to a temporary name, is fsynced and renamed (atomic); on S3 a ``PutObject`` is atomic by
-itself. S3 goes through boto3 (credentials from the environment or the instance profile).
+Writes are atomic (locally: temporary name, fsync, rename; on S3: one ``PutObject``); see
+``docs/architecture.md``, "Foundation".
 
 Example:
     >>> store = open_store("lake/silver")                 # doctest: +SKIP

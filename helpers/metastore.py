@@ -1,17 +1,8 @@
 """The local Hive-compatible metastore: where Hudi's Hive sync registers Silver for Spark SQL.
 
-On EMR the Glue Data Catalog is the cluster's Hive metastore and Hudi's Hive sync writes to it.
-Locally the same sync (``hoodie.datasource.hive_sync.mode=hms``) talks to a Hive metastore client
-inside each Spark driver (Spark's bundled Hive 2.3.9), whose database is shared by every process
-of the workbook (the notebook kernels, the continuous Silver job, the tests) through an Apache
-Derby network server. That server is what :class:`LocalMetastore` runs: bound to 127.0.0.1 on
-``local.metastore.port``, with a generated password (``<state_dir>/metastore/derby.properties``,
-mode 0600, never printed), data under ``<state_dir>/metastore/``; its jars come from Maven Central
-with the set-up (``scripts/jars.tsv``, set ``metastore``). ``./workbook stack start|stop|status``
-manage it with the database servers.
-
-Why Derby: Spark's bundled metastore client speaks to it out of the box (it is Hive's default),
-and its network server, unlike the embedded one, lets several processes share the catalog.
+:class:`LocalMetastore` runs an Apache Derby network server on 127.0.0.1 that every process of the
+workbook shares; on EMR the Glue Data Catalog takes its place. Its files, its password and why
+Derby: ``docs/architecture.md``, "Foundation".
 """
 
 from __future__ import annotations

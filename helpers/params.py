@@ -1,13 +1,10 @@
-"""Layered, validated parameters.
+"""Layered, validated parameters: ``params/base.yaml``, one environment overlay, then overrides,
+validated into one frozen, typed :class:`WorkbookParams` (:func:`load_params`).
 
-``params/base.yaml`` holds what every environment shares; one overlay per environment
-(``local.yaml``, ``aws.yaml``, ``ci.yaml``) is merged on top of it, then the overrides a notebook
-passes. The result is validated into one frozen, typed :class:`WorkbookParams`. An unknown key,
-a wrong type or a missing required setting raises :class:`~helpers.errors.ParamsError` naming
-the key, the file it came from and, for unknown keys, the accepted keys.
+One cohesive module: every section's model is here, so the whole parameter schema is declared and
+validated in one place (``docs/architecture.md``, "Foundation").
 
 Example:
-    >>> from helpers.params import load_params
     >>> params = load_params("local", overrides={"tickit.scale": 0.01})
     >>> params.tickit.scale
     0.01

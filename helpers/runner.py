@@ -1,15 +1,8 @@
-"""Run the workbook: every notebook in ``notebooks/``, in order, with papermill.
+"""Run the workbook: every notebook in ``notebooks/``, in order, with papermill (:func:`run_workbook`).
 
-Each run writes the executed notebooks and their artefacts to ``<runs_dir>/<UTC timestamp>-<env>/``
-and stops at the first failing notebook with a readable summary: which notebook, which cell,
-the error. The same notebooks run unchanged in JupyterLab and EMR Studio; only the
-parameters (``env`` and a few overrides) differ.
-
-Command line::
-
-    workbook-run --env local                 # the whole workbook
-    workbook-run --env ci --only 01          # notebooks whose name starts with 01
-    workbook-run --set tickit.scale=0.1      # an override (YAML value)
+Each run writes to ``<runs_dir>/<UTC timestamp>-<env>/`` and stops at the first failing notebook,
+naming the notebook, the cell and the error. ``./workbook run`` (:mod:`helpers.cli`) calls it; see
+``docs/architecture.md``, "Running the workbook".
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""The one place that builds the workbook's SparkSession.
+"""The one place that builds the workbook's SparkSession (:func:`build_spark_session`).
 
-Every notebook, job, test and benchmark gets its session from :func:`build_spark_session`, so the
-settings that matter are the same everywhere:
-
-* the official Apache Hudi Spark bundle and spark-avro (``spark.jars: project``: the pinned jars of
-  ``scripts/jars.tsv`` from the project's ``.jars/`` folder, put there by the set-up; on EMR the
-  cluster's own, ``spark.jars: cluster``), Kryo with Hudi's registrar, Hudi's SQL extension and
-  catalog;
-* the Hive catalog: locally the workbook's metastore (:mod:`helpers.metastore`), so Spark SQL
-  sees the tables Hudi's Hive sync registers; on EMR the cluster's (Glue);
-* the driver, its block manager and any UI bound to 127.0.0.1; UTC session time zone; the worker
-  Python pinned to this interpreter.
+Every notebook, job, test and benchmark gets its session here, so the Hudi bundle, the Hive
+catalog, loopback binding and UTC are the same everywhere. :func:`spark_conf` returns the settings;
+``docs/architecture.md``, "Foundation", explains them.
 
 Example:
-    >>> from helpers.params import load_params
-    >>> from helpers.spark import build_spark_session
     >>> spark = build_spark_session(load_params("local"))       # doctest: +SKIP
     >>> spark.sql("SELECT count(*) FROM tickit_cdc_hudi.sale")  # doctest: +SKIP
 """
@@ -78,7 +68,7 @@ _QUIET_LOG_LEVEL = "ERROR"
 
 
 def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:
-    """The Spark settings of a session for ``params`` (see the module docstring).
+    """The Spark settings of a session for ``params`` (see ``docs/architecture.md``, "Foundation").
 
     Args:
         params: workbook parameters (``spark`` section; ``local.metastore`` for the local catalog).

@@ -1,22 +1,9 @@
 """The Bronze zone of the embedded world: raw change events as immutable, self-describing files.
 
-Layout: ``<bronze>/<topic>/year=YYYY/month=MM/day=DD/<topic>+<first>+<last>+<digest>.<ext>``
-
-* the day is the event's source commit time (``__source_ts_ms``) in UTC;
-* ``<first>`` / ``<last>`` are the first and last log positions in the file (PostgreSQL LSN;
-  MySQL binlog file, position and row; SQL Server commit LSN), ``<digest>`` a hash of the events'
-  bytes: a batch redelivered after a crash rewrites the same file instead of adding a copy (two
-  snapshot batches share positions, the digest tells them apart);
-* format ``avro`` (default; object container file with the writer schema inside, derived from the
-  Connect schema the events carry: exact decimals, timestamps with logical types) or ``jsonl``
-  (one event per line as Connect's JSON converter wrote it, schema included, as Kafka Connect's
-  S3 sink writes JSON; values in Debezium's encodings, decimals as exact numbers);
-* a file appears only when complete: written to a hidden temporary name in the same directory,
-  fsynced, renamed, and the directory fsynced. :meth:`BronzeWriter.write_batch` returns only
-  then, and only then may the capture engine commit its offsets.
-
-This module is written here because Kafka Connect's S3 sink, which does the same in the Kafka
-worlds (see :func:`helpers.capture.connectors.bronze_s3_sink_config`), needs a Kafka cluster.
+:class:`BronzeWriter` writes each batch to
+``<bronze>/<topic>/year=YYYY/month=MM/day=DD/<topic>+<first>+<last>+<digest>.<ext>`` (Avro or JSON
+lines) and returns only once the file is durable; only then may the capture engine commit its
+offsets. The layout, formats and redelivery: ``docs/architecture.md``, "Capture and the Bronze zone".
 """
 
 from __future__ import annotations
@@ -81,7 +68,7 @@ class BronzeFile:
 
 @dataclass
 class BronzeWriter:
-    """Writes batches of change events to Bronze files, durably and idempotently (module docs).
+    """Writes batches of change events to Bronze files, durably and idempotently (``docs/architecture.md``).
 
     Attributes:
         root: the Bronze zone directory.

@@ -1,20 +1,9 @@
 """Debezium 3.x connector configurations, as data.
 
-One builder per source engine returns the flat ``dict[str, str]`` Kafka Connect, MSK Connect and
-the embedded engine all take. Every source connector gets the same event shape:
-
-* ``ExtractNewRecordState`` with the Debezium 3.6 option names: deletes rewritten as rows with
-  ``__deleted`` (``delete.tombstone.handling.mode=rewrite``; the older ``delete.handling.mode`` is
-  silently ignored by 3.6), plus ``__op``, ``__table``, ``__source_ts_ms`` and the log position:
-  ``__lsn`` (PostgreSQL), ``__file`` / ``__pos`` / ``__row`` (MySQL, MariaDB), ``__change_lsn`` /
-  ``__commit_lsn`` / ``__event_serial_no`` (SQL Server);
-* exact decimals: ``decimal.handling.mode=precise`` with the JSON converter's
-  ``decimal.format=NUMERIC`` (the number's exact text plus scale and precision in the schema);
-* topics ``<project>.<schema>.<table>`` (SQL Server's ``<project>.<database>.<schema>.<table>``
-  is routed to ``<project>.<database>.<table>`` so both worlds share topic names).
-
-Secrets: builders take the password as an argument and callers pass it from the credentials
-store; :func:`redacted` masks it wherever a configuration is shown.
+One builder per source engine returns the flat ``dict[str, str]`` that Kafka Connect, MSK Connect
+and the embedded engine all take, with the same event shape for every source; :func:`redacted`
+masks the password wherever a configuration is shown. The event shape (fields, decimals, topic
+names): ``docs/architecture.md``, "Capture and the Bronze zone".
 """
 
 from __future__ import annotations

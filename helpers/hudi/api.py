@@ -1,26 +1,10 @@
 """Write and read Hudi tables through the official Apache Hudi Spark datasource.
 
-The workbook writes every Hudi table with ``df.write.format("hudi")`` of the official Hudi Spark
-bundle (``org.apache.hudi:hudi-spark3.5-bundle_2.12:1.0.2``, what EMR 7.11-7.13 run), locally and on
-EMR alike. :func:`write_hudi` adds what every workbook table needs to the caller's options:
-
-* table version 6 (``hoodie.write.table.version=6``, no auto-upgrade), because Athena reads Hudi
-  0.14/0.15 tables only;
-* the timeline in UTC (instants are read as UTC everywhere, :mod:`helpers.instants`);
-* no metadata table (``hoodie.metadata.enable=false``): Hudi 0.14/0.15 readers are only known to
-  read a 1.0.x writer's version-6 table without one, and it costs a second commit per write;
-* ``DefaultHoodieRecordPayload`` with a precombine field, so a change with a lower ordering value
-  never overwrites (or deletes) a newer stored row, on Copy-on-Write and Merge-on-Read alike;
-
-then returns the commit it made, read back from the timeline (:class:`HudiCommit`).
-:func:`read_hudi_df` reads through the same datasource: snapshot, time travel
-(``as.of.instant``), incremental (``latest_state`` or the ``cdc`` feed), read-optimized.
-
-Example:
-    >>> commit = write_hudi(df, {"hoodie.table.name": "sale",                 # doctest: +SKIP
-    ...     "hoodie.datasource.write.recordkey.field": "salesid",
-    ...     "hoodie.datasource.write.precombine.field": "_cdc_position"}, "lake/silver/sale")
-    >>> read_hudi_df(spark, "lake/silver/sale", {"as.of.instant": commit.instant})  # doctest: +SKIP
+:func:`write_hudi` writes with ``df.write.format("hudi")``, adding the workbook's defaults
+(:func:`write_options`: table version 6, UTC timeline, no metadata table,
+``DefaultHoodieRecordPayload``), and returns the commit it made (:class:`HudiCommit`).
+:func:`read_hudi_df` reads snapshot, time travel, incremental and read-optimized. The options and
+why: ``docs/hudi.md``.
 """
 
 from __future__ import annotations
@@ -61,7 +45,7 @@ INCREMENTAL_FORMAT = "hoodie.datasource.query.incremental.format"
 OPERATIONS = ("upsert", "insert", "bulk_insert", "delete")
 _DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 
-#: Added to every write unless the caller gives the key (module docstring).
+#: Added to every write unless the caller gives the key (``docs/hudi.md``).
 DEFAULT_WRITE_OPTIONS: Mapping[str, str] = {
     "hoodie.write.table.version": "6",
     "hoodie.write.auto.upgrade": "false",

@@ -1,36 +1,10 @@
 """Read Apache Hudi tables through the official Rust reader (PyPI ``hudi``, the hudi-rs bindings).
 
-Results are :class:`pyarrow.Table` objects (``.to_pandas()`` for pandas, or
-:func:`read_hudi_pandas`): what the notebooks' time travel and the local DuckDB engine use, being
-faster there than the Spark datasource (``bench/bench_timetravel.py``). Read options use the names
-of Hudi's Spark datasource, so the same option dictionary works with
-:func:`helpers.hudi.api.read_hudi_df` (the official Spark datasource) and with :func:`read_hudi`:
-
-=============================================  ================================================
-option                                         meaning
-=============================================  ================================================
-``hoodie.datasource.query.type``               ``snapshot`` (default), ``incremental``,
-                                               ``read_optimized``
-``as.of.instant``                              time travel: table as of this instant
-                                               (snapshot and read-optimized queries)
-``hoodie.datasource.read.begin.instanttime``   incremental: changes committed strictly after
-                                               this instant (required; ``"000"`` = from start)
-``hoodie.datasource.read.end.instanttime``     incremental: up to and including this instant
-                                               (default: latest commit)
-``hoodie.read.*``                              passed unchanged to the official reader
-=============================================  ================================================
-
-Instants may be given in any form :func:`helpers.instants.to_instant` accepts (17 digits,
-ISO-8601, dates...). A few options that only tune the Java reader are accepted and ignored
-(:data:`IGNORED_READ_OPTIONS`); any other key is an error naming the key.
-
-Incremental reads follow the official semantics: ``begin < _hoodie_commit_time <= end``; deletes
-are not emitted; tables written with ``hoodie.populate.meta.fields=false`` return no incremental
-rows (there is no commit time to filter on).
-
-Example:
-    >>> tbl = read_snapshot("/data/hudi/sales", as_of="2025-03-31T03:06:43Z")   # doctest: +SKIP
-    >>> changes = read_incremental("/data/hudi/sales", begin="20250331030642808") # doctest: +SKIP
+:func:`read_hudi`, :func:`read_snapshot`, :func:`read_incremental` and :func:`read_hudi_pandas`
+return Arrow (or pandas) and take the Spark datasource's option names, so one option dictionary also
+works with :func:`helpers.hudi.api.read_hudi_df`; the option table is in ``docs/hudi.md``. One
+cohesive module: option parsing, table opening and file-slice reads share one reader and one
+meaning of every option.
 """
 
 from __future__ import annotations
@@ -186,7 +160,7 @@ def parse_read_options(options: Mapping[str, Any] | None) -> HudiReadSpec:
     """Validate Spark-datasource read options and turn them into a :class:`HudiReadSpec`.
 
     Args:
-        options: Option names as in the module docstring (values are strings or instants).
+        options: Option names as in ``docs/hudi.md`` (values are strings or instants).
 
     Returns:
         The validated request with normalised 17-digit instants.
@@ -329,7 +303,7 @@ def read_hudi(
     columns: Sequence[str] | None = None,
     filters: Sequence[ReadFilter] | None = None,
 ) -> pa.Table:
-    """Read a Hudi table with Spark-datasource option names (see the module docstring).
+    """Read a Hudi table with Spark-datasource option names (see ``docs/hudi.md``).
 
     Args:
         base_path: Table base path.
@@ -376,7 +350,7 @@ def read_hudi_pandas(
 
     Args:
         base_path: Table base path.
-        options: Read options (module docstring).
+        options: Read options (``docs/hudi.md``).
         columns: Columns to return.
         filters: Row filters, as in :func:`read_hudi`.
 

@@ -1,25 +1,9 @@
 """Hudi's change feed of the Silver tables: every change with its before and after image, and the
-views built on it: record history, diffs between instants, and a slowly changing dimension of
-type 2 (one row per version of a record, valid from one instant to the next).
+views on it: record history, diffs between instants, SCD type 2 (:func:`scd2`).
 
-Copy-on-Write Silver tables keep Hudi's CDC log (``hoodie.table.cdc.enabled``, before and after
-images); :func:`changes` reads it through the official Spark datasource (an incremental query in
-the ``cdc`` format) and decodes the images into typed values:
-
-* the feed renders each image as JSON; a decimal from a CDC log block arrives as the bytes of its
-  unscaled value (Avro's decimal encoding, big-endian two's complement) and is decoded with the
-  column's scale; an insert that Hudi infers from a new base file renders decimals as
-  ``{"zero": ...}`` (a bean of Spark's Decimal: the value is lost in the JSON), so those values
-  are read back from the table as of that commit;
-* timestamps arrive as epoch microseconds (UTC), dates as epoch days.
-
-Merge-on-Read tables: Hudi 1.0.2 cannot read the CDC feed of a table version 6 Merge-on-Read
-table (``HoodieCDCExtractor`` parses delta commit metadata as Avro, while version 6 writes JSON:
-"Fail to parse the base file and log files from DeltaCommit"), so Silver keeps no CDC log there
-and :func:`versions` builds the same versions from the timeline instead: one incremental read per
-commit (the official Rust reader), and the commits that delete keys checked for the keys that
-vanished. Both roads give the same :class:`Version` records, so ``sale`` (CoW) and ``sale_mor``
-(MoR) answer alike.
+:func:`changes` reads the CDC log of Copy-on-Write tables through the Spark datasource;
+:func:`versions` gives the same :class:`Version` records for Merge-on-Read tables from the
+timeline. Image decoding and why Merge-on-Read differs: ``docs/architecture.md``, "Reading Silver".
 
 Example:
     >>> scd2(params, "sale", key=200)          # doctest: +SKIP
@@ -110,7 +94,7 @@ def _decode(value: Any, field: pa.Field) -> Any:
 
 
 def decode_image(text: str | None, schema: pa.Schema) -> dict[str, Any] | None:
-    """One before/after image of the feed as typed values (module docstring); None for none.
+    """One before/after image of the feed as typed values (``docs/architecture.md``); None for none.
     A value the JSON lost is :data:`BROKEN`."""
     if text is None or text in ("", "null"):
         return None
@@ -165,7 +149,7 @@ def changes(
         typed values, None where there is no image).
 
     Raises:
-        HudiError: for a table without a CDC log (Merge-on-Read: see the module docstring).
+        HudiError: for a table without a CDC log (Merge-on-Read: see ``docs/architecture.md``).
     """
     spec, base = _spec(params, table)
     if not cdc_enabled(base):
@@ -304,8 +288,8 @@ def versions(
     params: WorkbookParams, table: str | SilverTableParams, key: Any = None, *, spark: Any = None
 ) -> list[Version]:
     """Every change of the table's records (or of one record) across the retained commits, oldest
-    first: from the CDC log (Copy-on-Write) or the timeline (Merge-on-Read); see the module
-    docstring."""
+    first: from the CDC log (Copy-on-Write) or the timeline (Merge-on-Read); see
+    ``docs/architecture.md``."""
     spec, base = _spec(params, table)
     if cdc_enabled(base):
         found = _versions_from_feed(params, spec, base, key, spark)

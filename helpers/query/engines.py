@@ -1,27 +1,11 @@
-"""Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena or on a local engine.
+"""Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena or on local DuckDB.
 
-The files and their parameters are :mod:`helpers.query.sql_files`. Two engines behind one
-interface (:class:`QueryEngine`, from :func:`open_engine`):
-
-* **Athena** (``env: aws``): statements go through pyathena to ``StartQueryExecution`` on the
-  Glue database (``aws.athena.database``, default the Silver database), parameters as
-  ``ExecutionParameters`` (SQL literal text made by :func:`helpers.query.sql_files.athena_literal`);
-  prepared statements are real ``PREPARE name FROM ...`` / ``EXECUTE name``.
-* **local** (DuckDB in the process): each statement is transpiled with sqlglot from Trino to
-  DuckDB; every catalog table a statement needs (listed from the local metastore, where Hudi's Hive
-  sync registered it: :func:`helpers.silver.catalog.catalog_tables`) is read through the official
-  Rust reader as Arrow (Copy-on-Write and ``_rt``: snapshot; ``_ro``: read-optimized) and
-  registered without copying. A table is read again only when its latest completed commit
-  changed; parameters are bound by DuckDB.
-
-Both return pandas DataFrames with the same column names and values: integers as integers,
-decimals as :class:`decimal.Decimal`, doubles as floats, dates as :class:`datetime.date`.
-:func:`run_sql` and :func:`show_sql` are what notebook 05 calls. Over 500 lines as one cohesive
-thing: the engine interface and its two implementations.
+:func:`open_engine` returns a :class:`QueryEngine`, :class:`AthenaEngine` or :class:`LocalEngine`;
+both return the same pandas values. :func:`run_sql` and :func:`show_sql` are what notebook 05
+calls. How each engine works: ``docs/architecture.md``, "Reading Silver".
 
 Example:
     >>> engine = open_engine(load_params("ci"))                          # doctest: +SKIP
-    >>> engine.query("top_events", ["Shows"])                             # doctest: +SKIP
     >>> engine.prepare("sales_by_seller", "sales_by_seller")              # doctest: +SKIP
     >>> engine.execute("sales_by_seller", [42])                           # doctest: +SKIP
 """

@@ -1,27 +1,9 @@
 """Time travel on the Silver tables: timelines, "as of" reads, increments, and waiting for Silver.
 
-Everything here reads through the official Hudi reader (:mod:`helpers.hudi.read`) and returns
-pandas DataFrames; instants come from each table's timeline (:func:`timeline_frame`), and any
-time input is turned into an instant by :func:`helpers.instants.to_instant` (naive = UTC).
-Record history and diffs are :mod:`helpers.query.history`; changes at the sources,
-:mod:`helpers.sources.changes`.
-
-==========================  ====================================================================
-function                    what it answers
-==========================  ====================================================================
-:func:`timeline_frame`      the table's completed commits: instant, time, operation, counts
-:func:`as_of`               the table (or one record) as it was at an instant or time
-:func:`incremental`         records written by the commits in ``(begin, end]``
-:func:`consistent_as_of`    for several tables, the instant each shows at one wall-clock time,
-                            and the skew between them
-:func:`wait_for_silver`     until Silver shows a record as its source holds it now
-==========================  ====================================================================
-
-For several tables at once (notebook 04): :func:`per_table`, :func:`latest_instants`,
-:func:`readers_agree_points`.
-
-Retention: the cleaner keeps the file slices of the last ``cleaner_commits_retained`` commits;
-an instant older than the earliest retained commit cannot be read (:class:`TimeTravelError`).
+:func:`timeline_frame`, :func:`as_of`, :func:`incremental`, :func:`consistent_as_of` and
+:func:`wait_for_silver` read through :mod:`helpers.hudi.read` and return pandas DataFrames; time
+input becomes an instant by :func:`helpers.instants.to_instant`. What each answers:
+``docs/architecture.md``, "Reading Silver".
 
 Example:
     >>> when = timeline_frame(params, "sale")["instant"].iloc[-2]       # doctest: +SKIP

@@ -1,20 +1,9 @@
 """Which Bronze files a Silver table has taken: a checkpoint kept inside the table's commits.
 
-Every ingestion commit carries, atomically with its data, in ``extraMetadata``:
-
-* ``workbook.bronze.files``: the Bronze files this commit took (lineage);
-* ``workbook.bronze.checkpoint``: the whole state after it: a *watermark* (files last modified
-  before it are all taken) and the names of the taken files modified at or after it.
-
-Reading the state needs only the newest commit that carries it, so it survives Hudi's timeline
-archival (EMR's writer moves old commits to ``.hoodie/archived``) and stays small however long
-the pipeline runs. The watermark trails the listing time by ``margin_s``, which must exceed the
-time a file can take from its modification time to becoming visible in a listing (a local rename
-takes milliseconds; an S3 multipart upload's ``LastModified`` is its start, so minutes): files
-inside the margin are remembered by name, so files sharing a modification second, arriving out of
-order or late within the margin are each taken exactly once.
-
-Bronze is listed from the local file system or from S3 (boto3); the timeline likewise.
+Every ingestion commit carries in ``extraMetadata``, atomically with its data, the files it took and
+the state after it (a watermark plus the names of recent files). :func:`plan_round` picks the new
+files, :func:`latest_checkpoint` reads the state; Bronze is listed locally or on S3. Why each file
+is taken exactly once: ``docs/architecture.md``, "Silver ingestion".
 """
 
 from __future__ import annotations

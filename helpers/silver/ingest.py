@@ -1,37 +1,10 @@
 """Bronze change events into Silver Hudi tables with the official Hudi writer (the DeltaStreamer
 step), the same function locally and on EMR.
 
-For each configured table (``params.silver.tables``) :func:`ingest_table`, holding the table's
-writer lock,
-
-1. lists the table's Bronze files (local folder or S3) and takes those its checkpoint has not:
-   every commit records, atomically with the data, the files it took and the whole checkpoint
-   after it (a watermark plus the names of recent files; :mod:`helpers.silver.checkpoint`), so a
-   crash before the commit completes leaves them to the next round and a completed commit never
-   takes them twice, whatever order or timestamps files arrive with;
-2. reads the new files in the driver (Avro with its schema, or JSON lines of Connect envelopes
-   whose Debezium encodings are converted with the schema each line carries) into one typed Arrow
-   table: exact decimals, UTC timestamps, dates. Bad input (an unreadable file, an event whose
-   types no longer fit the table, an unknown ``__op``, a missing key or position) is set aside
-   with its reason (:mod:`helpers.silver.quarantine`), the rest goes on;
-3. adds ``_cdc_position``, one sortable string made of the source's log position (PostgreSQL LSN;
-   MySQL/MariaDB binlog file number, position, row; SQL Server commit LSN, change LSN, event
-   serial number; each part zero-padded): the table's precombine field, so several changes of a
-   key in one round keep the last and a redelivered older change never overwrites a newer one;
-   turns Debezium's ``__deleted`` into Hudi's ``_hoodie_is_deleted`` (hard mode) or keeps the row
-   flagged (soft mode); replaces PostgreSQL's TOAST placeholders with the value the column last
-   had (:func:`fill_unavailable`); drops changes older than their key's remembered delete
-   (:mod:`helpers.silver.tombstones`);
-4. writes them with ``df.write.format("hudi")`` of the official Hudi Spark bundle
-   (:func:`helpers.hudi.api.write_hudi`): upsert with ``DefaultHoodieRecordPayload``, table
-   version 6, Hudi's CDC log on Copy-on-Write tables, inline compaction of Merge-on-Read tables,
-   Hudi's Hive sync into the catalog (the local metastore, or Glue on EMR). The checkpoint, the
-   tombstone state and the quarantine counts go into the same commit's ``extraMetadata``.
-
-The rows reach Spark through a Parquet file staged next to the tables (``<silver>/.staging/``,
-removed after the commit): exact types, no conversion through pandas.
-
-Continuous mode is :mod:`helpers.silver.job`; the catalog view :func:`register_catalog`.
+:func:`ingest_table` takes a table's new Bronze files, reads them with checks, prepares the rows
+and writes them in one commit together with the checkpoint; :func:`ingest_all` does every
+configured table. The steps and their guarantees: ``docs/architecture.md``, "Silver ingestion".
+Continuous mode is :mod:`helpers.silver.job`.
 """
 
 from __future__ import annotations
@@ -173,7 +146,7 @@ def ingest_table(
     store: BronzeStore | None = None,
     s3: Any = None,
 ) -> IngestResult:
-    """Ingest the table's new Bronze files (see the module docstring); a no-op when none are new.
+    """Ingest the table's new Bronze files (``docs/architecture.md``); a no-op when none are new.
 
     Bad input is set aside under ``<lake.silver>/_errors/<table>/`` with the reason
     (:mod:`helpers.silver.quarantine`), counted in ``quarantined`` and logged as a warning; the rest is

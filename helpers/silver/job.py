@@ -1,14 +1,9 @@
 """The continuous Silver job (DeltaStreamer's ``--continuous``): a background worker process.
 
-:class:`SilverJob` starts ``python -m helpers.silver.job <directory>`` (``<state_dir>/silver/``),
-which runs :func:`helpers.silver.ingest.ingest_all` again and again in one long-lived Spark session
-(the official Hudi writer), at most once per ``silver.min_interval_s``, until stopped. Its status
-(``status.json``: state, pid, the ``run_id`` of this start, loops, last commit per table, Bronze
-files not yet ingested and the age of the oldest, last error) is rewritten atomically after every
-loop; :meth:`SilverJob.start` resets it first, so a waiter never mistakes a stopped job's status
-for the new one's. A ``kill -9`` in the middle of a commit leaves an
-inflight instant that the next write rolls back; the files of that commit were not recorded as
-ingested, so the restarted job takes them again: nothing lost, nothing applied twice.
+:class:`SilverJob` starts ``python -m helpers.silver.job <directory>``, which runs
+:func:`helpers.silver.ingest.ingest_all` in one long-lived Spark session until stopped and keeps a
+``status.json``; :func:`pending_lag` counts the Bronze files not yet taken. The status fields and
+what a ``kill -9`` does: ``docs/architecture.md``, "Silver ingestion".
 """
 
 from __future__ import annotations

@@ -1,39 +1,9 @@
 """Bad Bronze input kept aside, with the reason: never applied, never silently dropped.
 
-Silver ingestion (:func:`helpers.silver.ingest.ingest_table`) sets aside
-
-* a Bronze file that cannot be read: a malformed or truncated Avro file (the whole file:
-  Bronze files are written to a temporary name, fsynced and renamed, so a damaged one means
-  corruption after the write and its readable blocks are not trusted); a JSON-lines file keeps
-  its good lines, only the lines that do not parse are set aside;
-* an event whose schema no longer matches the table: a column whose type changed incompatibly
-  (e.g. text where the table holds a decimal), or a record key / ordering / Debezium field that
-  is missing or null;
-* an event with an unknown ``__op``: only ``c``, ``u``, ``d`` and ``r`` are applied. Debezium's
-  ``t`` (truncate; the connectors skip it by default) and ``m`` (logical decoding message) are set
-  aside too: a truncate cannot be replayed row by row (re-snapshot the table), and a message is
-  not a row.
-
-Where: ``<lake.silver>/_errors/<silver table>/`` (Bronze itself is never modified), one record per
-Bronze file, ``<bronze file name>.quarantine.json``::
-
-    {"table": ..., "topic": ..., "bronze_file": <full path>, "whole_file": true|false,
-     "settled": true|false, "quarantined_at": <epoch s>,
-     "records": [{"record": <1-based record / line number or null>, "reason": ..., "event": {...}}]}
-
-plus, for a whole unreadable file, a byte-exact copy under ``files/<bronze file name>``.
-Records are written atomically (locally: temporary name, fsync, rename; on S3 one ``PutObject``,
-:mod:`helpers.lakefs`) and named by the Bronze file, so
-writing one again (a run that crashed before its commit, then the next run) replaces it instead of
-adding a duplicate; an existing record keeps its first ``quarantined_at``.
-
-Checkpoint: a Bronze file with good events is taken by the Silver commit that holds them, which
-also lists the quarantined counts (``workbook.quarantine`` in the commit metadata); the record is
-written before that commit, so a failed commit leaves the file to be read again and its record
-rewritten identically. A file with nothing to apply (``settled``: unreadable, or every event bad)
-is taken by its record alone, because a round of only such files has no data to commit and the
-record is as durable as a commit: the file is skipped from then on, not retried forever.
-Deleting a record (after fixing the cause) makes ingestion read that file again.
+:func:`write_quarantine` records a Bronze file's bad input as
+``<silver>/_errors/<table>/<bronze file>.quarantine.json``; :func:`settled_files` lists the files
+settled by their record alone and :func:`quarantine_frame` shows the records. What is bad input,
+the record format and the checkpoint rules: ``docs/architecture.md``, "Silver ingestion".
 """
 
 from __future__ import annotations
@@ -114,7 +84,7 @@ def write_quarantine(
     settled: bool,
     data: bytes | None = None,
 ) -> str:
-    """Record the bad input of one Bronze file (see the module docstring); durable on return.
+    """Record the bad input of one Bronze file (``docs/architecture.md``); durable on return.
 
     Args:
         directory: the table's quarantine directory (:func:`quarantine_dir`).

@@ -55,7 +55,7 @@ POSITION_COLUMN = "_cdc_position"
 _WORKBOOK_PREFIX = "workbook."  # every extraMetadata key of the workbook starts with it
 
 
-#: The source's log position fields, in order (step 3 of the module docstring).
+#: The source's log position fields, in order (``docs/architecture.md``, "Ordering").
 POSITION_FIELDS = {
     "postgres": ("__lsn",),
     "mariadb": ("__file", "__pos", "__row"),

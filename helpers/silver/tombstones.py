@@ -1,23 +1,9 @@
 """Tombstones of hard-deleted keys, so a late older change cannot bring a deleted row back.
 
-A hard delete leaves nothing of the key in the Hudi table, and Hudi (the official writer too)
-compares an incoming change only with the stored row: an insert or update of the key that arrives
-*after* its delete but carries an *older* log position (a Bronze file read out of order, events
-redelivered after a crash) would re-create the row. Like Kafka's compacted topics, which keep a
-delete marker for ``delete.retention.ms``, Silver keeps each deleted key with the ordering values
-of its delete for ``silver.tombstone_retention_s`` and drops changes of that key that are not
-newer.
-
-Storage: one Parquet file per state (``<silver>/.workbook/tombstones/<table>/tombstones-<uuid>.parquet``,
-beside the table, not in it: a table's own folder is created by its first commit; written before
-the commit, locally or on S3 through :mod:`helpers.lakefs`), named in the commit's
-``extraMetadata`` (``workbook.tombstones.file``) so a state counts only once its commit completed;
-the newest commit naming one holds the state, files no longer named are removed. Soft-delete
-tables need none: their deleted rows stay, with their ordering values, and the writer's own
-comparison stops older changes.
-
-Written here because neither Hudi nor its reader offers delete markers for Copy-on-Write or
-Merge-on-Read tables.
+Hard-delete tables keep each deleted key with the ordering value of its delete for
+``silver.tombstone_retention_s`` (:func:`next_tombstones`) and drop changes of that key that are
+not newer (:func:`drop_late_events`). The state is a Parquet file named in the commit metadata;
+why and how: ``docs/architecture.md``, "Silver ingestion".
 """
 
 from __future__ import annotations

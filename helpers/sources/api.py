@@ -1,16 +1,8 @@
 """The source systems of one environment, behind one small interface for the notebooks.
 
-``open_sources(params)`` returns :class:`LocalSources` (PostgreSQL and MariaDB on 127.0.0.1,
-started by :class:`helpers.sources.local.stack.LocalStack`) or :class:`RdsSources` (Amazon RDS instances named
-in ``params.aws.rds``, credentials from AWS Secrets Manager). Both offer the same four steps of
-``notebooks/01_enable_cdc.ipynb``, each returning a DataFrame for display:
-
-* :meth:`start` - servers (local: started if needed) or instances (AWS: described) and their state;
-* :meth:`load_sample_data` - TICKIT and the orders outbox, idempotent
-  (see :mod:`helpers.sources.sample.load`);
-* :meth:`enable_cdc` - set the CDC prerequisites and return a preflight table with one row per
-  check (``passed``, ``actual``, ``expected`` and the ``fix`` of each failure);
-* :meth:`row_counts` - exact row counts of every configured source table.
+:func:`open_sources` returns :class:`LocalSources` or :class:`RdsSources`. Both offer the four
+steps of notebook 01 (``start``, ``load_sample_data``, ``enable_cdc``, ``row_counts``), each
+returning a DataFrame; see ``docs/architecture.md``, "Sources".
 
 Example:
     >>> sources = open_sources(load_params("local"))   # doctest: +SKIP

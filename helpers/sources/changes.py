@@ -1,20 +1,10 @@
 """Scripted changes to the local sources: the CDC edge cases, applied on purpose.
 
-Each scenario of ``docs/cdc-edge-cases.md`` that a source can produce is a function
-here; tests and notebooks call :func:`apply_scenario`, people the command line::
-
-    ./workbook changes list
-    ./workbook changes run delete_reinsert [--env local] [--set KEY=VALUE]
-
-Every scenario leaves the source in a state that is the expected final state of Silver (Silver
-must equal the source table), and returns a :class:`ScenarioResult` naming the tables and keys it
-touched and the statements it ran (in order), so a test can wait for exactly those changes.
-All values are bound parameters; identifiers come from the parameters and are quoted.
-
-One row at a time (notebook 04 and the time-travel tests): :func:`source_rows` reads a table's rows,
-:func:`update_source_row`, :func:`delete_source_row`, :func:`insert_source_row` change one row in
-one transaction, and :func:`restore_sample_row` puts a TICKIT row back as the generator made it.
-(Over 500 lines as one cohesive thing: every scripted change to the local sources.)
+Each scenario of ``docs/cdc-edge-cases.md`` that a source can produce is a function here, run by
+:func:`apply_scenario` (``./workbook changes list|run NAME``) and returning a :class:`ScenarioResult`.
+One row at a time: :func:`source_rows`, :func:`update_source_row`, :func:`delete_source_row`,
+:func:`insert_source_row`, :func:`restore_sample_row`. The rules every scenario follows:
+``docs/architecture.md``, "Sources".
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Enabling change data capture on Amazon RDS sources.
 
-* PostgreSQL: a DB parameter group with ``rds.logical_replication=1`` (static: needs a reboot).
-* MySQL: a DB parameter group with ``binlog_format=ROW`` and ``binlog_row_image=FULL``; the binlog
-  retention is not a parameter on RDS but the stored procedure
-  ``mysql.rds_set_configuration('binlog retention hours', N)``.
-* SQL Server: ``msdb.dbo.rds_cdc_enable_db`` for the database, then ``sys.sp_cdc_enable_table``
-  per table. These run over a database connection; this module builds them with bound
-  parameters and runs them on any DB-API connection (``pymssql``/``pyodbc``).
-
-Every function takes a boto3 client so that callers choose the session, region and credentials
-(and tests can pass a client backed by moto or a botocore Stubber).
+DB parameter groups for PostgreSQL (``rds.logical_replication``) and MySQL (``binlog_format``,
+``binlog_row_image``; binlog retention by stored procedure), and ``rds_cdc_enable_db`` /
+``sp_cdc_enable_table`` for SQL Server over any DB-API connection. Every function takes a boto3
+client, so callers choose session, region and credentials. See ``docs/architecture.md``, "Sources".
 """
 
 from __future__ import annotations

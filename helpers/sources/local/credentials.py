@@ -1,25 +1,12 @@
 """Generated passwords of the local stack, kept in a 0600 file in the state directory.
 
-The first call of :func:`load_credentials` generates one password per server with
-:mod:`secrets` and writes ``<state_dir>/credentials.json``. The file is created with mode 0600
-from the start (``os.open`` with ``O_EXCL`` and mode 0600 on a temporary name, then a hard link
-to the final name), so it is never readable by other users, not even for a moment; concurrent
-first calls agree on one file.
-
-Passwords are held in :class:`pydantic.SecretStr`: ``repr``/``str`` of :class:`Credentials`
-show ``**********``; they are never printed or logged by the helper package.
-
-Environment variables override the stored values (the file is left as it is):
-
-* ``WORKBOOK_PG_PASSWORD`` - password of the PostgreSQL role ``workbook``;
-* ``WORKBOOK_MARIADB_PASSWORD`` - password of the MariaDB user ``workbook``@``127.0.0.1``.
-
-The stack applies the effective password on every start, so changing an override takes effect
-at the next ``workbook-stack start``.
+:func:`load_credentials` generates one password per server on its first call and returns them as
+:class:`Credentials` (:class:`pydantic.SecretStr`, never printed); ``WORKBOOK_PG_PASSWORD`` and
+``WORKBOOK_MARIADB_PASSWORD`` override them. How the file is created: ``docs/architecture.md``,
+"Security".
 
 Example:
-    >>> creds = load_credentials(params.state_path)      # doctest: +SKIP
-    >>> creds                                            # doctest: +SKIP
+    >>> load_credentials(params.state_path)              # doctest: +SKIP
     Credentials(postgres_password=SecretStr('**********'), mariadb_password=SecretStr('**********'))
 """
 

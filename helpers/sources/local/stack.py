@@ -1,45 +1,8 @@
 """Local source databases: PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1, data in the state dir.
 
-:class:`LocalStack` starts, stops and reports both servers. Everything lives under
-``params.state_path``::
-
-    <state_dir>/                 mode 0711 (the server users may traverse it, nobody may list it)
-      credentials.json           generated passwords, mode 0600 (see helpers.sources.local.credentials)
-      stack.lock                 serialises start/stop between processes
-      postgres/                  owned by user postgres
-        data/                    the cluster (postmaster.pid is PostgreSQL's pid file)
-        data/workbook.conf       settings written by this module on every start
-        run/                     unix socket (.s.PGSQL.<port>), reachable by root/postgres only
-        postgresql.log
-      mariadb/                   owned by user mysql
-        my.cnf                   generated on every start (root-owned, 0644)
-        data/                    datadir incl. the binlog (mariadb-bin.*)
-        run/                     mariadb.sock, mariadb.pid
-        files/                   secure_file_priv: the only folder server-side LOAD DATA may read
-        mariadb.log
-
-Both servers listen on 127.0.0.1 only; the application accounts are PostgreSQL role
-``workbook`` (LOGIN, REPLICATION, owner of every PostgreSQL source database and its schema)
-and MariaDB user ``workbook``@``127.0.0.1`` (the privileges of the Debezium MySQL connector,
-plus all rights on the MariaDB source databases and FILE for LOAD DATA). Their passwords come
-from :mod:`helpers.sources.local.credentials`. Administration uses the unix sockets (PostgreSQL peer
-authentication mapped to the superuser ``postgres``; MariaDB ``root`` via ``unix_socket``),
-so no superuser password exists.
-
-Starting is idempotent: a running server is left alone (same pid); a stale pid file is removed
-once no process of the old server remains; a killed server is started again (PostgreSQL and
-InnoDB crash recovery). Roles, users, databases and schemas are (re)applied on every start.
-
-Example:
-    >>> from helpers.params import load_params
-    >>> from helpers.sources.local.stack import LocalStack
-    >>> stack = LocalStack(load_params("local"))             # doctest: +SKIP
-    >>> stack.start()                                        # doctest: +SKIP
-    >>> with stack.connect_postgres("ems") as conn:          # doctest: +SKIP
-    ...     conn.execute("select 1").fetchone()
-    (1,)
-
-CLI: ``python -m helpers.sources.local.stack {start,stop,status} [--env local|ci]`` or ``workbook-stack``.
+:class:`LocalStack` starts, stops and reports both servers (``./workbook stack start|stop|status``)
+and opens connections (``connect_postgres``, ``connect_mariadb``). Starting is idempotent. The
+folder layout, the accounts and crash handling: ``docs/architecture.md``, "Sources".
 """
 
 from __future__ import annotations

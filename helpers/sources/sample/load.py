@@ -1,18 +1,12 @@
 """Create the source tables and load TICKIT and the orders data, idempotently (:func:`load_tickit`).
 
-Where the tables go (``params.sources``): ``ecomm`` (MariaDB: ``date``, ``listing``, ``sale``),
-``ems`` (PostgreSQL schema ``ems``: ``category``, ``event``, ``venue``), ``crm`` (PostgreSQL schema
-``crm``: ``users``) and ``orders`` (PostgreSQL schema ``orders``, see :mod:`helpers.sources.sample.orders`).
 Statements come from :mod:`~helpers.sources.sample.ddl`, rows move through
 :mod:`~helpers.sources.sample.bulk`, and :mod:`~helpers.sources.sample.markers` records each load.
+Where each table goes and when a table is reloaded: ``docs/architecture.md``, "Sources".
 
 Example:
-    >>> from helpers.params import load_params
-    >>> from helpers.sources.local.stack import LocalStack
-    >>> from helpers.sources.sample.load import load_tickit
-    >>> params = load_params("ci")                 # doctest: +SKIP
     >>> report = load_tickit(LocalStack(params), params)   # doctest: +SKIP
-    >>> report.to_frame()                          # doctest: +SKIP
+    >>> report.to_frame()                                  # doctest: +SKIP
 """
 
 from __future__ import annotations

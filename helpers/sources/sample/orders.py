@@ -1,31 +1,10 @@
 """Orders with a transactional outbox, in the PostgreSQL database ``orders``.
 
-Tables (schema ``params.sources["orders"].schema``, ``orders`` by default):
-
-* ``customers(customer_id, name, email, city, created_at)``;
-* ``orders(order_id, customer_id, status, ordered_at, updated_at)``;
-* ``order_items(order_id, line_no, product, quantity, unit_price numeric(10,2))``;
-* ``outbox(order_id, payload jsonb, version, changed_at)``: exactly one row per existing order.
-
-Statement-level triggers (``orders_outbox.sql`` beside this module) keep the outbox in the same
-transaction as the change, on insert, update **and delete** of orders and of order items.
-Deleting an order deletes its outbox row, so change data capture emits a delete for that key and
-a Silver copy of the outbox equals the source (a ``status='deleted'`` row would keep a row for an
-order that no longer exists). Deleting an item recomputes the order's row without it.
-
-The payload, built by the database and mirrored by :func:`order_payload`::
-
-    {"order_id": 7, "customer_id": 3, "status": "paid",
-     "ordered_at": "2024-03-01T10:15:00.000000Z",
-     "items": [{"line_no": 1, "product": "Desk lamp", "quantity": 2, "unit_price": "24.90"}],
-     "total": "49.80"}
-
-Money is a JSON string so that it stays exact; times are UTC.
-
-Example:
-    >>> from helpers.sources.sample.orders import place_order, OrderLine  # doctest: +SKIP
-    >>> order_id = place_order(conn, customer_id=1,
-    ...                        lines=[OrderLine("Desk lamp", 2, Decimal("24.90"))])  # doctest: +SKIP
+:func:`generate_orders` makes the data, :func:`create_orders_schema` the tables and the outbox
+triggers (``orders_outbox.sql``), :func:`place_order` and its siblings change orders as an
+application would, and :func:`order_payload` mirrors the payload the database builds. One cohesive
+module: the orders data, its outbox contract and every change to it must stay in step. Tables,
+triggers and payload: ``docs/architecture.md``, "Sources".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Deterministic generator of the AWS Redshift TICKIT sample data set (:func:`generate_tickit`).
 
-The tables themselves (columns, types, keys, row counts) are described in
-:mod:`helpers.sources.sample.tickit_tables`.
+The tables (columns, types, keys, row counts) are described in :mod:`~.tickit_tables`.
 
 Example:
     >>> from helpers.sources.sample.tickit import generate_tickit
