@@ -1,22 +1,8 @@
 """Row digests for reconciliation: whole tables compared by count and an order-independent checksum.
 
-Digests rather than :func:`helpers.checks.compare.compare_rows` over every row: one canonical text
-per type makes driver values and Silver's Arrow values agree exactly, and a table compares in
-vectorised Arrow code without two copies of it as Python dicts (the rows whose keys differ are
-then described by ``compare_rows`` over their canonical texts, :func:`canonical_records`).
-
-Canonical text of a value (the same on both sides, computed on Arrow arrays):
-
-* decimals exactly, as fixed-point text without trailing zeros (``12.50`` and ``12.5`` agree);
-* timestamps as the UTC instant in ISO form with microseconds (naive ones are taken as UTC, as
-  Debezium does for ``DATETIME`` / ``timestamp without time zone``); dates ISO; times
-  ``HH:MM:SS.ffffff``;
-* JSON parsed and re-serialised with sorted keys; floats by their shortest round-trip text;
-  booleans ``true``/``false``; bytes as hex; ``NULL`` distinct from every text.
-
-A row's canonical text is its columns' texts, each length-prefixed, in the source's column
-order; its digest is SHA-256. A table's checksum is the sum modulo 2**64 of the digests' first
-and second 8 bytes (order-independent, duplicates counted), shown as 32 hex digits.
+One canonical text per value type makes driver values and Silver's Arrow values agree exactly and
+keeps the comparison in vectorised Arrow code; the rows whose keys differ are then described by
+:func:`helpers.checks.compare.compare_rows`. The canonical forms: ``docs/architecture.md`` (Checks).
 """
 
 from __future__ import annotations

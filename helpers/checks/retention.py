@@ -1,24 +1,8 @@
 """Retention monitor: can each connector still resume from where it stopped?
 
-A stopped or slow capture worker pins PostgreSQL WAL through its replication slot (the disk
-fills up; past ``max_slot_wal_keep_size`` the slot is invalidated) and, on MySQL/MariaDB, may
-find the binlog file it stopped in purged (``binlog_expire_*``, ``PURGE BINARY LOGS``, RDS
-retention). :func:`retention_status` shows both per connector against thresholds:
-
-* PostgreSQL: the slot (``<project>_<source>_slot``) from ``pg_replication_slots``: whether it is
-  active, its ``wal_status``, the WAL it holds back (``pg_current_wal_lsn() -
-  confirmed_flush_lsn`` in bytes) and ``safe_wal_size``; ``wal_status = 'lost'`` is ``PURGED``;
-* MySQL/MariaDB: the connector's stored binlog position (read from the embedded worker's
-  ``offsets.dat``) against ``SHOW BINARY LOGS``: whether the file is still there and how many
-  bytes of binlog follow the position; a file that is gone is ``PURGED``.
-
-``PURGED`` means the connector cannot continue without losing changes: with
-``snapshot.mode=initial`` Debezium then fails on start ("... is no longer available on the
-server") rather than re-snapshotting; recover by re-registering with a new snapshot.
-
-Example:
-    >>> from helpers.checks.retention import retention_status
-    >>> retention_status(params, warn_bytes=64 << 20)  # doctest: +SKIP
+:func:`retention_status` grades, per connector, the WAL its PostgreSQL slot holds back and whether
+the MariaDB binlog file it stopped in is still there (``PURGED``: it cannot resume without losing
+changes). Details: ``docs/architecture.md`` (Checks).
 """
 
 from __future__ import annotations
