@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pipeline import Capture, wait_for
 from psycopg import sql
 from psycopg.rows import dict_row
+from support.pipeline import Capture, wait_for
 
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from pipeline import Capture
 from support.chromium import check_rendered, screenshot_ink_fraction
+from support.pipeline import Capture
 
 from helpers.dashboard.datasets import pipeline_health
 from helpers.dashboard.figures import FIGURE_IDS, dashboard_figures

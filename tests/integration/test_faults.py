@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline import Capture, wait_for
+from support.pipeline import Capture, wait_for
 
 from helpers.capture.backends import wait_until_running
 from helpers.checks.parity import bronze_vs_source

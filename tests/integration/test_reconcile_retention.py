@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pipeline import Capture, wait_for
+from support.pipeline import Capture, wait_for
 
 from helpers.capture.backends import wait_until_running
 from helpers.capture.offsets import stored_position
@@ -87,7 +87,7 @@ def test_changed_silver_row_is_listed(
 
     Expected: reconcile lists exactly that key as ``different``; the original still equals.
     """
-    from silver_tables import write_silver
+    from support.silver_tables import write_silver
 
     from helpers.hudi.read import read_snapshot
     from helpers.silver.tables import table_config
