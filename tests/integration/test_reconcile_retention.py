@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from support.pipeline import Capture, wait_for
+from support.pipeline import Capture
 
 from helpers.capture.backends import wait_until_running
 from helpers.capture.offsets import stored_position
@@ -33,6 +33,7 @@ from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
 from helpers.errors import CaptureError, RetentionError
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.poll import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -170,7 +171,7 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
     params = capture.stack.params
     connector = f"{params.project}-ems"
     spec = capture.specs["ems"]
-    wait_for(lambda: _slot_row(params, connector)["active"], 60, "an active ems slot")
+    wait_until(lambda: _slot_row(params, connector)["active"], timeout_s=60, what="an active ems slot")
     capture.backend.stop(connector)
     try:
         with capture.stack.connect_postgres("ems", autocommit=True) as conn:
@@ -206,10 +207,9 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
         last[:] = [_slot_row(params, connector)]
         return bool(last[0]["active"]) and last[0]["lag_bytes"] < written // 4
 
-    try:
-        wait_for(caught_up, 120, "the ems slot to catch up")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status {last}") from None
+    wait_until(
+        caught_up, timeout_s=120, what="the ems slot to catch up", detail=lambda: f"last status {last}"
+    )
     assert last[0]["status"] == "OK", last[0]
 
 
@@ -280,7 +280,7 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
                         return [r[0] for r in cur.fetchall()] == [current]
 
                     warnings: list[Any] = []
-                    wait_for(purged_all, 60, f"binlogs purged to {current}")
+                    wait_until(purged_all, timeout_s=60, what=f"binlogs purged to {current}")
             finally:
                 admin.close()
 
@@ -292,8 +292,10 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
 
             events_before = _bronze_events(bronze)
             backend.resume(spec.name)
-            failed = wait_for(
-                lambda: (st := backend.status(spec.name)).state == "FAILED" and st, 180, "the worker to fail"
+            failed = wait_until(
+                lambda: (st := backend.status(spec.name)).state == "FAILED" and st,
+                timeout_s=180,
+                what="the worker to fail",
             )
             assert "no longer available" in (failed.error or ""), failed.error
             with pytest.raises(CaptureError, match="no longer available"):

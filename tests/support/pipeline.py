@@ -8,10 +8,7 @@ that change the sources leave the pipeline running, and compare with the sources
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.connectors import ConnectorSpec
@@ -27,15 +24,3 @@ class Capture:
     backend: EmbeddedBackend
     specs: dict[str, ConnectorSpec]
     bronze: Path
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll ``predicate`` every 0.1 s until it returns something true (returned), or fail."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.1)
