@@ -163,9 +163,13 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     job.start()
     try:
         writer.start()
-        deadline = time.monotonic() + 90
-        while not pending_instants(path) and time.monotonic() < deadline:
-            time.sleep(0.001)
+        wait_until(
+            lambda: pending_instants(path),
+            timeout_s=90,
+            what="a delta commit of sale_mor in flight",
+            interval_s=0.001,
+            max_interval_s=0.001,  # an instant is pending for a moment only
+        )
         assert job.kill() is not None
         assert pending_instants(path), "the kill did not hit a delta commit in flight"
         assert job.status()["state"] == "DEAD"
@@ -278,10 +282,13 @@ def test_read_only_bronze_fails_clearly_then_loses_nothing_once_writable(capture
                 failed, timeout_s=60, what="the worker to report the unwritable Bronze folder"
             )
             print(f"Bronze made read-only with {how}; worker: {status.error}")
+            # the failed worker closes its engine (the last offset flush) and exits: once it is gone
+            # no offset can be stored any more, so the restart below shows whether one passed the venues
+            worker = status.details["pid"]
+            wait_until(lambda: not pid_alive(worker), timeout_s=120, what="the failed worker to exit")
             assert "is not writable" in (status.error or "")
             assert str(folder) in (status.error or "")
             assert not any(r["venueid"] in keys for r in read_bronze(capture.bronze, topic))
-            time.sleep(1.5)  # an offset flush would have happened by now
     finally:
         _ensure_running(capture, "ems")
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=90)["equal"].all()

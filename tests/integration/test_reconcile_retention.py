@@ -27,7 +27,7 @@ import pytest
 from support.pipeline import Capture
 
 from helpers.capture.backends import wait_until_running
-from helpers.capture.offsets import stored_position
+from helpers.capture.offsets import offsets_file, stored_position
 from helpers.checks.parity import bronze_vs_source
 from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
@@ -219,6 +219,16 @@ def _bronze_events(bronze: Path) -> list[dict[str, Any]]:
     return read_bronze(bronze, ["tickit.ecomm.sale", "tickit.ecomm.listing", "tickit.ecomm.date"])
 
 
+def _offsets_flushed_after(params: WorkbookParams, backend: Any, connector: str, events: int) -> bool:
+    """Whether the worker wrote events beyond its first ``events`` and then rewrote its offsets file
+    (offsets are flushed after Bronze has the batch, at most every second)."""
+    details = backend.status(connector).details
+    if (details.get("events") or 0) <= events or not details.get("last_file"):
+        return False
+    offsets = offsets_file(params, connector)
+    return offsets.exists() and offsets.stat().st_mtime_ns >= Path(details["last_file"]).stat().st_mtime_ns
+
+
 def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], tmp_path: Path) -> None:
     """Private stack; only the ecomm connector. Stop it, change sale, purge the binlogs it needs.
 
@@ -251,10 +261,15 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
             assert bronze_vs_source(params, [spec], wait_s=180)["equal"].all()
             conn = stack.connect_mariadb("ecomm", autocommit=True)
             try:
+                events = backend.status(spec.name).details["events"]
                 with conn.cursor() as cur:  # a streamed change, so the stored offset is a binlog one
                     cur.execute("UPDATE sale SET commission = commission + 1 WHERE salesid = 1")
                 assert bronze_vs_source(params, [spec], wait_s=60)["equal"].all()
-                time.sleep(1.5)  # offsets are flushed at most every second
+                wait_until(
+                    lambda: _offsets_flushed_after(params, backend, spec.name, events),
+                    timeout_s=30,
+                    what="the offset flush after the streamed change",
+                )
                 backend.stop(spec.name)
                 stored = stored_position(params, spec.name)
                 assert stored is not None and stored.file
