@@ -123,20 +123,31 @@ def test_changed_silver_row_is_listed(
 
 
 def test_deleted_key_is_extra_until_ingested(capture: Capture, silver: WorkbookParams) -> None:
-    """A sale row deleted at the source and captured, Silver not ingested yet.
+    """A sale row of the test's own (inserted and ingested first) deleted at the source and
+    captured, Silver not ingested yet.
 
     Expected: ``extra_in_silver`` lists exactly that key (hard and soft tables: the soft one keeps
     it with ``__deleted=false`` until ingestion); after ingestion both equal the source.
     """
     params = capture.stack.params
     names = ["sale", "sale_soft"]
-    before = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
-    assert before["equal"].all(), before.to_dict("records")
     conn = capture.stack.connect_mariadb("ecomm", autocommit=True)
     try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT MAX(salesid) FROM sale")
+        with conn.cursor() as cur:  # the first sale copied under a new key: no shared row is deleted
+            cur.execute("SELECT * FROM sale ORDER BY salesid LIMIT 1")
+            columns = [d[0] for d in cur.description]
+            row = list(cur.fetchone())
+            cur.execute("SELECT MAX(salesid) + 1 FROM sale")
             (key,) = cur.fetchone()
+            row[columns.index("salesid")] = key
+            cur.execute(
+                f"INSERT INTO sale ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",  # noqa: S608
+                row,
+            )
+        assert bronze_vs_source(params, [capture.specs["ecomm"]], wait_s=60)["equal"].all()
+        before = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
+        assert before["equal"].all(), before.to_dict("records")
+        with conn.cursor() as cur:
             cur.execute("DELETE FROM sale WHERE salesid = %s", (key,))
     finally:
         conn.close()

@@ -2,7 +2,9 @@
 sample data, CDC enabled, Debezium workers capturing into a scratch Bronze (Silver beside it).
 
 Started once per test session by the ``capture`` fixture (tests/integration/conftest.py); tests
-that change the sources leave the pipeline running, and compare with the sources as they are.
+that change the sources leave the pipeline running, change rows of their own (new keys, or
+sample rows they restore first) rather than rows other tests read, and compare with the sources
+as they are.
 """
 
 from __future__ import annotations
