@@ -110,8 +110,8 @@ def main() -> int:
     from helpers.query import timetravel as tt
     from helpers.spark import build_spark_session
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
-    from silver_tables import write_silver
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from support.silver_tables import write_silver
 
     work = Path(tempfile.mkdtemp(prefix="bench_timetravel_", dir="/tmp"))
     try:

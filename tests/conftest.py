@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
-# Spark workers must import the same interpreter's packages (pyarrow, helpers).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+import pytest
+
+from helpers.metastore import LocalMetastore
+from helpers.params import load_params
+from helpers.pipeline import stop_all
+from helpers.sources.local.stack import LocalStack
+from helpers.spark import build_spark_session
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Spark workers must import the same interpreter's packages (pyarrow, helpers)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 # --- Spark (helpers.spark) ------------------------------------------------------------------
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def spark_params():  # type: ignore[no-untyped-def]
     """Parameters of the test session's Spark session: the CI set with a metastore of its own
     (a Derby network server on a free port, in a throw-away state directory)."""
-    from helpers.metastore import LocalMetastore
-    from helpers.params import load_params
-
     state = Path(tempfile.mkdtemp(prefix="wb-spark-", dir="/tmp"))
     params = load_params(
         "ci",
@@ -44,8 +57,6 @@ def spark_params():  # type: ignore[no-untyped-def]
 def spark(spark_params):  # type: ignore[no-untyped-def]
     """One local SparkSession for the whole test session, built by ``helpers.spark`` (the official
     Hudi bundle, Hive catalog in the session's own metastore)."""
-    from helpers.spark import build_spark_session
-
     session = build_spark_session(spark_params, app_name="workbook-tests")
     yield session
     session.stop()
@@ -55,13 +66,6 @@ def spark(spark_params):  # type: ignore[no-untyped-def]
 # `local_stack`: one running PostgreSQL + MariaDB for the whole session, in a throw-away state
 # dir under /tmp (the server users must traverse it) with free ports; use it in integration
 # tests of loaders etc. Tests that kill or stop servers build their own with `stack_factory`.
-import contextlib  # noqa: E402
-import shutil  # noqa: E402
-import socket  # noqa: E402
-import tempfile  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
 
 
 def _free_port() -> int:
@@ -72,10 +76,6 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
-    from helpers.params import load_params
-    from helpers.pipeline import stop_all
-    from helpers.sources.local.stack import LocalStack
-
     state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     state.chmod(0o711)
     params = load_params(

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from pipeline import Capture
+from support.pipeline import Capture
 
 from helpers.capture import connector_specs, open_backend, register_connectors
 from helpers.capture.backends import EmbeddedBackend
@@ -23,7 +23,7 @@ def _spark_first(spark: Any) -> Any:
 
 @pytest.fixture(scope="session")
 def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
-    """The running pipeline (see ``pipeline.py``), shared by every module that asks for it."""
+    """The running pipeline (see ``tests/support/pipeline.py``), shared by every module that asks for it."""
     bronze = tmp_path_factory.mktemp("bronze")
     overrides = {
         "lake.bronze": str(bronze),

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyathena
 import pytest
 from botocore.stub import Stubber
-from silver_tables import silver_like, write_silver
+from support.silver_tables import silver_like, write_silver
 
 from helpers.errors import QueryError
 from helpers.params import WorkbookParams, load_params

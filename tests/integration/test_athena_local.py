@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from pipeline import Capture
+from support.pipeline import Capture
 
 from helpers.checks.compare import compare_frames
 from helpers.checks.parity import bronze_vs_source, source_revenue_by_customer

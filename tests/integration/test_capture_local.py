@@ -16,14 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pipeline import Capture, wait_for
 from psycopg import sql
 from psycopg.rows import dict_row
+from support.pipeline import Capture
 
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
 from helpers.errors import CaptureError
+from helpers.poll import wait_until
 from helpers.sources.sql import quote_mariadb
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -70,7 +71,9 @@ def test_snapshot_rows_arrive_as_r_and_equal_every_source_table(capture: Capture
                 return [r for r in read_bronze(capture.bronze, t) if r["__op"] == "r"]
 
             n = len(expected)
-            got = wait_for(lambda n=n, s=snapshot: len(s()) >= n and s(), 120, f"snapshot of {topic}")
+            got = wait_until(
+                lambda n=n, s=snapshot: len(s()) >= n and s(), timeout_s=120, what=f"snapshot of {topic}"
+            )
             assert len(got) == len(expected), topic
             # jsonb arrives as its JSON text (io.debezium.data.Json): compare parsed
             parsed = {c for c in columns if any(isinstance(r[c], dict | list) for r in expected)}
@@ -122,7 +125,7 @@ def test_insert_updates_delete_arrive_in_order_per_key(capture: Capture, source:
         ]
         return rows if len(rows) >= 4 else []
 
-    rows = wait_for(events, 30, f"4 changes on {topic}")
+    rows = wait_until(events, timeout_s=30, what=f"4 changes on {topic}")
     rows.sort(key=position_of)
     assert [r["__op"] for r in rows] == ["c", "u", "u", "d"]
     assert [r[field] for r in rows] == values
@@ -173,17 +176,23 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(capture: Capture, source: 
     def captured() -> list[dict[str, Any]]:
         return [r for r in read_bronze(capture.bronze, topic) if base <= r[key_col] < base + n]
 
-    wait_for(lambda: len(captured()) >= 40, 60, "the first changes before the kill")
+    wait_until(
+        lambda: len(captured()) >= 40,
+        timeout_s=60,
+        what="the first changes before the kill",
+        interval_s=0.1,
+        max_interval_s=0.1,  # look often: the kill must come while the writer still runs
+    )
     killed = capture.backend.kill(name)
     assert killed is not None
     assert capture.backend.status(name).state == "FAILED"  # a dead worker never looks RUNNING
     thread.join()
     capture.backend.resume(name)
     wait_until_running(capture.backend, name, timeout_s=120)
-    rows = wait_for(
+    rows = wait_until(
         lambda: (r := captured()) and {x[key_col] for x in r} >= set(range(base, base + n)) and r,
-        120,
-        "all changes after restart",
+        timeout_s=120,
+        what="all changes after restart",
     )
     keys = [r[key_col] for r in rows]
     assert set(keys) == set(range(base, base + n))
@@ -288,7 +297,7 @@ def test_toast_placeholder_is_visible_in_bronze_for_silver_to_handle(capture: Ca
             r for r in read_bronze(capture.bronze, result.topic) if r["eventid"] == key and r["__op"] == "u"
         ]
 
-    rows = wait_for(updates, 30, "the TOAST update")
+    rows = wait_until(updates, timeout_s=30, what="the TOAST update")
     assert rows[-1]["eventname"] == "x" * 20_000
 
 
@@ -352,7 +361,7 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
 
         return rows
 
-    rows = wait_for(updates(2), 30, "the two TOAST updates")
+    rows = wait_until(updates(2), timeout_s=30, what="the two TOAST updates")
     assert [r["eventname"] for r in rows] == [UNAVAILABLE_VALUE] * 2
     first = ingest_all(params, ["event"]).iloc[0]
     assert (first["unavailable_filled"], first["unavailable_unresolved"]) == (2, 0)
@@ -363,7 +372,7 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
         conn.execute("ALTER TABLE ems.event REPLICA IDENTITY DEFAULT")
         conn.execute("UPDATE ems.event SET venueid = venueid WHERE eventid = %s", (key,))
         conn.execute("ALTER TABLE ems.event REPLICA IDENTITY FULL")
-    rows = wait_for(updates(3), 30, "the third TOAST update")
+    rows = wait_until(updates(3), timeout_s=30, what="the third TOAST update")
     assert rows[-1]["eventname"] == UNAVAILABLE_VALUE
     second = ingest_all(params, ["event"]).iloc[0]
     assert (second["unavailable_filled"], second["unavailable_unresolved"]) == (1, 0)
@@ -384,7 +393,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
     job = SilverJob(params)
     job.start()
     try:
-        wait_for(lambda: job.status().get("loops", 0) >= 1, 60, "the job's first round")
+        wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
         from helpers.hudi.timeline import pending_instants
         from helpers.silver.tables import table_config
 
@@ -392,9 +401,13 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
         base = table_config(params, category).base_path
         writer = threading.Thread(target=lambda: [apply_scenario(params, "burst") for _ in range(5)])
         writer.start()
-        deadline = time.monotonic() + 60
-        while not pending_instants(base) and time.monotonic() < deadline:
-            time.sleep(0.001)  # catch a category commit in flight
+        wait_until(
+            lambda: pending_instants(base),
+            timeout_s=60,
+            what="a category commit in flight",
+            interval_s=0.001,
+            max_interval_s=0.001,  # an instant is pending for a moment only
+        )
         assert job.kill() is not None
         assert pending_instants(base), "the kill did not hit a commit in flight"
         assert job.status()["state"] == "DEAD"
@@ -405,7 +418,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture) -> N
             check = silver_vs_source(params)
             return bool(check["equal"].all())
 
-        wait_for(caught_up, 120, "Silver to equal the sources after the restart")
+        wait_until(caught_up, timeout_s=120, what="Silver to equal the sources after the restart")
         lag = job.status()["lag"]
         assert all(v["pending_files"] == 0 for v in lag.values()), lag
     finally:

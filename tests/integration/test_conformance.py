@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pipeline import Capture
+from support.pipeline import Capture
 
 from helpers.checks.compare import compare_rows
 from helpers.checks.conformance import (

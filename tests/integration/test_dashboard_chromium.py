@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from pipeline import Capture
 from support.chromium import check_rendered, screenshot_ink_fraction
+from support.pipeline import Capture
 
 from helpers.dashboard.datasets import pipeline_health
 from helpers.dashboard.figures import FIGURE_IDS, dashboard_figures
@@ -109,10 +109,10 @@ def test_a_figure_that_did_not_render_is_reported(page: Path, tmp_path: Path) ->
 
 
 def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
-    """After ingesting the captured tables and then one source update of ``ems.category``: every
-    commit's rows equal its commit metadata, every lag is non-negative and not longer than the
-    session, and the update's commit shows one updated row whose lag is at most the time between
-    the source commit and the end of the ingestion."""
+    """After ingesting the captured tables and then one source update of ``ems.category`` (a row of
+    the test's own): every commit's rows equal its commit metadata, every lag is non-negative and
+    not longer than the session, and the update's commit shows one updated row whose lag is at
+    most the time between the source commit and the end of the ingestion."""
     from helpers.checks.parity import bronze_vs_source
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
     from helpers.silver.ingest import ingest_all
@@ -120,11 +120,20 @@ def test_pipeline_health_on_real_silver_tables(capture: Capture) -> None:
 
     params = capture.stack.params
     specs = list(capture.specs.values())
+    with capture.stack.connect_postgres("ems") as conn:  # a category of the test's own, updated below
+        fetched = conn.execute("SELECT max(catid) + 1 FROM ems.category").fetchone()
+        assert fetched is not None
+        probe_key = int(fetched[0])
+        conn.execute(
+            "INSERT INTO ems.category (catid, catgroup, catname, catdesc) VALUES (%s, 'Probe', 'probe', 'd')",
+            (probe_key,),
+        )
+        conn.commit()
     assert bronze_vs_source(params, specs, wait_s=60)["equal"].all()
     ingest_all(params)
     before_update = pd.Timestamp.now(tz="UTC")
     with capture.stack.connect_postgres("ems") as conn:
-        conn.execute("UPDATE ems.category SET catdesc = 'dashboard lag probe' WHERE catid = 4")
+        conn.execute("UPDATE ems.category SET catdesc = 'dashboard lag probe' WHERE catid = %s", (probe_key,))
         conn.commit()
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=60)["equal"].all()
     result = ingest_all(params, ["category"]).iloc[0]

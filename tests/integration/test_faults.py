@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pipeline import Capture, wait_for
+from support.pipeline import Capture
 
 from helpers.capture.backends import wait_until_running
 from helpers.checks.parity import bronze_vs_source
 from helpers.params import WorkbookParams
+from helpers.poll import wait_until
+from helpers.proc import pid_alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -95,10 +97,12 @@ def test_kill_9_capture_worker_mid_stream_then_silver_equals_the_source(
 
         topic = capture.specs[source].topics[f"{capture.stack.params.source(source).namespace}.{table}"]
         key_col = "venueid" if source == "ems" else "dateid"
-        wait_for(
+        wait_until(
             lambda: sum(1 for r in read_bronze(capture.bronze, topic) if r[key_col] in keys) >= 20,
-            60,
-            "the first changes before the kill",
+            timeout_s=60,
+            what="the first changes before the kill",
+            interval_s=0.1,
+            max_interval_s=0.1,  # look often: the kill must come while the inserts still run
         )
         assert capture.backend.kill(name) is not None
         assert capture.backend.status(name).state == "FAILED"
@@ -159,9 +163,13 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     job.start()
     try:
         writer.start()
-        deadline = time.monotonic() + 90
-        while not pending_instants(path) and time.monotonic() < deadline:
-            time.sleep(0.001)
+        wait_until(
+            lambda: pending_instants(path),
+            timeout_s=90,
+            what="a delta commit of sale_mor in flight",
+            interval_s=0.001,
+            max_interval_s=0.001,  # an instant is pending for a moment only
+        )
         assert job.kill() is not None
         assert pending_instants(path), "the kill did not hit a delta commit in flight"
         assert job.status()["state"] == "DEAD"
@@ -172,8 +180,8 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
         def caught_up() -> bool:
             return bool(silver_vs_source(params)["equal"].all()) and not pending_instants(path)
 
-        wait_for(caught_up, 180, "the MoR table to equal the source after the restart")
-        lag = wait_for(lambda: job.status().get("lag"), 30, "the job's lag")
+        wait_until(caught_up, timeout_s=180, what="the MoR table to equal the source after the restart")
+        lag = wait_until(lambda: job.status().get("lag"), timeout_s=30, what="the job's lag")
         assert lag["sale_mor"]["pending_files"] == 0, lag
     finally:
         stop.set()
@@ -190,14 +198,7 @@ def _kill_server(cap: Capture, engine: str) -> None:
     pid_file = paths.pg_pid if engine == "postgres" else paths.maria_pid
     pid = int(pid_file.read_text().split()[0])
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, f"{engine} to die")
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    wait_until(lambda: not pid_alive(pid), timeout_s=30, what=f"{engine} to die")  # a zombie is dead
 
 
 @pytest.mark.parametrize(
@@ -277,12 +278,17 @@ def test_read_only_bronze_fails_clearly_then_loses_nothing_once_writable(capture
                 return st if st.state == "FAILED" else None
 
             _insert_venues(capture, keys)
-            status = wait_for(failed, 60, "the worker to report the unwritable Bronze folder")
+            status = wait_until(
+                failed, timeout_s=60, what="the worker to report the unwritable Bronze folder"
+            )
             print(f"Bronze made read-only with {how}; worker: {status.error}")
+            # the failed worker closes its engine (the last offset flush) and exits: once it is gone
+            # no offset can be stored any more, so the restart below shows whether one passed the venues
+            worker = status.details["pid"]
+            wait_until(lambda: not pid_alive(worker), timeout_s=120, what="the failed worker to exit")
             assert "is not writable" in (status.error or "")
             assert str(folder) in (status.error or "")
             assert not any(r["venueid"] in keys for r in read_bronze(capture.bronze, topic))
-            time.sleep(1.5)  # an offset flush would have happened by now
     finally:
         _ensure_running(capture, "ems")
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=90)["equal"].all()

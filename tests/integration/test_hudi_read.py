@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from silver_tables import spark_frame
+from support.silver_tables import spark_frame
 
 from helpers.errors import HudiError
 from helpers.hudi.api import read_hudi_df, write_hudi

@@ -24,15 +24,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pipeline import Capture, wait_for
+from support.pipeline import Capture
 
 from helpers.capture.backends import wait_until_running
-from helpers.capture.offsets import stored_position
+from helpers.capture.offsets import offsets_file, stored_position
 from helpers.checks.parity import bronze_vs_source
 from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
 from helpers.errors import CaptureError, RetentionError
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.poll import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -88,7 +89,7 @@ def test_changed_silver_row_is_listed(
 
     Expected: reconcile lists exactly that key as ``different``; the original still equals.
     """
-    from silver_tables import write_silver
+    from support.silver_tables import write_silver
 
     from helpers.hudi.read import read_snapshot
     from helpers.silver.tables import table_config
@@ -124,20 +125,31 @@ def test_changed_silver_row_is_listed(
 
 
 def test_deleted_key_is_extra_until_ingested(capture: Capture, silver: WorkbookParams) -> None:
-    """A sale row deleted at the source and captured, Silver not ingested yet.
+    """A sale row of the test's own (inserted and ingested first) deleted at the source and
+    captured, Silver not ingested yet.
 
     Expected: ``extra_in_silver`` lists exactly that key (hard and soft tables: the soft one keeps
     it with ``__deleted=false`` until ingestion); after ingestion both equal the source.
     """
     params = capture.stack.params
     names = ["sale", "sale_soft"]
-    before = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
-    assert before["equal"].all(), before.to_dict("records")
     conn = capture.stack.connect_mariadb("ecomm", autocommit=True)
     try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT MAX(salesid) FROM sale")
+        with conn.cursor() as cur:  # the first sale copied under a new key: no shared row is deleted
+            cur.execute("SELECT * FROM sale ORDER BY salesid LIMIT 1")
+            columns = [d[0] for d in cur.description]
+            row = list(cur.fetchone())
+            cur.execute("SELECT MAX(salesid) + 1 FROM sale")
             (key,) = cur.fetchone()
+            row[columns.index("salesid")] = key
+            cur.execute(
+                f"INSERT INTO sale ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})",  # noqa: S608
+                row,
+            )
+        assert bronze_vs_source(params, [capture.specs["ecomm"]], wait_s=60)["equal"].all()
+        before = reconcile(params, names, silver_params=silver, ingest=True, wait_s=60)
+        assert before["equal"].all(), before.to_dict("records")
+        with conn.cursor() as cur:
             cur.execute("DELETE FROM sale WHERE salesid = %s", (key,))
     finally:
         conn.close()
@@ -173,7 +185,7 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
     params = capture.stack.params
     connector = f"{params.project}-ems"
     spec = capture.specs["ems"]
-    wait_for(lambda: _slot_row(params, connector)["active"], 60, "an active ems slot")
+    wait_until(lambda: _slot_row(params, connector)["active"], timeout_s=60, what="an active ems slot")
     capture.backend.stop(connector)
     try:
         with capture.stack.connect_postgres("ems", autocommit=True) as conn:
@@ -209,10 +221,9 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
         last[:] = [_slot_row(params, connector)]
         return bool(last[0]["active"]) and last[0]["lag_bytes"] < written // 4
 
-    try:
-        wait_for(caught_up, 120, "the ems slot to catch up")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last status {last}") from None
+    wait_until(
+        caught_up, timeout_s=120, what="the ems slot to catch up", detail=lambda: f"last status {last}"
+    )
     assert last[0]["status"] == "OK", last[0]
 
 
@@ -220,6 +231,16 @@ def _bronze_events(bronze: Path) -> list[dict[str, Any]]:
     from helpers.bronze.read import read_bronze
 
     return read_bronze(bronze, ["tickit.ecomm.sale", "tickit.ecomm.listing", "tickit.ecomm.date"])
+
+
+def _offsets_flushed_after(params: WorkbookParams, backend: Any, connector: str, events: int) -> bool:
+    """Whether the worker wrote events beyond its first ``events`` and then rewrote its offsets file
+    (offsets are flushed after Bronze has the batch, at most every second)."""
+    details = backend.status(connector).details
+    if (details.get("events") or 0) <= events or not details.get("last_file"):
+        return False
+    offsets = offsets_file(params, connector)
+    return offsets.exists() and offsets.stat().st_mtime_ns >= Path(details["last_file"]).stat().st_mtime_ns
 
 
 def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], tmp_path: Path) -> None:
@@ -254,10 +275,15 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
             assert bronze_vs_source(params, [spec], wait_s=180)["equal"].all()
             conn = stack.connect_mariadb("ecomm", autocommit=True)
             try:
+                events = backend.status(spec.name).details["events"]
                 with conn.cursor() as cur:  # a streamed change, so the stored offset is a binlog one
                     cur.execute("UPDATE sale SET commission = commission + 1 WHERE salesid = 1")
                 assert bronze_vs_source(params, [spec], wait_s=60)["equal"].all()
-                time.sleep(1.5)  # offsets are flushed at most every second
+                wait_until(
+                    lambda: _offsets_flushed_after(params, backend, spec.name, events),
+                    timeout_s=30,
+                    what="the offset flush after the streamed change",
+                )
                 backend.stop(spec.name)
                 stored = stored_position(params, spec.name)
                 assert stored is not None and stored.file
@@ -283,7 +309,7 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
                         return [r[0] for r in cur.fetchall()] == [current]
 
                     warnings: list[Any] = []
-                    wait_for(purged_all, 60, f"binlogs purged to {current}")
+                    wait_until(purged_all, timeout_s=60, what=f"binlogs purged to {current}")
             finally:
                 admin.close()
 
@@ -295,8 +321,10 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
 
             events_before = _bronze_events(bronze)
             backend.resume(spec.name)
-            failed = wait_for(
-                lambda: (st := backend.status(spec.name)).state == "FAILED" and st, 180, "the worker to fail"
+            failed = wait_until(
+                lambda: (st := backend.status(spec.name)).state == "FAILED" and st,
+                timeout_s=180,
+                what="the worker to fail",
             )
             assert "no longer available" in (failed.error or ""), failed.error
             with pytest.raises(CaptureError, match="no longer available"):

@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pipeline import Capture
-from silver_tables import spark_frame, write_silver
+from support.pipeline import Capture
+from support.silver_tables import spark_frame, write_silver
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.checks.parity import bronze_vs_source, silver_vs_source

@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from helpers.errors import StackError
 from helpers.params import WorkbookParams
+from helpers.poll import wait_until
 from helpers.sources.local.stack import LocalStack, ServerStatus
 
 pytestmark = pytest.mark.integration
@@ -47,15 +47,15 @@ def _listeners(port: int) -> list[str]:
     return found
 
 
-def _wait_gone(pid: int) -> None:
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                os.waitpid(pid, os.WNOHANG)  # our own child (MariaDB): reap it
-        except (OSError, ChildProcessError):
-            pass
-        time.sleep(0.05)
+def _wait_stopped(stack: LocalStack, server: str) -> None:
+    """Wait until the stack reports ``server`` stopped (a killed server's zombie counts as gone;
+    the stack reaps its own MariaDB child)."""
+    wait_until(
+        lambda: next(s for s in stack.status() if s.server == server).state == "stopped",
+        timeout_s=10,
+        what=f"the killed {server} to be gone",
+        interval_s=0.05,
+    )
 
 
 def test_start_is_idempotent(running: tuple[LocalStack, WorkbookParams]) -> None:
@@ -171,7 +171,7 @@ def test_kill9_postgres_is_recovered(running: tuple[LocalStack, WorkbookParams])
     pid = _pids(stack)["postgres"]
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    _wait_gone(pid)
+    _wait_stopped(stack, "postgres")
     assert stack.status()[0].state == "stopped"
     stack.start()
     new_pid = _pids(stack)["postgres"]
@@ -192,7 +192,7 @@ def test_kill9_mariadb_is_recovered(running: tuple[LocalStack, WorkbookParams]) 
     pid = _pids(stack)["mariadb"]
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    _wait_gone(pid)
+    _wait_stopped(stack, "mariadb")
     assert stack.status()[1].state == "stopped"
     assert stack.paths.maria_pid.exists()  # the killed server's pid file is left behind
     stack.start()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from pipeline import Capture
+from support.pipeline import Capture
 
 from helpers.checks.parity import bronze_vs_source
 from helpers.errors import WaitTimeoutError

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 from helpers.naming import table_topic
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
+from helpers.poll import wait_until
 from helpers.runner import RunResult, discover_notebooks, run_workbook
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.orders import expected_order_counts
@@ -143,16 +143,15 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
         conn.execute("UPDATE ems.category SET catdesc = 'changed after the run' WHERE catid = 2")
         conn.commit()
     bronze = params.path(params.lake.bronze)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if any(
+    wait_until(
+        lambda: any(
             r["catdesc"] == "changed after the run"
             for r in read_bronze(bronze, table_topic(params, "ems", "category"))
-        ):
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("a change after the run did not reach Bronze within 15 s")
+        ),
+        timeout_s=15,
+        what="a change after the run to reach Bronze",
+        interval_s=0.1,
+    )
     specs = connector_specs(params, local_endpoints(params))
     assert bronze_vs_source(params, specs, wait_s=30)["equal"].all()
 
@@ -183,10 +182,18 @@ def test_silver_equals_the_sources_after_notebook_03(
     from helpers.silver.job import SilverJob
 
     assert SilverJob(params).status().get("state") == "RUNNING"
-    deadline = time.monotonic() + 60
-    while not (check := silver_vs_source(params))["equal"].all():
-        assert time.monotonic() < deadline, check[~check["equal"]]
-        time.sleep(1)
+    last: list[pd.DataFrame] = []
+
+    def silver_equal() -> bool:
+        last[:] = [silver_vs_source(params)]
+        return bool(last[0]["equal"].all())
+
+    wait_until(
+        silver_equal,
+        timeout_s=60,
+        what="the continuous job to make Silver equal the sources",
+        detail=lambda: str(last[0][~last[0]["equal"]]) if last else "",
+    )
 
 
 def test_no_secret_in_executed_notebooks(
@@ -228,10 +235,9 @@ def test_rerun_after_kill9_recovers_without_reloading(
     for pid in pids.values():
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(s.running for s in stack.status()):
-        time.sleep(0.2)
-    assert not any(s.running for s in stack.status())
+    wait_until(
+        lambda: not any(s.running for s in stack.status()), timeout_s=30, what="the killed servers to be gone"
+    )
 
     second = _run(overrides, scratch / "run2")
     loads = pd.read_csv(second.run_dir / "01_loads.csv")

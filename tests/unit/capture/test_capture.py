@@ -1,4 +1,4 @@
-"""Connector configurations, the Bronze writer, and the Kafka Connect / MSK Connect clients.
+"""Connector configurations and the Kafka Connect / MSK Connect clients.
 
 Kafka Connect is exercised over real HTTP against a small in-process server that answers like a
 Connect worker (recorded request bodies, 404/409/500 error shapes of the Connect REST API); MSK
@@ -7,23 +7,16 @@ Connect through botocore's Stubber with the service's real request/response mode
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import http.server
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
-import fastavro
 import pytest
 from botocore.stub import Stubber
 
-from helpers.bronze.events import avro_schema_from_connect, event_from_json
-from helpers.bronze.read import bronze_files, read_bronze
-from helpers.bronze.writer import BronzeWriter
 from helpers.capture.backends import KafkaConnectRestBackend, MskConnectBackend, wait_until_running
 from helpers.capture.connectors import (
     bronze_s3_sink_config,
@@ -32,7 +25,7 @@ from helpers.capture.connectors import (
     redacted,
     sqlserver_source_config,
 )
-from helpers.errors import BronzeError, CaptureError
+from helpers.errors import CaptureError
 
 PG = dict(
     name="tickit-ems",
@@ -125,102 +118,6 @@ def test_s3_sink_is_daily_partitioned_by_record_time_avro_and_deterministic() ->
     assert c["path.format"] == "'year'=YYYY/'month'=MM/'day'=dd"
     assert (c["timestamp.extractor"], c["timezone"], c["topics.dir"]) == ("Record", "UTC", "bronze")
     assert c["format.class"].endswith("AvroFormat")
-
-
-# ----------------------------------------------------------------------------------- Bronze
-
-
-def _event(topic: str, lsn: int, ts_ms: int, **row: Any) -> str:
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"type": "int32", "optional": False, "field": "id"},
-            {
-                "type": "bytes",
-                "optional": True,
-                "name": "org.apache.kafka.connect.data.Decimal",
-                "parameters": {"scale": "2", "connect.decimal.precision": "8"},
-                "field": "price",
-            },
-            {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "field": "at"},
-            {"type": "string", "optional": True, "name": "io.debezium.time.ZonedTimestamp", "field": "zoned"},
-            {"type": "string", "optional": True, "field": "__deleted"},
-            {"type": "string", "optional": True, "field": "__op"},
-            {"type": "int64", "optional": True, "field": "__lsn"},
-            {"type": "int64", "optional": True, "field": "__source_ts_ms"},
-        ],
-        "optional": False,
-        "name": f"{topic}.Value",
-    }
-    payload = {"__lsn": lsn, "__source_ts_ms": ts_ms, "__deleted": "false", "__op": "c", **row}
-    return json.dumps({"schema": schema, "payload": payload})
-
-
-DAY1 = int(dt.datetime(2026, 3, 1, 23, 59, 59, tzinfo=dt.UTC).timestamp() * 1000)
-DAY2 = DAY1 + 2000
-
-
-@pytest.mark.parametrize("fmt", ["avro", "jsonl"])
-def test_bronze_files_are_daily_by_source_time_named_by_positions_and_idempotent(
-    tmp_path: Path, fmt: str
-) -> None:
-    """Events of one batch split by UTC day of their source commit; names carry first and last
-    position; the same batch again rewrites the same files; values are exact."""
-    raw = [
-        _event(
-            "tickit.ems.t",
-            100,
-            DAY1,
-            id=1,
-            price="PRICE",
-            at=1_700_000_000_123_456,
-            zoned="2024-01-15T12:17:47.5Z",
-        ),
-        _event("tickit.ems.t", 200, DAY2, id=2, price=None, at=None, zoned=None),
-        _event("tickit.ems.t", 300, DAY2, id=3, price=None, at=None, zoned=None),
-    ]
-    raw[0] = raw[0].replace('"price": "PRICE"', '"price": 123456.78')  # the exact number text
-    assert "123456.78" in raw[0]
-    events = [e for e in (event_from_json("tickit.ems.t", r) for r in raw) if e is not None]
-    writer = BronzeWriter(tmp_path, fmt)  # type: ignore[arg-type]
-    files = writer.write_batch(events)
-    names = sorted(p.relative_to(tmp_path).as_posix() for p in bronze_files(tmp_path, "tickit.ems.t"))
-    assert [n.rsplit("+", 1)[0] for n in names] == [
-        "tickit.ems.t/year=2026/month=03/day=01/tickit.ems.t+00000000000000000100+00000000000000000100",
-        "tickit.ems.t/year=2026/month=03/day=02/tickit.ems.t+00000000000000000200+00000000000000000300",
-    ]
-    assert sum(f.events for f in files) == 3
-    writer.write_batch(events)  # redelivery of the same batch
-    assert len(bronze_files(tmp_path, "tickit.ems.t")) == 2
-    rows = read_bronze(tmp_path, "tickit.ems.t")
-    assert [r["id"] for r in rows] == [1, 2, 3]
-    first = rows[0]  # both formats read back alike (JSON lines decoded with their schema)
-    assert first["price"] == decimal.Decimal("123456.78")
-    assert first["at"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=dt.UTC)
-    assert first["zoned"] == dt.datetime(2024, 1, 15, 12, 17, 47, 500000, tzinfo=dt.UTC)
-    if fmt == "avro":
-        with open(bronze_files(tmp_path, "tickit.ems.t")[0], "rb") as handle:
-            schema = fastavro.reader(handle).writer_schema
-        price = next(f for f in schema["fields"] if f["name"] == "price")["type"][1]
-        assert (price["logicalType"], price["precision"], price["scale"]) == ("decimal", 8, 2)
-    assert not list(tmp_path.rglob(".*tmp*"))
-
-
-def test_bronze_rejects_bad_events_with_topic_and_cause(tmp_path: Path) -> None:
-    assert event_from_json("t", None) is None
-    assert event_from_json("t", '{"schema": null, "payload": null}') is None  # tombstone-like
-    with pytest.raises(BronzeError, match="topic t: Expecting property name"):
-        event_from_json("t", "{not json")
-    with pytest.raises(BronzeError, match="schemas.enable=true"):
-        event_from_json("t", '{"id": 1}')
-    no_time = event_from_json("t", json.dumps({"schema": None, "payload": {"__lsn": 1}}))
-    assert no_time is not None
-    with pytest.raises(BronzeError, match="no __source_ts_ms"):
-        BronzeWriter(tmp_path, "jsonl").write_batch([no_time])
-    with pytest.raises(BronzeError, match="to Avro"):
-        avro_schema_from_connect({"type": "struct", "fields": [{"type": "array", "field": "x"}]}, "t")
-    with pytest.raises(BronzeError, match="format"):
-        BronzeWriter(tmp_path, "csv")  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------- Kafka Connect
@@ -430,37 +327,3 @@ def test_msk_connect_create_then_update_and_status_via_botocore_stubs() -> None:
     assert (status.state, status.error) == ("FAILED", "Access denied to secret")
     with pytest.raises(CaptureError, match="no pause"):
         backend.pause("tickit-ems")
-
-
-def test_jsonl_and_avro_bronze_read_to_the_same_typed_table(tmp_path: Path) -> None:
-    """The same events through both Bronze formats: Silver's reader gives identical typed rows
-    (Debezium's encodings in JSON lines converted with the schema each line carries)."""
-    from helpers.bronze.read import read_bronze_arrow
-
-    raw = [
-        _event(
-            "tickit.ems.t",
-            100,
-            DAY1,
-            id=1,
-            price="PRICE",
-            at=1_700_000_000_123_456,
-            zoned="2024-01-15T12:17:47.5Z",
-        ),
-        _event("tickit.ems.t", 200, DAY1, id=2, price=None, at=None, zoned=None),
-    ]
-    raw[0] = raw[0].replace('"price": "PRICE"', '"price": 0.10')
-    events = [e for e in (event_from_json("tickit.ems.t", r) for r in raw) if e is not None]
-    avro = BronzeWriter(tmp_path / "a", "avro").write_batch(events)
-    jsonl = BronzeWriter(tmp_path / "j", "jsonl").write_batch(events)
-    from_avro = read_bronze_arrow([f.path for f in avro])
-    from_jsonl = read_bronze_arrow([f.path for f in jsonl])
-    assert from_jsonl.schema == from_avro.schema
-    assert from_jsonl.to_pylist() == from_avro.to_pylist()
-    first = from_jsonl.to_pylist()[0]
-    assert first["price"] == decimal.Decimal("0.10")
-    assert first["zoned"] == dt.datetime(2024, 1, 15, 12, 17, 47, 500000, tzinfo=dt.UTC)
-    bad = tmp_path / "j" / "bad+1+1+x.jsonl"
-    bad.write_bytes(raw[1].encode() + b"\n{broken\n")
-    with pytest.raises(Exception, match="line 2"):
-        read_bronze_arrow([bad])
