@@ -41,7 +41,8 @@ class ConnectorStatus:
 
     Attributes:
         name: connector name.
-        state: ``RUNNING``, ``PAUSED``, ``FAILED``, ``UNASSIGNED``, ``STOPPED`` or ``STARTING``.
+        state: ``RUNNING``, ``PAUSED``, ``FAILED``, ``UNASSIGNED``, ``STARTING``, ``STOPPING`` or
+            ``STOPPED`` (stopped on request; a worker gone without one is ``FAILED``).
         error: failure message (the database's / worker's own words), if any.
         details: backend specific figures (embedded: snapshot rows per table, events, files).
     """
@@ -207,8 +208,11 @@ class EmbeddedBackend:
         st = read_status(d)
         state = st.get("state", "UNASSIGNED")
         error = st.get("error")
-        if state in ("STARTING", "RUNNING") and self._pid(name) is None:
+        alive = self._pid(name) is not None
+        if state in ("STARTING", "RUNNING") and not alive:
             state, error = "FAILED", f"worker process exited unexpectedly; see {d / 'worker.log'}"
+        elif state == "STOPPING" and not alive:  # stopped on request (its offsets are kept)
+            state = "STOPPED"
         details = {
             k: st.get(k)
             for k in (

@@ -235,12 +235,21 @@ def run(directory: Path) -> int:
                 .build()
             )
 
-    engine = Engine(properties=config["properties"], handler=Handler(), jvm_opts=config.get("jvm_opts", []))
+    # -Xrs: the JVM leaves SIGTERM/SIGINT to this process's handler below, which closes the engine
+    # so that it commits its offsets and the worker records STOPPED (the JVM's own handler would
+    # exit at once, mid-shutdown).
+    jvm_opts = [*config.get("jvm_opts", []), "-Xrs"]
+    engine = Engine(properties=config["properties"], handler=Handler(), jvm_opts=jvm_opts)
+    engine.engine  # noqa: B018 - starts the JVM and builds the engine here, in the main thread
     stopping = threading.Event()
+
+    def close_on_request() -> None:
+        capture.set(state="STOPPING")  # a stop was asked for: gone from here on means stopped
+        engine.close()
 
     def stop(signum: int, _frame: Any) -> None:
         stopping.set()
-        threading.Thread(target=engine.close, daemon=True).start()
+        threading.Thread(target=close_on_request, daemon=True).start()
 
     def bronze_failed() -> None:
         # the handler's exception interrupts the engine; close it too, and exit at the latest after
@@ -253,11 +262,24 @@ def run(directory: Path) -> int:
     capture.on_fatal = bronze_failed
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    try:
-        engine.run()
-    except Exception as exc:  # noqa: BLE001 - handler errors (e.g. Bronze) end the engine
+    failure: list[BaseException] = []
+
+    def run_engine() -> None:
+        try:
+            engine.run()
+        except Exception as exc:  # noqa: BLE001 - handler errors (e.g. Bronze) end the engine
+            failure.append(exc)
+
+    # The engine runs in a thread; the main thread waits in short joins, so a stop signal's
+    # handler runs at once (Python runs signal handlers in the main thread only).
+    runner = threading.Thread(target=run_engine, name="debezium-engine")
+    runner.start()
+    while runner.is_alive():
+        runner.join(0.5)
+    if failure:
+        exc = failure[0]
         capture.set(state="FAILED", error=capture.fatal or f"{type(exc).__name__}: {exc}")
-        traceback.print_exc()
+        traceback.print_exception(exc)
         return 1
     if capture.fatal is not None:
         capture.set(state="FAILED", error=capture.fatal)

@@ -32,6 +32,7 @@ from helpers.checks.parity import bronze_vs_source
 from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
 from helpers.errors import CaptureError, RetentionError
+from helpers.naming import connector_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 
@@ -183,10 +184,12 @@ def test_postgres_slot_lag_grows_while_stopped_and_recovers(capture: Capture) ->
     next change the lag drops below what was written, status OK.
     """
     params = capture.stack.params
-    connector = f"{params.project}-ems"
+    connector = connector_name(params, "ems")
     spec = capture.specs["ems"]
     wait_until(lambda: _slot_row(params, connector)["active"], timeout_s=60, what="an active ems slot")
     capture.backend.stop(connector)
+    # a stop on request reads STOPPED (a worker that dies on its own reads FAILED)
+    assert capture.backend.status(connector).state == "STOPPED"
     try:
         with capture.stack.connect_postgres("ems", autocommit=True) as conn:
             start_lsn = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
