@@ -1,7 +1,8 @@
 """The workbook's one command line: ``python -m helpers.cli <command>`` (``./workbook <command>``).
 
-Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME`` and
-``conformance [--short] [--only NAME] [--list]``; :func:`main` is the entry point. Every command exits
+Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME``,
+``conformance [--short] [--only NAME] [--list]`` and ``package [--upload]``; :func:`main` is the
+entry point. Every command exits
 0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
 """
 
@@ -19,6 +20,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from helpers.checks import conformance
+from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
 from helpers.pipeline import ensure_pipeline, pipeline_status, stop_all
@@ -73,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--short", action="store_true", help="the short set (the one CI runs)")
     conf.add_argument("--only", action="append", default=[], metavar="NAME", help="only this scenario")
     conf.add_argument("--list", action="store_true", help="list the scenarios and exit")
+
+    pkg = sub.add_parser("package", help="the wheel, EMR bootstrap script and manifest for AWS")
+    pkg.add_argument("--upload", action="store_true", help="upload them to s3://<bucket>/<prefix>/<version>/")
+    pkg.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. aws.package.bucket=NAME"
+    )
+    pkg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/workbook)")
     return parser
 
 
@@ -152,6 +161,18 @@ def _conformance(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _package(args: argparse.Namespace) -> int:
+    params = load_params("aws", overrides=parse_overrides(args.set), check_placeholders=False)
+    built = build_package(params, dist_dir=args.dist, require_bucket=args.upload)
+    print(built.describe())
+    if args.upload:
+        assert params.aws is not None  # the aws overlay has the section
+        for uri in upload_package(built, region=params.aws.region):
+            print(f"uploaded {uri}")
+        print(f"EMR bootstrap action: --bootstrap-actions {built.bootstrap_action}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
     args = build_parser().parse_args(argv)
@@ -162,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": _stack,
         "changes": _changes,
         "conformance": _conformance,
+        "package": _package,
     }
     if args.command == "status":
         args.action = "status"

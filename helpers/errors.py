@@ -31,6 +31,7 @@ __all__ = [
     "CheckError",
     "UnreadableBronzeError",
     "WaitTimeoutError",
+    "PackageError",
 ]
 
 
@@ -128,3 +129,7 @@ class WaitTimeoutError(WorkbookError, TimeoutError):
 
 class UnreadableBronzeError(BronzeError):
     """A Bronze file cannot be decoded (corrupt or truncated); its events are set aside."""
+
+
+class PackageError(WorkbookError):
+    """The workbook's wheel, EMR bootstrap script or manifest could not be built."""

@@ -46,6 +46,8 @@ __all__ = [
     "ENVIRONMENTS",
     "load_params",
     "project_root",
+    "data_dir",
+    "PackageParams",
 ]
 
 ENVIRONMENTS = ("local", "aws", "ci")
@@ -64,6 +66,20 @@ def project_root() -> Path:
     if env:
         return Path(env).resolve()
     return Path(__file__).resolve().parent.parent
+
+
+def data_dir(name: Literal["params", "sql"]) -> Path:
+    """Return the folder of the workbook's parameter files or SQL files.
+
+    ``<WORKBOOK_ROOT>/<name>`` when that folder exists; otherwise the copy inside the package,
+    ``helpers/_data/<name>``: in a checkout a link to the repository's ``<name>/``, in an
+    installed wheel the files it ships.
+    """
+    env = os.environ.get("WORKBOOK_ROOT")
+    if env and (Path(env) / name).is_dir():
+        return (Path(env) / name).resolve()
+    shipped = Path(__file__).resolve().parent / "_data" / name
+    return shipped.resolve() if shipped.is_dir() else project_root() / name
 
 
 class _Strict(BaseModel):
@@ -175,6 +191,14 @@ class AthenaParams(_Strict):
     database: str = ""  # Glue database; empty: silver.database (where Hudi's Hive sync registers)
 
 
+class PackageParams(_Strict):
+    """Where ``./workbook package --upload`` puts the wheel, the EMR bootstrap script and the manifest:
+    ``s3://<bucket>/<prefix>/<version>/``."""
+
+    bucket: str = ""  # empty: aws.s3_bucket
+    prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*[A-Za-z0-9]$")] = "workbook"
+
+
 class AwsParams(_Strict):
     """Settings of the AWS world; every field is required when ``environment`` is ``aws``."""
 
@@ -183,6 +207,7 @@ class AwsParams(_Strict):
     rds: RdsParams
     secrets: SecretsParams
     athena: AthenaParams = AthenaParams()
+    package: PackageParams = PackageParams()
 
 
 class LakeParams(_Strict):
@@ -446,14 +471,18 @@ def load_params(
     env: str = "local",
     overrides: Mapping[str, Any] | None = None,
     params_dir: str | Path | None = None,
+    *,
+    check_placeholders: bool = True,
 ) -> WorkbookParams:
     """Load ``base.yaml`` plus the overlay of ``env`` plus ``overrides``, validated.
 
     Args:
         env: overlay name, one of :data:`ENVIRONMENTS`.
         overrides: dotted keys to values, e.g. ``{"tickit.scale": 0.01}``; applied last.
-        params_dir: folder holding the YAML files (default ``<project root>/params``;
+        params_dir: folder holding the YAML files (default :func:`data_dir` ``("params")``;
             ``WORKBOOK_PARAMS_DIR`` overrides it).
+        check_placeholders: refuse AWS settings still holding ``REPLACE-ME`` (off for a caller
+            that needs only some of them, like ``./workbook package``).
 
     Returns:
         The frozen parameters.
@@ -466,7 +495,7 @@ def load_params(
         raise ParamsError(
             f"Failed to load parameters: unknown environment {env!r}; use one of {ENVIRONMENTS}"
         )
-    folder = Path(params_dir or os.environ.get("WORKBOOK_PARAMS_DIR") or project_root() / "params")
+    folder = Path(params_dir or os.environ.get("WORKBOOK_PARAMS_DIR") or data_dir("params"))
     layers: list[tuple[str, dict[str, Any]]] = [
         (str(folder / "base.yaml"), _read_yaml(folder / "base.yaml")),
         (str(folder / f"{env}.yaml"), _read_yaml(folder / f"{env}.yaml")),
@@ -480,7 +509,7 @@ def load_params(
         params = WorkbookParams.model_validate(merged)
     except ValidationError as exc:
         raise ParamsError(_describe(exc, layers, env)) from None
-    if params.environment == "aws":
+    if params.environment == "aws" and check_placeholders:
         _check_placeholders(params, layers)
     return params
 

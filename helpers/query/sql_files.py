@@ -21,7 +21,7 @@ import sqlglot
 from sqlglot import exp
 
 from helpers.errors import QueryError
-from helpers.params import project_root
+from helpers.params import data_dir
 
 __all__ = [
     "ParameterValue",
@@ -45,8 +45,8 @@ _VIEW_RE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?VIEW\s+([A-Za-z_][A-Za-
 
 
 def sql_dir() -> Path:
-    """The folder of the workbook's SQL files (``<project root>/sql``)."""
-    return project_root() / "sql"
+    """The folder of the workbook's SQL files (``sql/``; in an installed wheel, the copy it ships)."""
+    return data_dir("sql")
 
 
 @dataclass(frozen=True)
