@@ -1,0 +1,1 @@
+"""Deploying the workbook to AWS: the package, the EMR cluster, notebook executions."""
