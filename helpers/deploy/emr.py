@@ -117,11 +117,21 @@ def open_emr_client(params: WorkbookParams) -> Any:
 
 def bootstrap_path(params: WorkbookParams) -> str:
     """``aws.emr.bootstrap_path``, or where ``./workbook package --upload`` puts the bootstrap
-    script: ``s3://<aws.s3_bucket>/workbook/<package version>/bootstrap.sh``."""
+    script: ``s3://<aws.s3_bucket>/workbook/<package version>/bootstrap.sh``.
+
+    Raises:
+        AwsError: when the path is not set and the installed package's version is unknown.
+    """
     aws = aws_settings(params, "find the bootstrap script")
     if aws.emr.bootstrap_path:
         return aws.emr.bootstrap_path
-    version = importlib.metadata.version("cdc-lakehouse-workbook")
+    try:
+        version = importlib.metadata.version("cdc-lakehouse-workbook")
+    except importlib.metadata.PackageNotFoundError:
+        raise AwsError(
+            "Failed to find the bootstrap script: the workbook is not installed, so its version is "
+            "unknown; set aws.emr.bootstrap_path to the script ./workbook package --upload printed"
+        ) from None
     return f"s3://{aws.s3_bucket}/workbook/{version}/bootstrap.sh"
 
 
