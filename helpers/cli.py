@@ -1,14 +1,16 @@
 """The workbook's one command line: ``python -m helpers.cli <command>`` (``./workbook <command>``).
 
-Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME``,
-``conformance [--short] [--only NAME] [--list]`` and ``package [--upload]``; :func:`main` is the
-entry point. Every command exits
-0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
+Commands: ``run`` (``--env aws``: EMR Studio notebook executions), ``stack start|stop|status``,
+``status``, ``changes list|run NAME``, ``conformance [--short] [--only NAME] [--list]``,
+``package [--upload]`` and ``cluster create|check`` (the EMR cluster); :func:`main` is the entry
+point. Every command exits 0 on success, 1 when what it checks failed, 2 on bad input or set-up
+errors.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -20,6 +22,8 @@ import pandas as pd
 from tabulate import tabulate
 
 from helpers.checks import conformance
+from helpers.deploy import emr
+from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
@@ -82,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. aws.package.bucket=NAME"
     )
     pkg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/workbook)")
+    cluster = sub.add_parser("cluster", help="the EMR cluster: print (or --apply) its request, or check one")
+    cluster.add_argument("action", choices=["create", "check"])
+    _add_params_options(cluster, ["aws"])
+    cluster.set_defaults(env="aws")
+    cluster.add_argument("--apply", action="store_true", help="create: call RunJobFlow (default: a dry run)")
+    cluster.add_argument("--cluster-id", help="check: the cluster j-... (default aws.emr.cluster_id)")
     return parser
 
 
@@ -98,7 +108,8 @@ def _servers(statuses: Sequence[ServerStatus]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = run_workbook(
+    execute = run_notebook_executions if args.env == "aws" else run_workbook
+    result = execute(
         env=args.env,
         overrides=parse_overrides(args.set),
         only=args.only,
@@ -173,6 +184,34 @@ def _package(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    params = _params(args)
+    if args.action == "create":
+        created = emr.create_cluster(params, dry_run=not args.apply)
+        if created.cluster_id is None:
+            print(json.dumps(created.request, indent=2))
+            print(
+                "dry run: nothing created; add --apply to call RunJobFlow with this request", file=sys.stderr
+            )
+        else:
+            print(created.cluster_id)
+            print(
+                f"created; check it once WAITING: cluster check --cluster-id {created.cluster_id}",
+                file=sys.stderr,
+            )
+        return 0
+    cluster_id = args.cluster_id or emr.aws_settings(params, "check the EMR cluster").emr.cluster_id
+    if not cluster_id:
+        print("cluster check needs --cluster-id j-... (or aws.emr.cluster_id)", file=sys.stderr)
+        return 2
+    findings = emr.check_cluster(cluster_id, params, emr.open_emr_client(params))
+    rows = [[f.check, "ok" if f.passed else "FAIL", f.actual, f.fix or ""] for f in findings]
+    print(
+        tabulate(rows, headers=["check", "result", "cluster has", "fix"], maxcolwidths=[None, None, 50, 70])
+    )
+    return 0 if all(f.passed for f in findings) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
     args = build_parser().parse_args(argv)
@@ -184,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "changes": _changes,
         "conformance": _conformance,
         "package": _package,
+        "cluster": _cluster,
     }
     if args.command == "status":
         args.action = "status"

@@ -27,6 +27,8 @@ __all__ = [
     "parse_overrides",
     "AthenaParams",
     "AwsParams",
+    "EmrParams",
+    "StudioParams",
     "LakeParams",
     "CaptureParams",
     "ConformanceParams",
@@ -199,6 +201,39 @@ class PackageParams(_Strict):
     prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*[A-Za-z0-9]$")] = "workbook"
 
 
+class EmrParams(_Strict):
+    """The EMR cluster the notebooks run on (:mod:`helpers.deploy.emr`, ``cluster create|check``)."""
+
+    #: emr-7.12.0 ships Spark 3.5.6-amzn-1 and Hudi 1.0.2-amzn-1 (EMR release guide, "Spark release
+    #: history" / "Hudi release history"): the project's pyspark 3.5.6 and Hudi bundle 1.0.2
+    release_label: Annotated[str, Field(pattern=r"^emr-[0-9]+\.[0-9]+\.[0-9]+$")] = "emr-7.12.0"
+    name: str = "cdc-lakehouse-workbook"
+    cluster_id: str = ""  # the running cluster (j-...) notebook executions use
+    subnet_id: str = ""  # required to create one: a subnet reaching RDS, MSK and the EMR Studio
+    primary_instance_type: str = "m5.xlarge"
+    core_instance_type: str = "m5.xlarge"
+    core_instance_count: Annotated[int, Field(ge=1, le=100)] = 2
+    log_uri: str = ""  # empty: s3://<s3_bucket>/emr-logs/
+    service_role: str = "EMR_DefaultRole"  # the EMR service role
+    instance_profile: str = "EMR_EC2_DefaultRole"  # the EC2 instance profile of the nodes
+    #: empty: s3://<s3_bucket>/workbook/<package version>/bootstrap.sh (``./workbook package --upload``)
+    bootstrap_path: str = ""
+    idle_timeout_s: Annotated[int, Field(ge=60, le=604_800)] = 3600  # auto-termination when idle
+
+
+class StudioParams(_Strict):
+    """EMR Studio notebook executions (:mod:`helpers.deploy.executions`, ``run --env aws``)."""
+
+    editor_id: str = ""  # the EMR Studio workspace (e-...) holding the repository
+    notebooks_path: str = "notebooks"  # folder of the notebooks inside the workspace
+    service_role: str = "EMR_Notebooks_DefaultRole"  # the role notebook executions run with
+    #: s3:// prefix of the executed notebooks; empty: s3://<s3_bucket>/workbook/executions
+    output_location: str = ""
+    runs_dir: str = "/tmp/workbook-runs"  # on the primary node: each run's run_dir is <runs_dir>/<run>
+    timeout_s: Annotated[float, Field(gt=0)] = 21_600.0  # one notebook at most
+    poll_interval_s: Annotated[float, Field(gt=0)] = 30.0  # longest pause between two status calls
+
+
 class AwsParams(_Strict):
     """Settings of the AWS world; every field is required when ``environment`` is ``aws``."""
 
@@ -208,6 +243,8 @@ class AwsParams(_Strict):
     secrets: SecretsParams
     athena: AthenaParams = AthenaParams()
     package: PackageParams = PackageParams()
+    emr: EmrParams = EmrParams()
+    studio: StudioParams = StudioParams()
 
 
 class LakeParams(_Strict):

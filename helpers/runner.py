@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from helpers.errors import RunnerError
 from helpers.params import load_params, project_root
 
-__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook"]
+__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "write_run_summary"]
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
@@ -208,10 +208,21 @@ def run_workbook(
             break
         result.notebooks.append(NotebookResult(nb.name, output, time.monotonic() - start, True))
     bar.close()
-    (out_dir / "run-summary.json").write_text(
+    write_run_summary(result)
+    return result
+
+
+def write_run_summary(result: RunResult) -> Path:
+    """Write ``<run_dir>/run-summary.json`` (env, ok, and per notebook name, seconds, ok, error).
+
+    Returns:
+        The file written.
+    """
+    path = result.run_dir / "run-summary.json"
+    path.write_text(
         json.dumps(
             {
-                "env": env,
+                "env": result.env,
                 "ok": result.ok,
                 "notebooks": [
                     {"name": n.name, "seconds": round(n.seconds, 2), "ok": n.ok, "error": n.error}
@@ -222,4 +233,4 @@ def run_workbook(
         ),
         encoding="utf-8",
     )
-    return result
+    return path

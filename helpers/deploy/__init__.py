@@ -1,1 +1,1 @@
-"""The workbook on AWS: its package for EMR (:mod:`helpers.deploy.package`) and what runs it there."""
+"""Deploying the workbook to AWS: the package for EMR, the EMR cluster, notebook executions."""
