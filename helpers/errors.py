@@ -31,6 +31,8 @@ __all__ = [
     "CheckError",
     "UnreadableBronzeError",
     "WaitTimeoutError",
+    "LabError",
+    "BrowserError",
 ]
 
 
@@ -128,3 +130,11 @@ class WaitTimeoutError(WorkbookError, TimeoutError):
 
 class UnreadableBronzeError(BronzeError):
     """A Bronze file cannot be decoded (corrupt or truncated); its events are set aside."""
+
+
+class LabError(WorkbookError):
+    """JupyterLab (``./workbook lab``) could not be started or did not answer."""
+
+
+class BrowserError(WorkbookError):
+    """Headless Chromium could not be started or driven over the DevTools protocol."""
