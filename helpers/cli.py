@@ -1,8 +1,8 @@
 """The workbook's one command line: ``python -m helpers.cli <command>`` (``./workbook <command>``).
 
-Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME`` and
-``conformance [--short] [--only NAME] [--list]``; :func:`main` is the entry point. Every command exits
-0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
+Commands: ``run``, ``stack start|stop|status``, ``status``, ``changes list|run NAME``,
+``conformance [--short] [--only NAME] [--list]`` and ``lab [--port N]``; :func:`main` is the entry
+point. Every command exits 0 on success, 1 when what it checks failed, 2 on bad input or set-up errors.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tabulate import tabulate
 
 from helpers.checks import conformance
 from helpers.errors import WorkbookError
+from helpers.lab import lab_dir, run_lab
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
 from helpers.pipeline import ensure_pipeline, pipeline_status, stop_all
 from helpers.proc import ServerStatus
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--short", action="store_true", help="the short set (the one CI runs)")
     conf.add_argument("--only", action="append", default=[], metavar="NAME", help="only this scenario")
     conf.add_argument("--list", action="store_true", help="list the scenarios and exit")
+
+    lab = sub.add_parser("lab", help="JupyterLab on notebooks/, on 127.0.0.1 with a new token")
+    _add_params_options(lab, _LOCAL_ENVS)
+    lab.add_argument("--state-dir", help="override params state_dir (the lab's files go to <state_dir>/lab)")
+    lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     return parser
 
 
@@ -152,6 +158,10 @@ def _conformance(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _lab(args: argparse.Namespace) -> int:
+    return run_lab(lab_dir(_params(args)), port=args.port)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
     args = build_parser().parse_args(argv)
@@ -162,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "status": _stack,
         "changes": _changes,
         "conformance": _conformance,
+        "lab": _lab,
     }
     if args.command == "status":
         args.action = "status"
