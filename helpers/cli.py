@@ -2,9 +2,9 @@
 
 Commands: ``run`` (``--env aws``: EMR Studio notebook executions), ``stack start|stop|status``,
 ``status``, ``changes list|run NAME``, ``conformance [--short] [--only NAME] [--list]``,
-``package [--upload]`` and ``cluster create|check`` (the EMR cluster); :func:`main` is the entry
-point. Every command exits 0 on success, 1 when what it checks failed, 2 on bad input or set-up
-errors.
+``package [--upload]``, ``cluster create|check`` (the EMR cluster) and ``lab [--port N]``
+(JupyterLab); :func:`main` is the entry point. Every command exits 0 on success, 1 when what it
+checks failed, 2 on bad input or set-up errors.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from helpers.deploy import emr
 from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
+from helpers.lab import lab_dir, run_lab
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
 from helpers.pipeline import ensure_pipeline, pipeline_status, stop_all
 from helpers.proc import ServerStatus
@@ -92,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.set_defaults(env="aws")
     cluster.add_argument("--apply", action="store_true", help="create: call RunJobFlow (default: a dry run)")
     cluster.add_argument("--cluster-id", help="check: the cluster j-... (default aws.emr.cluster_id)")
+    lab = sub.add_parser("lab", help="JupyterLab on notebooks/, on 127.0.0.1 with a new token")
+    _add_params_options(lab, _LOCAL_ENVS)
+    lab.add_argument("--state-dir", help="override params state_dir (the lab's files go to <state_dir>/lab)")
+    lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
     return parser
 
 
@@ -212,6 +217,10 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0 if all(f.passed for f in findings) else 1
 
 
+def _lab(args: argparse.Namespace) -> int:
+    return run_lab(lab_dir(_params(args)), port=args.port)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
     args = build_parser().parse_args(argv)
@@ -224,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "conformance": _conformance,
         "package": _package,
         "cluster": _cluster,
+        "lab": _lab,
     }
     if args.command == "status":
         args.action = "status"

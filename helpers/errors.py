@@ -32,6 +32,8 @@ __all__ = [
     "UnreadableBronzeError",
     "WaitTimeoutError",
     "PackageError",
+    "LabError",
+    "BrowserError",
 ]
 
 
@@ -133,3 +135,11 @@ class UnreadableBronzeError(BronzeError):
 
 class PackageError(WorkbookError):
     """The workbook's wheel, EMR bootstrap script or manifest could not be built."""
+
+
+class LabError(WorkbookError):
+    """JupyterLab (``./workbook lab``) could not be started or did not answer."""
+
+
+class BrowserError(WorkbookError):
+    """Headless Chromium could not be started or driven over the DevTools protocol."""

@@ -1,0 +1,243 @@
+"""JupyterLab on the workbook's notebooks, for interactive use (``./workbook lab``).
+
+:func:`start_lab` starts JupyterLab in the background from this interpreter's environment (the
+project's ``.venv``), bound to 127.0.0.1 and opened on ``notebooks/``; :func:`stop_lab` stops it;
+:func:`run_lab` is the foreground command. Each start generates a new token. It reaches the
+server in a 0600 config file (``IdentityProvider.token``) inside the 0700 lab folder of the state
+directory, never on the command line; a token set in config is shown as ``...`` in the server's
+log, and :func:`run_lab` prints the URL with the token once, to the terminal only. Notebooks run
+in the standard ``python3`` kernel, which Jupyter starts with the server's own interpreter; the
+project root is put on the kernel's ``PYTHONPATH`` so ``helpers`` is imported from this checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import requests
+
+from helpers.errors import LabError
+from helpers.params import WorkbookParams, project_root
+from helpers.poll import wait_until
+from helpers.proc import live_pid, log_tail, pid_alive, port_in_use, register_child, stop_process
+
+__all__ = [
+    "LOOPBACK",
+    "LabServer",
+    "lab_command",
+    "lab_config",
+    "lab_dir",
+    "lab_environment",
+    "run_lab",
+    "start_lab",
+    "stop_lab",
+]
+
+LOOPBACK = "127.0.0.1"
+CONFIG_FILE = "jupyter_lab_config.json"
+LOG_FILE = "jupyterlab.log"
+PID_FILE = "jupyterlab.pid"
+
+
+@dataclass(frozen=True)
+class LabServer:
+    """A running JupyterLab started by :func:`start_lab`."""
+
+    url: str  # http://127.0.0.1:<port>/lab, without the token
+    token: str
+    pid: int
+    port: int
+    log_file: Path
+    home: Path  # the lab folder of the state directory (config, runtime files, log)
+
+    @property
+    def url_with_token(self) -> str:
+        """The URL to open in a browser; shown to the user once, never logged."""
+        return f"{self.url}?token={self.token}"
+
+
+def lab_dir(params: WorkbookParams) -> Path:
+    """The lab's folder in the state directory: ``<state_dir>/lab``."""
+    return params.state_path / "lab"
+
+
+def lab_command(config_file: Path) -> list[str]:
+    """The server's argv: JupyterLab of this interpreter, every setting in ``config_file``."""
+    return [sys.executable, "-m", "jupyterlab", f"--config={config_file}"]
+
+
+def lab_config(*, port: int, notebook_dir: Path, token: str) -> dict[str, dict[str, Any]]:
+    """The server's settings: loopback only, ``port`` (no retry on another), ``notebook_dir`` as
+    the file browser's root, no browser, ``token`` as the only credential."""
+    return {
+        "ServerApp": {
+            "ip": LOOPBACK,
+            "port": port,
+            "port_retries": 0,
+            "root_dir": str(notebook_dir),
+            "open_browser": False,
+            "allow_remote_access": False,
+            "allow_root": os.geteuid() == 0,  # containers and CI run as root
+        },
+        "IdentityProvider": {"token": token},
+        # no outbound calls: no PyPI search, no news feed, no update check
+        "LabApp": {
+            "extension_manager": "readonly",
+            "news_url": None,
+            "check_for_updates_class": "jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        },
+    }
+
+
+def lab_environment(home: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment (kernels inherit it): the project root first on ``PYTHONPATH``,
+    Jupyter's runtime files (they hold the token) in ``home``, this environment's kernel specs
+    before the user's."""
+    env = dict(os.environ if base is None else base)
+    env.pop("JUPYTER_TOKEN", None)
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    root = str(project_root())
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    env["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    env["JUPYTER_PREFER_ENV_PATH"] = "1"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
+
+
+def _running_lab(home: Path) -> int | None:
+    """The pid of the lab started from ``home`` if it still runs (not a reused pid)."""
+    pid = live_pid(home / PID_FILE)
+    if pid is None:
+        return None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    return pid if lab_command(home / CONFIG_FILE)[-1] in argv else None
+
+
+def start_lab(
+    home: Path, *, port: int | None = None, notebook_dir: Path | None = None, timeout_s: float = 60.0
+) -> LabServer:
+    """Start JupyterLab in the background and wait until it answers.
+
+    Args:
+        home: the lab's folder (:func:`lab_dir`); created with mode 0700. It holds the config
+            file with the token (0600), Jupyter's runtime files, the pid file and the log.
+        port: the port on 127.0.0.1; default: a free one.
+        notebook_dir: the file browser's root; default ``notebooks/`` of the project.
+        timeout_s: how long the server may take to answer.
+
+    Returns:
+        The running server.
+
+    Raises:
+        LabError: a lab of this folder already runs, ``port`` is taken, the server exited, or it
+            did not answer in time.
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o700)
+    (home / "runtime").mkdir(mode=0o700, exist_ok=True)
+    config = home / CONFIG_FILE
+    running = _running_lab(home)
+    if running is not None:
+        raise LabError(
+            f"Failed to start JupyterLab: one already runs from {home} (pid {running}); stop it first"
+        )
+    if port and port_in_use(port, LOOPBACK):
+        raise LabError(
+            f"Failed to start JupyterLab: port {port} on {LOOPBACK} is in use; pick another --port"
+        )
+    port = port or _free_port()
+    token = secrets.token_urlsafe(32)
+    notebooks = (notebook_dir or project_root() / "notebooks").resolve()
+    _write_private(config, json.dumps(lab_config(port=port, notebook_dir=notebooks, token=token), indent=1))
+    log_file = home / LOG_FILE
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            lab_command(config),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=notebooks,
+            env=lab_environment(home),
+            start_new_session=True,  # Ctrl-C in the terminal reaches run_lab, which stops it
+        )
+    register_child(proc)
+    (home / PID_FILE).write_text(str(proc.pid))
+    server = LabServer(f"http://{LOOPBACK}:{port}/lab", token, proc.pid, port, log_file, home)
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise LabError(
+                f"Failed to start JupyterLab: it exited with status {proc.returncode}; "
+                f"log {log_file}:\n{log_tail(log_file)}"
+            )
+        try:
+            return requests.get(f"http://{LOOPBACK}:{port}/api", timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_until(
+            answers, timeout_s=timeout_s, what="JupyterLab to answer", detail=lambda: log_tail(log_file)
+        )
+    except BaseException:
+        stop_lab(server)
+        raise
+    # Jupyter writes its browser-open page (the URL with the token) with the default umask; the
+    # folder is 0700 already, and the files are made private as well
+    for path in (home / "runtime").iterdir():
+        if path.is_file():
+            path.chmod(0o600)
+    return server
+
+
+def stop_lab(server: LabServer, timeout_s: float = 20.0) -> None:
+    """Stop the server (SIGTERM: Jupyter shuts its kernels down; SIGKILL after ``timeout_s``)."""
+    if pid_alive(server.pid):
+        stop_process(server.pid, timeout_s)
+    (server.home / PID_FILE).unlink(missing_ok=True)
+
+
+def run_lab(home: Path, *, port: int | None = None, out: TextIO | None = None) -> int:
+    """The foreground command: start the lab, print its URL with the token once, wait.
+
+    Ctrl-C stops the server. Returns 0 after Ctrl-C, 1 when the server ended by itself.
+    """
+    stream = out or sys.stdout
+    server = start_lab(home, port=port)
+    print(f"JupyterLab on notebooks/ (Ctrl-C stops it); open:\n    {server.url_with_token}", file=stream)
+    print(f"log: {server.log_file}", file=stream, flush=True)
+    try:
+        os.waitpid(server.pid, 0)
+    except KeyboardInterrupt:
+        print("stopping JupyterLab", file=stream, flush=True)
+        stop_lab(server)
+        return 0
+    except ChildProcessError:  # pragma: no cover - already reaped
+        pass
+    (home / PID_FILE).unlink(missing_ok=True)
+    print(f"JupyterLab ended by itself; log {server.log_file}:\n{log_tail(server.log_file)}", file=stream)
+    return 1
