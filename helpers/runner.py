@@ -27,6 +27,9 @@ from tqdm.auto import tqdm
 
 from helpers.errors import RunnerError
 from helpers.params import load_params, project_root
+from helpers.proc import PeakMemory
+
+GIB = 1024**3
 
 __all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "write_run_summary"]
 
@@ -61,6 +64,7 @@ class NotebookResult:
     seconds: float
     ok: bool
     error: str | None = None
+    peak_rss_bytes: int | None = None  # summed resident memory of the run's processes, this notebook
 
 
 @dataclass
@@ -70,6 +74,12 @@ class RunResult:
     env: str
     run_dir: Path
     notebooks: list[NotebookResult] = field(default_factory=list)
+    peak_rss_bytes: int | None = None  # summed resident memory of all the run's processes
+
+    @property
+    def seconds(self) -> float:
+        """Time of all notebooks together."""
+        return sum(nb.seconds for nb in self.notebooks)
 
     @property
     def ok(self) -> bool:
@@ -81,9 +91,13 @@ class RunResult:
         lines = [f"Workbook run ({self.env}) in {self.run_dir}"]
         for nb in self.notebooks:
             mark = "ok  " if nb.ok else "FAIL"
-            lines.append(f"  {mark} {nb.name:<40} {nb.seconds:7.1f} s")
+            memory = f"  peak {nb.peak_rss_bytes / GIB:5.2f} GiB" if nb.peak_rss_bytes else ""
+            lines.append(f"  {mark} {nb.name:<40} {nb.seconds:7.1f} s{memory}")
             if nb.error:
                 lines.extend("       " + line for line in nb.error.splitlines())
+        if self.notebooks:
+            memory = f", peak memory {self.peak_rss_bytes / GIB:.2f} GiB" if self.peak_rss_bytes else ""
+            lines.append(f"  total {self.seconds:.1f} s{memory} (all processes of the run together)")
         return "\n".join(lines)
 
 
@@ -182,10 +196,32 @@ def run_workbook(
         "run_dir": str(out_dir),
     }
     bar = tqdm(notebooks, desc="workbook", unit="notebook", disable=not progress, file=sys.stderr)
+    memory = PeakMemory(params.state_path)
+    memory.__enter__()
+    try:
+        _run_notebooks(bar, out_dir, nb_params, kernel_name, progress, result, memory)
+    finally:
+        memory.__exit__()
+        result.peak_rss_bytes = memory.peak_bytes
+    bar.close()
+    write_run_summary(result)
+    return result
+
+
+def _run_notebooks(
+    bar: Any,
+    out_dir: Path,
+    nb_params: dict[str, Any],
+    kernel_name: str,
+    progress: bool,
+    result: RunResult,
+    memory: PeakMemory,
+) -> None:
     for nb in bar:
         bar.set_postfix_str(nb.name)
         output = out_dir / nb.name
         start = time.monotonic()
+        memory.mark()
         try:
             pm.execute_notebook(
                 str(nb),
@@ -204,12 +240,12 @@ def run_workbook(
             if source:
                 detail += f"\nthe cell starts with:\n{source}"
             detail += f"\nexecuted notebook: {output}"
-            result.notebooks.append(NotebookResult(nb.name, output, time.monotonic() - start, False, detail))
+            seconds = time.monotonic() - start
+            result.notebooks.append(NotebookResult(nb.name, output, seconds, False, detail, memory.mark()))
             break
-        result.notebooks.append(NotebookResult(nb.name, output, time.monotonic() - start, True))
-    bar.close()
-    write_run_summary(result)
-    return result
+        result.notebooks.append(
+            NotebookResult(nb.name, output, time.monotonic() - start, True, None, memory.mark())
+        )
 
 
 def write_run_summary(result: RunResult) -> Path:
@@ -224,8 +260,16 @@ def write_run_summary(result: RunResult) -> Path:
             {
                 "env": result.env,
                 "ok": result.ok,
+                "seconds": round(result.seconds, 2),
+                "peak_rss_bytes": result.peak_rss_bytes,
                 "notebooks": [
-                    {"name": n.name, "seconds": round(n.seconds, 2), "ok": n.ok, "error": n.error}
+                    {
+                        "name": n.name,
+                        "seconds": round(n.seconds, 2),
+                        "ok": n.ok,
+                        "error": n.error,
+                        "peak_rss_bytes": n.peak_rss_bytes,
+                    }
                     for n in result.notebooks
                 ],
             },

@@ -606,7 +606,7 @@ def test_06_revenue_per_customer_equals_the_orders_source(
 
 
 def test_07_conformance_table_shows_every_scenario_passing(first_run: RunResult) -> None:
-    """Notebook 07 ran the short set (CI parameters): its artefact lists items 1, 2, 3, 4 and 8 on
+    """Notebook 07 ran the short set (the default): its artefact lists items 1, 2, 3, 4 and 8 on
     both engines, each in CoW/MoR x hard/soft, every row passed and its tampered copy detected."""
     from helpers.checks.conformance import VARIANTS, short_set
 

@@ -56,6 +56,9 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
     summary = json.loads((out / "run-summary.json").read_text())
     assert summary["ok"] is False and summary["notebooks"][1]["name"] == "02_second.ipynb"
     assert "FAIL 02_second.ipynb" in result.summary()
+    # the run's memory: the kernels count (they are children of the runner), per notebook and in all
+    assert summary["peak_rss_bytes"] >= max(n["peak_rss_bytes"] for n in summary["notebooks"]) > 20 << 20
+    assert "peak memory" in result.summary() and summary["seconds"] > 0
 
 
 def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:
