@@ -216,7 +216,7 @@ class EmrParams(_Strict):
     log_uri: str = ""  # empty: s3://<s3_bucket>/emr-logs/
     service_role: str = "EMR_DefaultRole"  # the EMR service role
     instance_profile: str = "EMR_EC2_DefaultRole"  # the EC2 instance profile of the nodes
-    #: empty: s3://<s3_bucket>/workbook/<package version>/bootstrap.sh (``./workbook package --upload``)
+    #: empty: s3://<package bucket>/workbook/<version>/emr-bootstrap.sh (``./workbook package --upload``)
     bootstrap_path: str = ""
     idle_timeout_s: Annotated[int, Field(ge=60, le=604_800)] = 3600  # auto-termination when idle
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from helpers.deploy.package import BOOTSTRAP_NAME, package_location
 from helpers.errors import AwsError
 from helpers.params import AwsParams, WorkbookParams
 from helpers.sources.rds_cdc import call_aws
@@ -117,7 +118,7 @@ def open_emr_client(params: WorkbookParams) -> Any:
 
 def bootstrap_path(params: WorkbookParams) -> str:
     """``aws.emr.bootstrap_path``, or where ``./workbook package --upload`` puts the bootstrap
-    script: ``s3://<aws.s3_bucket>/workbook/<package version>/bootstrap.sh``.
+    script: ``s3://<package bucket>/<package prefix>/<package version>/emr-bootstrap.sh``.
 
     Raises:
         AwsError: when the path is not set and the installed package's version is unknown.
@@ -132,7 +133,8 @@ def bootstrap_path(params: WorkbookParams) -> str:
             "Failed to find the bootstrap script: the workbook is not installed, so its version is "
             "unknown; set aws.emr.bootstrap_path to the script ./workbook package --upload printed"
         ) from None
-    return f"s3://{aws.s3_bucket}/workbook/{version}/bootstrap.sh"
+    bucket, prefix = package_location(params)
+    return f"s3://{bucket}/{prefix}/{version}/{BOOTSTRAP_NAME}"
 
 
 def cluster_configurations() -> list[dict[str, Any]]:

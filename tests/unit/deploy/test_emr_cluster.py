@@ -25,7 +25,7 @@ OVERRIDES = {
     "aws.emr.subnet_id": "subnet-0abc",
 }
 VERSION = importlib.metadata.version("cdc-lakehouse-workbook")
-BOOTSTRAP = f"s3://test-bucket/workbook/{VERSION}/bootstrap.sh"
+BOOTSTRAP = f"s3://test-bucket/workbook/{VERSION}/emr-bootstrap.sh"
 GLUE_FACTORY = "com.amazonaws.glue.catalog.metastore.AWSGlueDataCatalogHiveClientFactory"
 GLUE = {"hive.metastore.client.factory.class": GLUE_FACTORY}
 SPARK_DEFAULTS = {
