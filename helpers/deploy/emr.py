@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.deploy.package import BOOTSTRAP_NAME, package_location
+from helpers.deploy.package import BOOTSTRAP_NAME, EMR_PYTHON, package_location
 from helpers.errors import AwsError
 from helpers.params import AwsParams, WorkbookParams
 from helpers.sources.rds_cdc import call_aws
@@ -138,8 +138,9 @@ def bootstrap_path(params: WorkbookParams) -> str:
 
 
 def cluster_configurations() -> list[dict[str, Any]]:
-    """The cluster's configuration classifications: Glue as the metastore of Spark and Hive, and
-    the Hudi bundle and settings in ``spark-defaults``.
+    """The cluster's configuration classifications: Glue as the metastore of Spark and Hive, the
+    Hudi bundle and settings in ``spark-defaults``, and in ``spark-env`` the Python the bootstrap
+    action installs the workbook into (``PYSPARK_PYTHON``).
 
     The bundle goes into ``spark.jars`` only: a ``spark-defaults`` value replaces EMR's own, and
     EMR's ``spark.driver.extraClassPath`` carries EMRFS and the Glue client.
@@ -151,6 +152,13 @@ def cluster_configurations() -> list[dict[str, Any]]:
         {
             "Classification": "spark-defaults",
             "Properties": {"spark.jars": HUDI_BUNDLE, **HUDI_SPARK_SETTINGS},
+        },
+        {
+            "Classification": "spark-env",
+            "Configurations": [
+                {"Classification": "export", "Properties": {"PYSPARK_PYTHON": f"/usr/bin/{EMR_PYTHON}"}}
+            ],
+            "Properties": {},
         },
     ]
 

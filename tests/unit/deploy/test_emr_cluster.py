@@ -40,6 +40,13 @@ CONFIGURATIONS = [
     {"Classification": "spark-hive-site", "Properties": GLUE},
     {"Classification": "hive-site", "Properties": GLUE},
     {"Classification": "spark-defaults", "Properties": SPARK_DEFAULTS},
+    {  # the Python the bootstrap action installs the workbook into
+        "Classification": "spark-env",
+        "Configurations": [
+            {"Classification": "export", "Properties": {"PYSPARK_PYTHON": "/usr/bin/python3.11"}}
+        ],
+        "Properties": {},
+    },
 ]
 APPLICATIONS = ["Hadoop", "Spark", "Hive", "JupyterEnterpriseGateway", "Livy"]
 
