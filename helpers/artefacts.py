@@ -9,7 +9,13 @@ import pandas as pd
 from helpers.errors import CheckError
 from helpers.params import WorkbookParams
 
-__all__ = ["artefact_dir", "require_equal", "save"]
+__all__ = ["RUN_STAMP_FORMAT", "RUN_SUMMARY", "artefact_dir", "require_equal", "save"]
+
+#: The file a finished workbook run writes into its run folder (``helpers.runner.write_run_summary``).
+RUN_SUMMARY = "run-summary.json"
+
+#: ``strftime`` format of the UTC start time that names a run folder: ``<stamp>-<env>``.
+RUN_STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
 def artefact_dir(params: WorkbookParams, run_dir: str | Path = "") -> Path:

@@ -25,6 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 from tqdm.auto import tqdm
 
+from helpers.artefacts import RUN_STAMP_FORMAT, RUN_SUMMARY
 from helpers.errors import RunnerError
 from helpers.params import load_params, project_root
 from helpers.proc import PeakMemory
@@ -186,7 +187,7 @@ def run_workbook(
 
     params = load_params(env, overrides)  # fail fast, before any notebook starts
     notebooks = discover_notebooks(notebooks_dir, only=only)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime(RUN_STAMP_FORMAT)
     out_dir = run_dir or params.path(params.runs_dir) / f"{stamp}-{env}"
     out_dir.mkdir(parents=True, exist_ok=True)
     result = RunResult(env=env, run_dir=out_dir)
@@ -254,7 +255,7 @@ def write_run_summary(result: RunResult) -> Path:
     Returns:
         The file written.
     """
-    path = result.run_dir / "run-summary.json"
+    path = result.run_dir / RUN_SUMMARY
     path.write_text(
         json.dumps(
             {

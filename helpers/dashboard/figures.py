@@ -1,7 +1,8 @@
 """Plotly figures of the dashboard, built from pandas DataFrames (pure: no I/O).
 
-The column contracts of the frames are those of :mod:`helpers.dashboard.datasets`;
-:func:`dashboard_figures` assembles every figure under the div ids of :data:`FIGURE_IDS`.
+The column contracts of the frames are those of :mod:`helpers.dashboard.datasets` and
+:mod:`helpers.dashboard.runs`; :func:`dashboard_figures` assembles every figure under the div ids
+of :data:`FIGURE_IDS`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from helpers.dashboard.datasets import DATASET_QUERIES
+from helpers.dashboard.runs import RUN_COLUMNS
 from helpers.errors import DashboardError
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "revenue_share_pie",
     "sales_by_category_figure",
     "sales_by_day_figure",
+    "workbook_runs_figure",
 ]
 
 #: The div ids of the figures :func:`dashboard_figures` returns, in page order.
@@ -33,6 +36,7 @@ FIGURE_IDS: tuple[str, ...] = (
     "fig-sales-by-day",
     "fig-pipeline-lag",
     "fig-pipeline-rows",
+    "fig-workbook-runs",
 )
 
 
@@ -282,8 +286,97 @@ def pipeline_health_figures(health: pd.DataFrame) -> dict[str, go.Figure]:
     return {"fig-pipeline-lag": lag, "fig-pipeline-rows": rows}
 
 
+def workbook_runs_figure(runs: pd.DataFrame) -> go.Figure:
+    """Seconds per notebook of the last finished workbook runs, stacked per run.
+
+    Args:
+        runs: :func:`~helpers.dashboard.runs.workbook_runs`'s frame (:data:`RUN_COLUMNS`), one row
+            per notebook of a run, runs in the order to show (oldest first).
+
+    Returns:
+        One bar trace per notebook (by name, i.e. run order), x = run (tick label: start time,
+        ``env``, and "failed" for a failed run), y = seconds, stacked; a failed notebook's bar is
+        hatched. A text trace writes each run's total in minutes above its bar. Without any run,
+        an empty-state figure: one text trace saying that no run has finished yet, no axes.
+
+    Raises:
+        DashboardError: when a column is missing.
+    """
+    _require(runs, RUN_COLUMNS, "workbook runs")
+    fig = go.Figure()
+    if runs.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=[0],
+                y=[0],
+                mode="text",
+                text=["No finished workbook run yet: the run in progress writes its summary at the end."],
+                hoverinfo="skip",
+                showlegend=False,
+                name="no runs",
+            )
+        )
+        fig.update_layout(
+            title="Workbook runs: seconds per notebook",
+            xaxis={"visible": False},
+            yaxis={"visible": False},
+            plot_bgcolor="rgba(0,0,0,0)",
+        )
+        return fig
+    order = list(dict.fromkeys(runs["run"]))
+    first = runs.drop_duplicates("run").set_index("run").loc[order]
+    labels = [
+        f"{pd.Timestamp(started):%Y-%m-%d %H:%M} {env}" + ("" if run_ok else "<br>failed")
+        for started, env, run_ok in zip(first["started"], first["env"], first["run_ok"], strict=True)
+    ]
+    for notebook in sorted(set(runs["notebook"])):
+        part = runs[runs["notebook"] == notebook]
+        ok = [bool(v) for v in part["ok"]]
+        fig.add_trace(
+            go.Bar(
+                x=part["run"].tolist(),
+                y=_floats(part["seconds"]),
+                name=str(notebook),
+                customdata=["ok" if v else "failed" for v in ok],
+                marker={"pattern": {"shape": ["" if v else "x" for v in ok]}},
+                hovertemplate=f"{notebook}<br>%{{y:,.1f}} s (%{{customdata}})<extra>%{{x}}</extra>",
+            )
+        )
+    totals = runs.groupby("run", sort=False)["seconds"].sum().loc[order]
+    fig.add_trace(
+        go.Scatter(
+            x=order,
+            y=_floats(totals),
+            mode="text",
+            text=[f"{seconds / 60:.1f} min" for seconds in _floats(totals)],
+            textposition="top center",
+            hoverinfo="skip",
+            showlegend=False,
+            name="total",
+        )
+    )
+    fig.update_layout(
+        title=f"Workbook runs: seconds per notebook (last {len(order)} finished runs)",
+        barmode="stack",
+        xaxis={
+            "title": "run (start, UTC)",
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": order,
+            "tickvals": order,
+            "ticktext": labels,
+        },
+        yaxis_title="seconds",
+        legend_title_text="notebook",
+    )
+    return fig
+
+
 def dashboard_figures(
-    datasets: Mapping[str, pd.DataFrame], health: pd.DataFrame, top_customers: int = 10
+    datasets: Mapping[str, pd.DataFrame],
+    health: pd.DataFrame,
+    top_customers: int = 10,
+    runs: pd.DataFrame | None = None,
 ) -> dict[str, go.Figure]:
     """Every figure of the dashboard, keyed by the div ids of :data:`FIGURE_IDS`, in page order.
 
@@ -292,6 +385,8 @@ def dashboard_figures(
             (``customers``, ``sales_by_category``, ``sales_by_day``).
         health: :func:`~helpers.dashboard.datasets.pipeline_health`'s frame.
         top_customers: Customers with their own slice in the revenue share pie.
+        runs: :func:`~helpers.dashboard.runs.workbook_runs`'s frame; None: no finished run (the
+            panel shows its empty state).
 
     Returns:
         Figures by div id.
@@ -308,5 +403,8 @@ def dashboard_figures(
         "fig-sales-by-category": sales_by_category_figure(datasets["sales_by_category"]),
         "fig-sales-by-day": sales_by_day_figure(datasets["sales_by_day"]),
         **pipeline_health_figures(health),
+        "fig-workbook-runs": workbook_runs_figure(
+            pd.DataFrame(columns=list(RUN_COLUMNS)) if runs is None else runs
+        ),
     }
     return {key: figures[key] for key in FIGURE_IDS}

@@ -76,8 +76,9 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_figure_renders_in_headless_chromium(page: Path) -> None:
-    """The standalone page opened from disk: each of the six figures has an SVG with traces, and
-    the screenshot is not blank (a good share of non-white pixels)."""
+    """The standalone page opened from disk: each figure (the workbook-runs panel in its empty
+    state: no runs given) has an SVG with traces, and the screenshot is not blank (a good share of
+    non-white pixels)."""
     shot = page.with_suffix(".png")
     started = time.monotonic()
     rendered = check_rendered(page, FIGURE_IDS, shot, timeout_s=120)

@@ -386,7 +386,11 @@ def load_orders(
     data = outbox.generate_orders(params.orders.customers, params.orders.orders, params.orders.seed)
     report = LoadReport()
     generator = generator_signature(
-        "orders", customers=params.orders.customers, orders=params.orders.orders, seed=params.orders.seed
+        "orders",
+        customers=params.orders.customers,
+        orders=params.orders.orders,
+        seed=params.orders.seed,
+        version=outbox.GENERATOR_VERSION,
     )
     marker_key = f"{schema}.*"
     with stack.connect_postgres(source.database) as conn:

@@ -22,11 +22,13 @@ import pyarrow as pa
 from psycopg import sql
 
 from helpers.errors import SourceError
+from helpers.sources.sample.skew import customer_mix, draw_baskets, draw_buyers
 from helpers.sources.sample.tickit import decimal_from_cents
 
 __all__ = [
     "ORDER_STATUSES",
     "ORDERS_TABLES",
+    "GENERATOR_VERSION",
     "OrderLine",
     "outbox_ddl",
     "create_orders_schema",
@@ -49,6 +51,10 @@ ORDER_STATUSES: tuple[str, ...] = ("placed", "paid", "shipped", "cancelled")
 
 ORDERS_TABLES: tuple[str, ...] = ("customers", "orders", "order_items")
 """Tables the generator fills, in load order; ``outbox`` is derived by the triggers."""
+
+GENERATOR_VERSION = 2
+"""Version of :func:`generate_orders`'s rows: raised when the same settings give other rows (2: the
+skewed customer mix), so the loader's marker no longer matches a database an older version filled."""
 
 _PRODUCTS: tuple[tuple[str, str], ...] = (
     ("Desk lamp", "24.90"), ("Office chair", "189.00"), ("Notebook A5", "3.49"),
@@ -142,7 +148,13 @@ def expected_order_counts(customers: int, orders: int, seed: int) -> dict[str, i
 
 
 def generate_orders(customers: int, orders: int, seed: int) -> dict[str, pa.Table]:
-    """Generate customers, orders (1-5 items each) and order items, deterministically.
+    """Generate customers, orders and order items, deterministically, with a realistic skew.
+
+    Who buys what follows :mod:`helpers.sources.sample.skew`: three key accounts with bulk
+    baskets, a Zipf long tail of regular customers (1-5 items of 1-5 units an order; many order
+    once, twice or never) and a handful of big-ticket buyers with one or two orders of the most
+    expensive products. The number of order items depends on the seed (see
+    :func:`expected_order_counts`).
 
     Args:
         customers: number of customers (>= 1).
@@ -182,7 +194,8 @@ def generate_orders(customers: int, orders: int, seed: int) -> dict[str, pa.Tabl
         }
     )
     order_id = np.arange(1, orders + 1)
-    buyer = rng.integers(0, customers, orders)
+    mix = customer_mix(rng, customers, orders)  # key accounts, a Zipf tail, big-ticket buyers
+    buyer = draw_buyers(rng, mix, orders)
     # ordered after the customer was created, microsecond precision, in order_id order
     ordered = created[buyer] + (rng.random(orders) * year_us / 2).astype(np.int64)
     by_time = np.argsort(ordered, kind="stable")  # order ids grow with order time
@@ -200,18 +213,17 @@ def generate_orders(customers: int, orders: int, seed: int) -> dict[str, pa.Tabl
             "updated_at": pa.array(updated, _TS_UTC),
         }
     )
-    lines = rng.integers(1, 6, orders)
+    cents = np.array([int(Decimal(p[1]) * 100) for p in _PRODUCTS], dtype=np.int64)
+    lines, product_idx, quantity = draw_baskets(rng, mix.tier[buyer], cents)
     item_order = np.repeat(order_id, lines)
     starts = np.cumsum(lines) - lines
     line_no = np.arange(item_order.size) - np.repeat(starts, lines) + 1
-    product_idx = rng.integers(0, len(_PRODUCTS), item_order.size)
-    cents = np.array([int(Decimal(p[1]) * 100) for p in _PRODUCTS], dtype=np.int64)
     item_table = pa.table(
         {
             "order_id": pa.array(item_order, pa.int32()),
             "line_no": pa.array(line_no, pa.int16()),
             "product": pa.array(np.asarray([p[0] for p in _PRODUCTS], dtype=object)[product_idx]),
-            "quantity": pa.array(rng.integers(1, 6, item_order.size), pa.int32()),
+            "quantity": pa.array(quantity, pa.int32()),
             "unit_price": decimal_from_cents(cents[product_idx], precision=10, scale=2),
         }
     )
