@@ -75,9 +75,12 @@ def lab_command(config_file: Path) -> list[str]:
     return [sys.executable, "-m", "jupyterlab", f"--config={config_file}"]
 
 
-def lab_config(*, port: int, notebook_dir: Path, token: str) -> dict[str, dict[str, Any]]:
+def lab_config(
+    *, port: int, notebook_dir: Path, token: str, checkpoint_dir: Path
+) -> dict[str, dict[str, Any]]:
     """The server's settings: loopback only, ``port`` (no retry on another), ``notebook_dir`` as
-    the file browser's root, no browser, ``token`` as the only credential."""
+    the file browser's root, no browser, ``token`` as the only credential, and the notebooks'
+    checkpoints in ``checkpoint_dir`` (outside the repository's ``notebooks/``)."""
     return {
         "ServerApp": {
             "ip": LOOPBACK,
@@ -89,6 +92,7 @@ def lab_config(*, port: int, notebook_dir: Path, token: str) -> dict[str, dict[s
             "allow_root": os.geteuid() == 0,  # containers and CI run as root
         },
         "IdentityProvider": {"token": token},
+        "FileCheckpoints": {"checkpoint_dir": str(checkpoint_dir)},  # absolute: one folder for all
         # no outbound calls: no PyPI search, no news feed, no update check
         "LabApp": {
             "extension_manager": "readonly",
@@ -172,7 +176,13 @@ def start_lab(
     port = port or _free_port()
     token = secrets.token_urlsafe(32)
     notebooks = (notebook_dir or project_root() / "notebooks").resolve()
-    _write_private(config, json.dumps(lab_config(port=port, notebook_dir=notebooks, token=token), indent=1))
+    _write_private(
+        config,
+        json.dumps(
+            lab_config(port=port, notebook_dir=notebooks, token=token, checkpoint_dir=home / "checkpoints"),
+            indent=1,
+        ),
+    )
     log_file = home / LOG_FILE
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell

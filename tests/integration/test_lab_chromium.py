@@ -180,7 +180,8 @@ def test_lab_in_a_browser_runs_the_first_notebook_on_loopback_with_a_secret_toke
     wait_until(lambda: not _kernels(server.pid), timeout_s=20, what="the kernel to stop with the server")
     assert not pid_alive(server.pid)
     assert NOTEBOOK.read_bytes() == committed  # run, never saved
-    assert (ROOT / "notebooks" / ".ipynb_checkpoints").exists() == checkpoints
+    assert (ROOT / "notebooks" / ".ipynb_checkpoints").exists() == checkpoints  # none left in the repo
+    assert any((server.home / "checkpoints").glob("01_enable_cdc-checkpoint.ipynb"))
 
 
 def test_workbook_lab_prints_the_url_once_and_stops_on_ctrl_c(tmp_path: Path) -> None:

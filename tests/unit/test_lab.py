@@ -24,9 +24,9 @@ def test_the_command_line_carries_no_setting_but_the_config_file(tmp_path: Path)
     assert lab.lab_command(config) == [sys.executable, "-m", "jupyterlab", f"--config={config}"]
 
 
-def test_the_config_binds_loopback_on_the_notebooks_with_the_token() -> None:
+def test_the_config_binds_loopback_on_the_notebooks_with_the_token(tmp_path: Path) -> None:
     notebooks = project_root() / "notebooks"
-    config = lab.lab_config(port=8123, notebook_dir=notebooks, token="tok-123")
+    config = lab.lab_config(port=8123, notebook_dir=notebooks, token="tok-123", checkpoint_dir=tmp_path)
     server = config["ServerApp"]
     assert server["ip"] == "127.0.0.1"
     assert (server["port"], server["port_retries"]) == (8123, 0)
@@ -35,6 +35,7 @@ def test_the_config_binds_loopback_on_the_notebooks_with_the_token() -> None:
     assert config["IdentityProvider"] == {"token": "tok-123"}
     assert "token" not in server  # the deprecated spelling would be logged as a warning
     assert config["LabApp"]["news_url"] is None
+    assert config["FileCheckpoints"] == {"checkpoint_dir": str(tmp_path)}  # not in notebooks/
 
 
 def test_the_environment_puts_this_checkout_first_and_drops_inherited_tokens(tmp_path: Path) -> None:
