@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 
 from helpers.errors import ParamsError, SourceError
 from helpers.params import WorkbookParams
+from helpers.sources.connect import connect
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.tickit import generate_tickit
 from helpers.sources.sql import quote_mariadb
@@ -372,25 +373,19 @@ def _run_on_table(
 ) -> list[dict[str, Any]]:
     """Run one statement on a local source table (``{t}``: the quoted table, ``%s``: values)."""
     spec = params.source(source)
-    stack = LocalStack(params)
-    if spec.engine == "postgres":
-        with stack.connect_postgres(spec.database) as conn:
+    if spec.engine not in ("postgres", "mariadb", "mysql"):
+        raise SourceError(f"Failed to change {source}.{table}: {spec.engine} sources are not local")
+    with connect(params, source) as conn:
+        if spec.engine == "postgres":
             cur = conn.cursor(row_factory=dict_row)
             cur.execute(sql.SQL(statement).format(t=sql.Identifier(spec.namespace, table)), list(values))
-            rows = list(cur.fetchall()) if fetch else []
-            conn.commit()
-            return rows
-    if spec.engine not in ("mariadb", "mysql"):
-        raise SourceError(f"Failed to change {source}.{table}: {spec.engine} sources are not local")
-    maria = stack.connect_mariadb(spec.database)
-    try:
-        with maria.cursor(pymysql.cursors.DictCursor) as cursor:
-            cursor.execute(statement.format(t=quote_mariadb(table)), list(values))
-            result = list(cursor.fetchall()) if fetch else []
-        maria.commit()
-        return result
-    finally:
-        maria.close()
+        else:
+            cur = conn.cursor(pymysql.cursors.DictCursor)
+            cur.execute(statement.format(t=quote_mariadb(table)), list(values))
+        rows = list(cur.fetchall()) if fetch else []
+        cur.close()
+        conn.commit()
+        return rows
 
 
 def _quoted(params: WorkbookParams, source: str, column: str) -> str:
