@@ -32,6 +32,7 @@ from helpers.naming import connector_name, publication_name, slot_name, table_to
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
+from helpers.sources.sql import engine_kind
 
 __all__ = [
     "SourceEndpoint",
@@ -48,8 +49,6 @@ __all__ = [
     "stop_connectors",
     "wait_for_snapshots",
 ]
-
-_ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql", "sqlserver": "sqlserver"}
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
     """
     specs = []
     for source, sp in params.sources.items():
-        kind = _ENGINE_KIND[sp.engine]
+        kind = engine_kind(sp.engine)
         if kind not in endpoints:
             raise CaptureError(f"Failed to configure connector for source {source}: no {kind} endpoint given")
         ep = endpoints[kind]
