@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -211,23 +213,63 @@ def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None
     return tables
 
 
+class _DecodedFiles:
+    """Bronze files already decoded, by identity (path, inode, size, modification time).
+
+    Bronze files are written once, under a temporary name renamed into place, and never changed,
+    so a file with the same identity decodes to the same table. Checks that poll Bronze (waiting
+    for capture) decode only the files that are new since the last poll. Bounded by bytes; the
+    least recently used tables go first.
+    """
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget = budget_bytes
+        self.tables: OrderedDict[tuple[str, int, int, int], list[pa.Table]] = OrderedDict()
+        self.used = 0
+        self.lock = threading.Lock()
+
+    def get(self, path: Path) -> list[pa.Table]:
+        st = path.stat()
+        identity = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        with self.lock:
+            hit = self.tables.get(identity)
+            if hit is not None:
+                self.tables.move_to_end(identity)
+                return hit
+        tables = _decode_file(path)
+        size = sum(t.nbytes for t in tables)
+        with self.lock:
+            if identity not in self.tables and size <= self.budget:
+                self.tables[identity] = tables
+                self.used += size
+                while self.used > self.budget:
+                    _, dropped = self.tables.popitem(last=False)
+                    self.used -= sum(t.nbytes for t in dropped)
+        return tables
+
+
+def _decode_file(path: Path) -> list[pa.Table]:
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        return jsonl_tables(path.name, data)
+    try:
+        return [avro_table(data, numbered=False)]
+    except UnreadableBronzeError as exc:
+        raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+
+
+_DECODED = _DecodedFiles(budget_bytes=512 * 1024 * 1024)
+
+
 def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
     """Local Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
-    versions; a column added at the source later is null in older events).
+    versions; a column added at the source later is null in older events). A file decoded before
+    in this process is not decoded again (see :class:`_DecodedFiles`).
 
     Raises:
         HudiError: naming the file, when one cannot be decoded.
     """
-    tables = []
-    for path in paths:
-        data = Path(path).read_bytes()
-        if path.suffix == ".jsonl":
-            tables.extend(jsonl_tables(path.name, data))
-            continue
-        try:
-            tables.append(avro_table(data, numbered=False))
-        except UnreadableBronzeError as exc:
-            raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+    tables = [t for path in paths for t in _DECODED.get(Path(path))]
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")

@@ -6,10 +6,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from helpers.bronze.events import UNAVAILABLE_VALUE, position_of
-from helpers.bronze.read import read_bronze
+import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["replay", "replay_topic"]
+from helpers.bronze.events import UNAVAILABLE_VALUE, position_of
+from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
+from helpers.errors import BronzeError
+
+__all__ = ["replay", "replay_arrow", "replay_topic", "replay_topic_arrow"]
 
 _PLACEHOLDERS = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
 
@@ -35,3 +39,75 @@ def replay(events: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[st
 def replay_topic(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
     """:func:`replay` of every event of ``topic`` under ``bronze_root``."""
     return replay(read_bronze(bronze_root, topic), key)
+
+
+_POSITION_COLUMNS = (
+    (("__lsn", pa.int64(), 0),),
+    (("__file", pa.string(), ""), ("__pos", pa.int64(), 0), ("__row", pa.int64(), 0)),
+    (
+        ("__commit_lsn", pa.string(), ""),
+        ("__change_lsn", pa.string(), ""),
+        ("__event_serial_no", pa.int64(), 0),
+    ),
+)
+_ORDER = "__replay_order"
+
+
+def _has_placeholder(table: pa.Table) -> bool:
+    for column in table.itercolumns():
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            if pc.any(pc.fill_null(pc.equal(column, UNAVAILABLE_VALUE), False)).as_py():
+                return True
+        elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            if pc.any(pc.fill_null(pc.equal(column, UNAVAILABLE_VALUE.encode()), False)).as_py():
+                return True
+    return False
+
+
+def replay_arrow(events: pa.Table, key: Sequence[str]) -> pa.Table:
+    """:func:`replay` for an Arrow table of events (:func:`helpers.bronze.read.read_bronze_arrow`),
+    vectorised: a sort by log position and the last event per key; events holding a TOAST
+    placeholder take :func:`replay`'s row-by-row path (the key's previous value is kept).
+
+    Raises:
+        BronzeError: when the events have no position columns.
+    """
+    if not events.num_rows:
+        return events
+    if _has_placeholder(events):
+        return pa.Table.from_pylist(replay(events.to_pylist(), key), schema=events.schema)
+    fields = next((f for f in _POSITION_COLUMNS if f[0][0] in events.column_names), None)
+    if fields is None:
+        raise BronzeError(
+            f"Failed to replay events: no __lsn / __file / __commit_lsn column in {events.column_names}"
+        )
+    order = {
+        f"{_ORDER}{i}": pc.fill_null(
+            pc.cast(events.column(name), kind)
+            if name in events.column_names
+            else pa.nulls(events.num_rows, kind),
+            default,
+        )
+        for i, (name, kind, default) in enumerate(fields)
+    }
+    numbered = pa.table({**order, _ORDER: pa.array(range(events.num_rows), pa.int64())})
+    ranked = pc.sort_indices(numbered, sort_keys=[(name, "ascending") for name in [*order, _ORDER]])
+    rank = pa.table(
+        {
+            **{k: events.column(k).take(ranked) for k in key},
+            _ORDER: pa.array(range(events.num_rows), pa.int64()),
+        }
+    )
+    last = rank.group_by(list(key), use_threads=False).aggregate([(_ORDER, "max")]).column(f"{_ORDER}_max")
+    newest = pc.take(last, pc.sort_indices(last))  # each key's last event, in log order
+    rows = events.take(pc.take(ranked, newest))
+    if "__deleted" in rows.column_names:
+        deleted = pc.fill_null(pc.equal(pc.cast(rows.column("__deleted"), pa.string()), "true"), False)
+        rows = rows.filter(pc.invert(deleted))
+    return rows
+
+
+def replay_topic_arrow(bronze_root: str | Path, topic: str, key: Sequence[str]) -> pa.Table:
+    """:func:`replay_arrow` of every event of ``topic`` under ``bronze_root``."""
+    return replay_arrow(read_bronze_arrow(bronze_files(bronze_root, topic)), key)

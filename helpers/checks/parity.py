@@ -1,7 +1,7 @@
 """Each stage against the sources, row by row: Bronze replayed, Silver read back, a query result.
 
 Source rows come from :mod:`helpers.sources.connect`, Bronze from :mod:`helpers.bronze.replay`,
-and every comparison is :func:`helpers.checks.compare.compare_rows` (or ``compare_frames``).
+and every comparison is :func:`helpers.checks.compare.compare_tables` (or ``compare_frames``).
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from psycopg import sql as pgsql
 
-from helpers.bronze.read import read_bronze
-from helpers.bronze.replay import replay
+from helpers.bronze.read import bronze_files, read_bronze_arrow
+from helpers.bronze.replay import replay_arrow
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, local_endpoints
-from helpers.checks.compare import compare_frames, rows_equal
+from helpers.checks.compare import compare_frames, compare_tables
+from helpers.checks.snapshot import source_snapshot
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import SOFT_DELETE_FIELD
 from helpers.hudi.read import read_snapshot
@@ -27,7 +29,7 @@ from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.tables import bronze_store, pending_bronze, table_config
 from helpers.sources.api import Sources, open_sources
-from helpers.sources.connect import connect, primary_key, read_table
+from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
 
 __all__ = [
@@ -80,17 +82,20 @@ def _bronze_vs_source_once(
         source = source_of_connector(spec.name)
         for table_key, topic in spec.topics.items():
             table = table_key.split(".", 1)[1]
-            source_rows = read_table(params, source, table, sources=sources)
             key = primary_key(params, source, table, sources=sources)
-            events = read_bronze(bronze, topic)
-            replayed = replay(events, key)
+            snap = source_snapshot(params, source, [table])
+            events = read_bronze_arrow(bronze_files(bronze, topic))
+            replayed = replay_arrow(events, key)
+            problems = compare_tables(
+                snap.tables[table], replayed, key, json_columns=snap.json_columns[table]
+            )
             rows.append(
                 {
                     "topic": topic,
-                    "source_rows": len(source_rows),
-                    "bronze_rows": len(replayed),
-                    "events": len(events),
-                    "equal": rows_equal(source_rows, replayed, key),
+                    "source_rows": snap.tables[table].num_rows,
+                    "bronze_rows": replayed.num_rows,
+                    "events": events.num_rows,
+                    "equal": not problems,
                 }
             )
     return pd.DataFrame(rows, columns=_BRONZE_COLUMNS)
@@ -138,34 +143,49 @@ def silver_vs_source(
         compared parsed). A SQL Server source is not compared (``equal`` None): read it with
         notebook 07's reconciliation.
     """
-    sources = open_sources(params)
     out = []
     for table in params.silver.tables:
         if names is not None and table.name not in names:
             continue
         base = table_config(params, table).base_path
         if not completed_instants(base):
-            silver: list[dict[str, Any]] = []
+            silver = None
         elif is_s3(base):
             spark = spark or build_spark_session(params)
-            silver = [r.asDict() for r in read_hudi_df(spark, base).collect()]
+            silver = pa.Table.from_pylist([r.asDict() for r in read_hudi_df(spark, base).collect()])
         else:
-            silver = read_snapshot(base).to_pylist()
-        if table.delete_mode == "soft":
-            silver = [r for r in silver if not r.get(SOFT_DELETE_FIELD)]
+            silver = read_snapshot(base)
         if params.source(table.source).engine == "sqlserver":
-            out.append({"table": table.name, "source_rows": None, "silver_rows": len(silver), "equal": None})
+            live = 0 if silver is None else silver.num_rows - _flagged(silver, table.delete_mode)
+            out.append({"table": table.name, "source_rows": None, "silver_rows": live, "equal": None})
             continue
-        source = read_table(params, table.source, table.table, sources=sources)
+        snap = source_snapshot(params, table.source, [table.table])
+        source = snap.tables[table.table]
+        if silver is None:
+            silver = source.slice(0, 0)
+        problems = compare_tables(
+            source,
+            silver,
+            table.record_key,
+            delete_mode=table.delete_mode,
+            json_columns=snap.json_columns[table.table],
+        )
         out.append(
             {
                 "table": table.name,
-                "source_rows": len(source),
-                "silver_rows": len(silver),
-                "equal": rows_equal(source, silver, table.record_key),
+                "source_rows": source.num_rows,
+                "silver_rows": silver.num_rows - _flagged(silver, table.delete_mode),
+                "equal": not problems,
             }
         )
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
+
+
+def _flagged(silver: pa.Table, delete_mode: str) -> int:
+    """How many rows of a soft-delete table carry the delete flag."""
+    if delete_mode != "soft" or SOFT_DELETE_FIELD not in silver.column_names:
+        return 0
+    return sum(1 for f in silver.column(SOFT_DELETE_FIELD).to_pylist() if f in (True, "true"))
 
 
 def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:

@@ -29,6 +29,7 @@ __all__ = [
     "prune_tombstone_files",
     "read_tombstones",
     "tombstone_file_of",
+    "tombstone_folder",
     "write_tombstones",
 ]
 
@@ -36,7 +37,8 @@ TOMBSTONES_KEY = "workbook.tombstones.file"
 DELETED_AT = "_deleted_at"
 
 
-def _folder(base_path: str) -> str:
+def tombstone_folder(base_path: str) -> str:
+    """Where a table's tombstone files live: ``<parent>/.workbook/tombstones/<table folder>``."""
     parent, name = str(base_path).rstrip("/").rsplit("/", 1)
     return join(parent, ".workbook", "tombstones", name)
 
@@ -68,9 +70,9 @@ def read_tombstones(
     """
     if not name:
         return _empty(config)
-    location = join(_folder(base_path), name)
+    location = join(tombstone_folder(base_path), name)
     try:
-        return pq.read_table(io.BytesIO((store or open_store(_folder(base_path))).read(location)))
+        return pq.read_table(io.BytesIO((store or open_store(tombstone_folder(base_path))).read(location)))
     except (OSError, WorkbookError, pa.ArrowException) as exc:
         raise HudiError(
             f"Failed to read the tombstones {location} of table {config.table_name}: {exc}"
@@ -166,7 +168,7 @@ def write_tombstones(base_path: str, stones: pa.Table, store: LakeStore | None =
     name = f"tombstones-{uuid.uuid4().hex}.parquet"
     buffer = io.BytesIO()
     pq.write_table(stones, buffer)
-    folder = _folder(base_path)
+    folder = tombstone_folder(base_path)
     store = store or open_store(folder)
     relative = join(folder, name)[len(store.root) :].lstrip("/")
     store.write(relative, buffer.getvalue())
@@ -175,7 +177,7 @@ def write_tombstones(base_path: str, stones: pa.Table, store: LakeStore | None =
 
 def prune_tombstone_files(base_path: str, keep: str, store: LakeStore | None = None) -> int:
     """Remove state files other than ``keep`` (call under the table lock, after the commit)."""
-    folder = _folder(base_path)
+    folder = tombstone_folder(base_path)
     store = store or open_store(folder)
     relative = folder[len(store.root) :].lstrip("/")
     removed = 0

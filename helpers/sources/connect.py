@@ -19,7 +19,7 @@ from helpers.params import WorkbookParams
 from helpers.sources.api import Sources, open_sources
 from helpers.sources.sql import engine_kind, quote_mariadb
 
-__all__ = ["connect", "primary_key", "read_table"]
+__all__ = ["connect", "max_value", "primary_key", "read_table"]
 
 
 @contextmanager
@@ -68,6 +68,24 @@ def read_table(
         with conn.cursor(pymysql.cursors.DictCursor) as mcur:
             mcur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifier
             return list(mcur.fetchall())
+
+
+def max_value(
+    params: WorkbookParams, source: str, table: str, column: str, *, sources: Sources | None = None
+) -> Any:
+    """The largest value of ``source.table.column`` (None for an empty table), read by the database."""
+    sp = params.sources[source]
+    with connect(params, source, sources=sources) as conn:
+        if engine_kind(sp.engine) == "postgres":
+            query = sql.SQL("SELECT max({}) FROM {}").format(
+                sql.Identifier(column), sql.Identifier(sp.namespace, table)
+            )
+            row = conn.execute(query).fetchone()
+        else:
+            with conn.cursor() as mcur:
+                mcur.execute(f"SELECT max({quote_mariadb(column)}) FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifiers
+                row = mcur.fetchone()
+    return None if row is None else row[0]
 
 
 def primary_key(

@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 from support.pipeline import Capture
 
-from helpers.checks.compare import compare_rows
 from helpers.checks.conformance import (
     SCENARIOS,
     VARIANTS,
     failed_scenarios,
     run_scenarios,
     short_set,
-    tamper_rows,
 )
 
 pytestmark = pytest.mark.integration
@@ -39,34 +37,6 @@ def test_short_set_passes_on_both_engines_and_every_variant(capture: Capture, tm
         assert set(zip(rows["table_type"], rows["delete_mode"], strict=True)) == set(VARIANTS), name
     assert (frame["status"] == "passed").all()
     assert (frame["negative_check"] == "detected").all()
-
-
-def test_comparison_reports_each_kind_of_difference() -> None:
-    """compare_rows names a changed value, a missing and an extra key, a duplicate, a wrong
-    partition, and in soft mode an un-flagged deleted key; tamper_rows produces a copy it reports."""
-    source = [{"id": 1, "v": "a", "p": 1}, {"id": 2, "v": "b", "p": 2}]
-    good = [{**r, "_hoodie_partition_path": f"p={r['p']}"} for r in source]
-    assert compare_rows(source, good, ["id"], partition=["p"]) == []
-    assert "differ" in compare_rows(source, [good[0], {**good[1], "v": "x"}], ["id"])[0]
-    assert "missing" in compare_rows(source, good[:1], ["id"])[0]
-    assert "not in the source" in compare_rows(source[:1], good, ["id"])[0]
-    assert "more than once" in compare_rows(source, [*good, good[1]], ["id"])[0]
-    assert (
-        "another partition"
-        in compare_rows(
-            source, [good[0], {**good[1], "_hoodie_partition_path": "p=1"}], ["id"], partition=["p"]
-        )[0]
-    )
-    soft = [*({**r, "__deleted": False} for r in good), {"id": 3, "v": "c", "p": 1, "__deleted": True}]
-    assert compare_rows(source, soft, ["id"], delete_mode="soft", deleted_keys=[(3,)]) == []
-    assert compare_rows(source, soft[:2], ["id"], delete_mode="soft", deleted_keys=[(3,)])
-    for deleted, mode in (([(3,)], "soft"), ([(3,)], "hard"), ([], "hard")):
-        rows = soft if mode == "soft" else good
-        tampered = tamper_rows(rows, ["id"], [(2,)], deleted, mode)
-        assert compare_rows(
-            source, tampered, ["id"], delete_mode=mode, deleted_keys=deleted if mode == "soft" else []
-        )
-        assert rows == (soft if mode == "soft" else good)  # the input is untouched
 
 
 @pytest.mark.slow

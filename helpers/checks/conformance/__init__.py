@@ -25,7 +25,7 @@ from helpers.checks.conformance.harness import (
     run_scenarios,
     scenario_summary,
     short_set,
-    tamper_rows,
+    tamper_table,
 )
 from helpers.checks.conformance.model import (
     VARIANTS,
@@ -48,6 +48,6 @@ __all__ = [
     "run_scenarios",
     "scenario_summary",
     "short_set",
-    "tamper_rows",
+    "tamper_table",
     "wait_for_bronze",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
+from helpers.bronze.read import bronze_files, read_bronze_arrow
 from helpers.capture.backends import EmbeddedBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, local_endpoints
@@ -38,14 +38,14 @@ log = logging.getLogger(__name__)
 def check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any, ...]]) -> None:
     """What Bronze holds for the deleted keys: one delete event each, and no null-value event
     (the connectors set ``tombstones.on.delete=false``; ingestion read every event above)."""
-    events = read_bronze(
-        ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze),
-        target.topic(ctx.params),
+    events = read_bronze_arrow(
+        bronze_files(ctx.bronze_root or ctx.params.path(ctx.params.lake.bronze), target.topic(ctx.params))
     )
-    tombstones = [e for e in events if all(e.get(c) is None for c in target.key)]
-    deletes = [
-        e for e in events if e.get("__deleted") == "true" and tuple(e[c] for c in target.key) in set(keys)
-    ]
+    key_values = list(zip(*(events.column(c).to_pylist() for c in target.key), strict=True))
+    flags = events.column("__deleted").to_pylist() if "__deleted" in events.column_names else []
+    wanted = set(keys)
+    tombstones = [k for k in key_values if all(v is None for v in k)]
+    deletes = [k for k, flag in zip(key_values, flags, strict=True) if flag == "true" and k in wanted]
     ctx.notes.append(
         f"Bronze: {len(deletes)} delete event(s) for {len(keys)} deleted keys, {len(tombstones)} tombstone(s)"
     )
@@ -53,7 +53,7 @@ def check_tombstones(ctx: ScenarioContext, target: Target, keys: list[tuple[Any,
         ctx.problems.append(
             f"Bronze holds {len(tombstones)} null-value (tombstone) event(s) on {target.topic(ctx.params)}"
         )
-    if len({tuple(e[c] for c in target.key) for e in deletes}) != len(keys):
+    if len(set(deletes)) != len(keys):
         ctx.problems.append(f"Bronze lacks delete events for some of {keys}")
 
 

@@ -3,20 +3,23 @@ with the source and shown a tampered copy) and the pass/fail table's summaries."
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from tqdm.auto import tqdm
 
 import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
-from helpers.checks.compare import SOFT_FLAG, compare_rows, is_flagged
+from helpers.checks.compare import SOFT_FLAG, compare_tables
 from helpers.checks.conformance.model import (
     CATEGORY,
     CATEGORY_BY_GROUP,
@@ -31,11 +34,11 @@ from helpers.checks.conformance.model import (
     Target,
     conformance_params,
 )
+from helpers.checks.snapshot import source_snapshot
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
 from helpers.silver.tables import table_config
-from helpers.sources.connect import read_table
 
 __all__ = [
     "SCENARIOS",
@@ -46,7 +49,7 @@ __all__ = [
     "run_scenarios",
     "scenario_summary",
     "short_set",
-    "tamper_rows",
+    "tamper_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -55,61 +58,86 @@ log = logging.getLogger(__name__)
 # --- the negative check (pure) -----------------------------------------------------------------
 
 
-class _Tampered:
-    """A value equal to nothing (what a tampered cell holds)."""
+def _damaged(value: Any) -> Any:
+    """A value unlike ``value`` of the same type (None: the type has no such value here)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value - 1 if value > 0 else value + 1
+    if isinstance(value, float):
+        return value + 1.0
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        unit = Decimal(1).scaleb(exponent if isinstance(exponent, int) else 0)
+        return value - unit if value > 0 else value + unit
+    if isinstance(value, str):
+        return value + "~"
+    if isinstance(value, bytes):
+        return value + b"~"
+    if isinstance(value, dt.datetime | dt.date):
+        return value + dt.timedelta(days=1)
+    return None
 
-    def __eq__(self, other: object) -> bool:
-        return False
 
-    def __hash__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return "<tampered>"
+def _rows_with_key(table: pa.Table, key: Sequence[str], keys: set[tuple[Any, ...]]) -> list[int]:
+    values = zip(*(table.column(c).to_pylist() for c in key), strict=True)
+    return [i for i, k in enumerate(values) if k in keys]
 
 
-def tamper_rows(
-    silver: Sequence[Mapping[str, Any]],
+def _with_cell(table: pa.Table, row: int, column: str, value: Any) -> pa.Table:
+    index = table.column_names.index(column)
+    cells = table.column(column).to_pylist()
+    cells[row] = value
+    return table.set_column(index, table.field(index), pa.array(cells, table.field(index).type))
+
+
+def tamper_table(
+    silver: pa.Table,
     key: Sequence[str],
     focus: Sequence[tuple[Any, ...]],
     deleted: Sequence[tuple[Any, ...]],
     delete_mode: str,
-) -> list[dict[str, Any]]:
-    """A copy of Silver's rows with one row damaged, for the negative check of a comparison.
+) -> pa.Table:
+    """A copy of Silver with one row damaged, for the negative check of a comparison.
 
-    A deleted key is brought back (hard mode: a live row with that key; soft mode: its flag
-    cleared); otherwise one non-key column of the first focus key's row (or of any row) gets a
-    value equal to nothing.
+    A deleted key is brought back (soft mode: its flag cleared; hard mode: a live row with that
+    key); otherwise one non-key column of the first focus key's live row (or of any live row)
+    gets another value of its type.
 
     Returns:
-        The damaged copy (the input is not changed).
+        The damaged copy (Arrow tables are immutable: the input is not changed).
     """
-    rows = [dict(r) for r in silver]
-    present = {tuple(r.get(c) for c in key) for r in rows}
+    soft = delete_mode == "soft"
+    flags = silver.column(SOFT_FLAG).to_pylist() if SOFT_FLAG in silver.column_names else []
+    flagged = [f in (True, "true") for f in flags] if soft and flags else [False] * silver.num_rows
+    present = set(zip(*(silver.column(c).to_pylist() for c in key), strict=True))
     for k in map(tuple, deleted):
-        if delete_mode == "soft":
-            for r in rows:
-                if tuple(r.get(c) for c in key) == k and is_flagged(r):
-                    r[SOFT_FLAG] = False
-                    return rows
-        if k not in present:  # (a key deleted and inserted again is live: damage a value instead)
-            template = dict(rows[0]) if rows else {}
+        if soft:
+            rows = [i for i in _rows_with_key(silver, key, {k}) if flagged[i]]
+            if rows:
+                flag = silver.column(SOFT_FLAG).type
+                return _with_cell(silver, rows[0], SOFT_FLAG, "false" if pa.types.is_string(flag) else False)
+        if k not in present and silver.num_rows:  # (deleted and inserted again is live: damage a value)
+            template = silver.slice(0, 1).to_pylist()[0]
             template.update(dict(zip(key, k, strict=True)))
-            template[SOFT_FLAG] = False
-            rows.append(template)
-            return rows
+            if SOFT_FLAG in template:
+                template[SOFT_FLAG] = False
+            return pa.concat_tables([silver, pa.Table.from_pylist([template], schema=silver.schema)])
+    live = [i for i in range(silver.num_rows) if not flagged[i]]  # a flagged row's values are not compared
     wanted = {tuple(f) for f in focus}
-    live = [
-        r for r in rows if not (delete_mode == "soft" and is_flagged(r))
-    ]  # a flagged row's values are not compared
-    candidates = [r for r in live if tuple(r.get(c) for c in key) in wanted] or live
-    if candidates:
-        row = candidates[0]
-        for c in row:
-            if c not in key and not c.startswith("_hoodie") and c != SOFT_FLAG and not c.startswith("__"):
-                row[c] = _Tampered()
-                break
-    return rows
+    candidates = [i for i in _rows_with_key(silver, key, wanted) if not flagged[i]] or live
+    if not candidates:
+        return silver
+    row = silver.slice(candidates[0], 1).to_pylist()[0]
+    for column, value in row.items():
+        if column in key or column.startswith(("_hoodie", "__")) or column == SOFT_FLAG:
+            continue
+        damaged = _damaged(value)
+        if damaged is not None:
+            return _with_cell(silver, candidates[0], column, damaged)
+    return silver.filter(
+        pa.array([i != candidates[0] for i in range(silver.num_rows)])
+    )  # no value to change: drop the row
 
 
 # --- the scenario table ---------------------------------------------------------------------------
@@ -180,44 +208,38 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
 
     rows = []
     for target in scenario.targets:
-        source = read_table(ctx.params, target.source, target.table)
+        snap = source_snapshot(ctx.params, target.source, [target.table])
+        source, json_columns = snap.tables[target.table], snap.json_columns[target.table]
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
         for table in target.variants():
             base = table_config(ctx.cparams, table).base_path
             if not Path(base, ".hoodie", "hoodie.properties").exists():
-                silver: list[dict[str, Any]] = []
+                silver = source.slice(0, 0)
             else:
-                silver = read_snapshot(base).to_pylist()
+                silver = read_snapshot(base)
             wanted_deleted = deleted if table.delete_mode == "soft" else []
-            problems = list(ctx.problems) + compare_rows(
-                source,
-                silver,
-                target.key,
-                delete_mode=table.delete_mode,
-                deleted_keys=wanted_deleted,
-                partition=target.partition,
-                cap=cap,
-            )
-            tampered = tamper_rows(silver, target.key, ctx.focus.get(target, []), deleted, table.delete_mode)
-            caught = bool(
-                compare_rows(
-                    source,
-                    tampered,
-                    target.key,
-                    delete_mode=table.delete_mode,
-                    deleted_keys=wanted_deleted,
-                    partition=target.partition,
-                )
-            )
+
+            options: dict[str, Any] = {
+                "delete_mode": table.delete_mode,
+                "deleted_keys": wanted_deleted,
+                "partition": target.partition,
+                "cap": cap,
+                "json_columns": json_columns,
+            }
+            problems = list(ctx.problems) + compare_tables(source, silver, target.key, **options)
+            tampered = tamper_table(silver, target.key, ctx.focus.get(target, []), deleted, table.delete_mode)
+            caught = bool(compare_tables(source, tampered, target.key, **options))
             if not caught:
                 problems.append("negative check: a tampered copy of Silver was not reported")
-            n_live = sum(1 for r in silver if not (table.delete_mode == "soft" and is_flagged(r)))
+            flags = silver.column(SOFT_FLAG).to_pylist() if SOFT_FLAG in silver.column_names else []
+            n_flagged = sum(1 for f in flags if f in (True, "true")) if table.delete_mode == "soft" else 0
+            n_live = silver.num_rows - n_flagged
             detail = (
                 "; ".join(problems)
                 if problems
                 else (
-                    f"equal: {len(source)} source rows, {n_live} Silver rows"
-                    + (f" (+{len(silver) - n_live} flagged deleted)" if len(silver) != n_live else "")
+                    f"equal: {source.num_rows} source rows, {n_live} Silver rows"
+                    + (f" (+{n_flagged} flagged deleted)" if silver.num_rows != n_live else "")
                     + ("; " + "; ".join(ctx.notes) if ctx.notes else "")
                 )
             )

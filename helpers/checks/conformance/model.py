@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bronze.read import bronze_files
-from helpers.bronze.replay import replay_topic
-from helpers.checks.compare import compare_rows
+from helpers.bronze.replay import replay_topic_arrow
+from helpers.checks.compare import compare_tables
+from helpers.checks.snapshot import source_snapshot
 from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_table
-from helpers.sources.connect import connect, read_table
+from helpers.silver.tombstones import tombstone_folder
+from helpers.sources.connect import connect, max_value
 
 __all__ = [
     "ALL_TARGETS",
@@ -131,8 +133,13 @@ def scratch_params(cparams: WorkbookParams, scratch: Path) -> WorkbookParams:
 
 def bronze_differences(params: WorkbookParams, target: Target, root: str | Path) -> list[str]:
     """How the Bronze under ``root`` replayed differs from the source table now (empty: equal)."""
-    source = read_table(params, target.source, target.table)
-    return compare_rows(source, replay_topic(root, target.topic(params), target.key), target.key)
+    snap = source_snapshot(params, target.source, [target.table])
+    return compare_tables(
+        snap.tables[target.table],
+        replay_topic_arrow(root, target.topic(params), target.key),
+        target.key,
+        json_columns=snap.json_columns[target.table],
+    )
 
 
 def wait_for_bronze(
@@ -163,8 +170,7 @@ def wait_for_bronze(
 def next_key(ctx: ScenarioContext, target: Target, column: str) -> int:
     """One past the largest key in the source and in every Silver variant (keys a soft-delete
     table still holds are not reused unless the scenario means to)."""
-    rows = read_table(ctx.params, target.source, target.table)
-    top = max((int(r[column]) for r in rows), default=0)
+    top = int(max_value(ctx.params, target.source, target.table, column) or 0)
     for table in target.variants():
         base = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / table.name
         if Path(base, ".hoodie", "hoodie.properties").exists():
@@ -226,10 +232,24 @@ class ScenarioContext:
 
     def use_scratch(self, label: str) -> None:
         """From now on ingest from a scratch Bronze root (a mirror of the captured files that the
-        scenario may add to) into scratch Silver tables, leaving the real Bronze untouched."""
+        scenario may add to) into scratch Silver tables, leaving the real Bronze untouched.
+
+        The scratch tables start as copies of the target's variant tables: their commits carry the
+        Bronze checkpoint, and the mirror keeps each file's name and modification time, so the
+        copies take only the files their originals have not taken (not the whole table again).
+        """
         self.scratch = (
             Path(self.cparams.path(self.cparams.lake.silver)) / "_scratch" / f"{label}-{uuid.uuid4().hex[:8]}"
         )
+        real_silver = Path(self.cparams.path(self.cparams.lake.silver))
+        for target in self.targets:
+            for table in target.variants():
+                if (real_silver / table.name / ".hoodie" / "hoodie.properties").exists():
+                    copy = self.scratch / "silver" / table.name
+                    shutil.copytree(real_silver / table.name, copy, symlinks=True)
+                    tombstones = Path(tombstone_folder(str(real_silver / table.name)))
+                    if tombstones.exists():
+                        shutil.copytree(tombstones, tombstone_folder(str(copy)))
         self.bronze_root = self.scratch / "bronze"
         self.mirror = True
         self.cparams = scratch_params(self.cparams, self.scratch)
@@ -241,7 +261,7 @@ class ScenarioContext:
             dest = self.bronze_root / path.relative_to(real)
             if not dest.exists():
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, dest.with_name("." + dest.name))
+                shutil.copy2(path, dest.with_name("." + dest.name))  # name and mtime kept
                 os.replace(dest.with_name("." + dest.name), dest)
 
     def sync(self, targets: Sequence[Target] | None = None) -> None:
