@@ -38,6 +38,7 @@ from helpers.checks.config_files import (
     read_config_file,
     shown_value,
 )
+from helpers.errors import CheckError
 from helpers.lakefs import is_s3, lake_uri
 from helpers.params import WorkbookParams
 from helpers.silver.tables import silver_write_options
@@ -52,6 +53,7 @@ __all__ = [
     "Rule",
     "findings_frame",
     "has_errors",
+    "require_no_errors",
     "lint_configs",
     "lint_files",
     "lint_workbook",
@@ -697,6 +699,20 @@ def lint_workbook(params: WorkbookParams, specs: Sequence[ConnectorSpec] | None 
 def has_errors(findings: Iterable[Finding]) -> bool:
     """Whether any finding has severity ``error``."""
     return any(f.severity == "error" for f in findings)
+
+
+def require_no_errors(findings: Sequence[Finding], what: str) -> None:
+    """Nothing when no finding has severity ``error``.
+
+    Raises:
+        CheckError: naming ``what`` and each error (rule, configuration, key, line).
+    """
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        listed = "; ".join(
+            f"{f.rule} {f.config} {f.key}" + (f" line {f.line}" if f.line else "") for f in errors
+        )
+        raise CheckError(f"Failed to pass the configuration lint of {what}: {len(errors)} error(s): {listed}")
 
 
 FINDING_COLUMNS = ["severity", "rule", "config", "key", "line", "value", "problem", "fix"]

@@ -26,10 +26,11 @@ from helpers.checks.config_lint import (
     lint_configs,
     lint_files,
     lint_workbook,
+    require_no_errors,
     workbook_configs,
 )
 from helpers.cli import main
-from helpers.errors import ConfigLintError
+from helpers.errors import CheckError, ConfigLintError
 from helpers.params import load_params
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
@@ -183,6 +184,9 @@ def test_every_fixture_risk_and_nothing_else(findings: list[Finding]) -> None:
     frame = findings_frame(findings)
     assert list(frame["severity"].iloc[:1]) == ["error"] and frame["severity"].iloc[-1] == "warning"
     assert str(frame["line"].dtype) == "Int64"
+    with pytest.raises(CheckError, match="decimal-double msk-connect-mysql-ecomm.json .* line 28"):
+        require_no_errors(findings, "the fixtures")
+    require_no_errors([f for f in findings if f.severity == "warning"], "the warnings only")
 
 
 def test_the_corrected_fixtures_are_clean(tmp_path: Path) -> None:
