@@ -189,6 +189,14 @@ def test_every_fixture_risk_and_nothing_else(findings: list[Finding]) -> None:
     require_no_errors([f for f in findings if f.severity == "warning"], "the warnings only")
 
 
+def test_the_docs_list_every_rule_and_legacy_option() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "config-lint.md").read_text()
+    for rule in RULES.values():
+        assert f"| `{rule.rule_id}`" in docs and f"| {rule.severity}" in docs
+    for option in LEGACY_OPTIONS:
+        assert f"`{option.old.rstrip('.')}" in docs
+
+
 def test_the_corrected_fixtures_are_clean(tmp_path: Path) -> None:
     assert lint_files(_copy(tmp_path, fixed=True)) == []
 
