@@ -38,7 +38,9 @@ ConfigKind = Literal["debezium", "s3-sink", "hudi", "connect", "other"]
 MASK = "********"
 
 #: Words that make a key's value a secret (compared against the lower-cased key).
-_SECRET_WORDS = ("password", "passwd", "secret", "token", "credential", "jaas", "private")
+_SECRET_WORDS = (
+    "password", "passwd", "secret", "token", "credential", "jaas", "private", "user.info", "userinfo",
+)  # fmt: skip
 #: Key endings that name key material (``aws.access.key``, ``ssl.key``), not ``key.converter``.
 _SECRET_ENDINGS = (".key", "access.key.id", "apikey", "api.key", "key.id", "keystore.key")
 _PROVIDER_REF = re.compile(r"^\$\{[^}]+\}$")  # ${secretsmanager:id:password}: a reference, not a secret
@@ -113,8 +115,8 @@ def shown_value(key: str, value: str | None) -> str:
 def classify(settings: Mapping[str, Setting]) -> ConfigKind:
     """The kind of a configuration, from its ``connector.class`` or its ``hoodie.*`` keys."""
     connector = settings["connector.class"].value if "connector.class" in settings else ""
-    if connector.startswith("io.debezium.connector."):
-        return "debezium"
+    if connector.startswith("io.debezium.connector.") and not connector.endswith("SinkConnector"):
+        return "debezium"  # a source (the JDBC sink is another kind of connector)
     if "s3" in connector.lower() and "sink" in connector.lower():
         return "s3-sink"
     if any(k.startswith("hoodie.") for k in settings):
@@ -156,8 +158,9 @@ def _unescape(text: str, where: str) -> str:
         if nxt == "u":
             digits = text[i + 2 : i + 6]
             if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
+                # the escape's text is not echoed: it may be part of a password
                 raise ConfigLintError(
-                    f"Failed to parse {where}: malformed \\uXXXX escape {text[i : i + 6]!r}"
+                    f"Failed to parse {where}: a \\u escape needs four hex digits (\\uXXXX)"
                 )
             out.append(chr(int(digits, 16)))
             i += 6

@@ -206,11 +206,12 @@ LEGACY_OPTIONS: tuple[LegacyOption, ...] = (
                  ("mysql", "mariadb"), "warning"),
 )  # fmt: skip
 
-#: Values 3.x no longer accepts: (key, old value prefix) -> (replacement, what happens, engines).
-_LEGACY_VALUES: Mapping[tuple[str, str], tuple[str, str, tuple[str, ...]]] = {
-    ("snapshot.mode", "schema_only_recovery"): ("recovery", "3.x rejects the value", ()),
-    ("snapshot.mode", "schema_only"): ("no_data", "3.x rejects the value", ()),
-    ("plugin.name", "wal2json"): (
+#: Values 3.x no longer accepts: (key, old value, whole value or prefix) -> (replacement, what
+#: happens, engines).
+_LEGACY_VALUES: Mapping[tuple[str, str, bool], tuple[str, str, tuple[str, ...]]] = {
+    ("snapshot.mode", "schema_only", False): ("no_data", "3.x rejects the value", ()),
+    ("snapshot.mode", "schema_only_recovery", False): ("recovery", "3.x rejects the value", ()),
+    ("plugin.name", "wal2json", True): (
         "pgoutput",
         "3.x knows only pgoutput and decoderbufs: the connector does not start",
         ("postgresql",),
@@ -362,11 +363,10 @@ def _legacy_findings(config: LintConfig) -> list[Finding]:
                 )
             )
             break
-    for (key, old), (new, effect, engines) in _LEGACY_VALUES.items():
+    for (key, old, prefix), (new, effect, engines) in _LEGACY_VALUES.items():
         value = (config.get(key) or "").strip().lower()
-        if value.startswith(old) and (not engines or engine in engines):
-            if key == "snapshot.mode" and value not in (old, "schema_only", "schema_only_recovery"):
-                continue
+        matches = value.startswith(old) if prefix else value == old
+        if matches and (not engines or engine in engines):
             out.append(
                 _finding(
                     "legacy-option",
