@@ -2,6 +2,7 @@
 
 Commands: ``run`` (``--env aws``: EMR Studio notebook executions), ``stack start|stop|status``,
 ``status``, ``changes list|run NAME``, ``conformance [--short] [--only NAME] [--list]``,
+``lint-config [FILE...]`` (Debezium / Kafka Connect / DeltaStreamer configurations),
 ``package [--upload]``, ``cluster create|check`` (the EMR cluster) and ``lab [--port N]``
 (JupyterLab); :func:`main` is the entry point. Every command exits 0 on success, 1 when what it
 checks failed, 2 on bad input or set-up errors.
@@ -22,6 +23,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from helpers.checks import conformance
+from helpers.checks.config_lint import has_errors, lint_files, lint_workbook
 from helpers.deploy import emr
 from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
@@ -93,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.set_defaults(env="aws")
     cluster.add_argument("--apply", action="store_true", help="create: call RunJobFlow (default: a dry run)")
     cluster.add_argument("--cluster-id", help="check: the cluster j-... (default aws.emr.cluster_id)")
+    lint = sub.add_parser(
+        "lint-config", help="risky settings in Debezium, Kafka Connect and DeltaStreamer configurations"
+    )
+    lint.add_argument(
+        "files", nargs="*", type=Path, help="JSON or .properties files (none: the workbook's own for --env)"
+    )
+    _add_params_options(lint, ENVIRONMENTS)
     lab = sub.add_parser("lab", help="JupyterLab on notebooks/, on 127.0.0.1 with a new token")
     _add_params_options(lab, _LOCAL_ENVS)
     lab.add_argument("--state-dir", help="override params state_dir (the lab's files go to <state_dir>/lab)")
@@ -217,6 +226,28 @@ def _cluster(args: argparse.Namespace) -> int:
     return 0 if all(f.passed for f in findings) else 1
 
 
+def _lint_config(args: argparse.Namespace) -> int:
+    if args.files:
+        findings = lint_files(args.files)
+        what = f"{len(args.files)} file(s)"
+    else:
+        params = load_params(args.env, overrides=parse_overrides(args.set), check_placeholders=False)
+        findings = lint_workbook(params)
+        what = f"the workbook's own configurations ({args.env})"
+    rows = [[f.severity, f.rule, f.config, f.key, f.line or "-", f.value, f.problem, f.fix] for f in findings]
+    if rows:
+        print(
+            tabulate(
+                rows,
+                headers=["severity", "rule", "config", "key", "line", "value", "what goes wrong", "fix"],
+                maxcolwidths=[None, None, 30, 36, None, 30, 50, 40],
+            )
+        )
+    errors = sum(f.severity == "error" for f in findings)
+    print(f"{what}: {errors} error(s), {len(findings) - errors} warning(s)")
+    return 1 if has_errors(findings) else 0
+
+
 def _lab(args: argparse.Namespace) -> int:
     return run_lab(lab_dir(_params(args)), port=args.port)
 
@@ -234,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "package": _package,
         "cluster": _cluster,
         "lab": _lab,
+        "lint-config": _lint_config,
     }
     if args.command == "status":
         args.action = "status"

@@ -34,6 +34,7 @@ __all__ = [
     "PackageError",
     "LabError",
     "BrowserError",
+    "ConfigLintError",
 ]
 
 
@@ -143,3 +144,7 @@ class LabError(WorkbookError):
 
 class BrowserError(WorkbookError):
     """Headless Chromium could not be started or driven over the DevTools protocol."""
+
+
+class ConfigLintError(WorkbookError):
+    """A configuration file given to the linter cannot be read or parsed (names file and line)."""

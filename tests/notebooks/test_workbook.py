@@ -113,6 +113,14 @@ def test_01_counts_equal_generator_and_database(
     assert {r.topic: int(r.source_rows) for r in counted.itertuples()} == by_topic
 
 
+def test_02_config_lint_finds_no_error(first_run: RunResult) -> None:
+    """Notebook 02 linted the workbook's own connectors and Silver settings: no error-severity
+    finding (the notebook stops on one; this checks the saved table agrees)."""
+    lint = pd.read_csv(first_run.run_dir / "02_config_lint.csv")
+    assert list(lint.columns[:4]) == ["severity", "rule", "config", "key"]
+    assert "error" not in set(lint["severity"]), lint
+
+
 def test_01_preflight_all_pass(first_run: RunResult) -> None:
     """Every CDC check passed; each engine's key settings are among the checks."""
     preflight = pd.read_csv(first_run.run_dir / "01_preflight.csv")
