@@ -151,6 +151,8 @@ class RegistryParams(_Strict):
     (:mod:`helpers.capture.registry`), whose Confluent-compatible API (``/apis/ccompat/v7``) the
     Avro converter, Hudi's Kafka sources and the Python readers use."""
 
+    #: started and stopped with the local stack (``./workbook stack``); the local-kafka profile sets it
+    enabled: bool = False
     port: Annotated[int, Field(ge=1024, le=65535)] = 18081  # the REST APIs (v3, v2, ccompat)
     management_port: Annotated[int, Field(ge=1024, le=65535)] = 19081  # health checks only
     heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"

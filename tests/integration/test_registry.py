@@ -23,6 +23,7 @@ from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_p
 from helpers.capture.wire import MAGIC_BYTE, WireCodec, split_message
 from helpers.errors import SchemaRegistryError, StackError
 from helpers.params import load_params
+from helpers.pipeline import pipeline_status, start_stack, stop_all
 from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -54,11 +55,15 @@ def _port() -> int:
 
 @pytest.fixture(scope="module")
 def registry(stack_factory: Callable[..., Any]) -> Iterator[LocalRegistry]:
-    overrides = {"local.registry.port": _port(), "local.registry.management_port": _port()}
+    overrides = {
+        "local.registry.enabled": True,
+        "local.registry.port": _port(),
+        "local.registry.management_port": _port(),
+    }
     with stack_factory("wb-reg-", overrides) as stack:
         server = LocalRegistry(stack.params)
         try:
-            server.start()
+            start_stack(stack.params)  # what ./workbook stack start runs
             yield server
         finally:
             server.stop()
@@ -202,6 +207,22 @@ def test_converter_plugin_holds_the_avro_converter() -> None:
     assert holders == ["apicurio-registry-utils-converter-2.5.11.Final.jar"]
 
 
+def test_stack_status_and_stop_include_the_enabled_registry(registry: LocalRegistry) -> None:
+    """With local.registry.enabled, ./workbook stack status lists the registry running, and stack
+    stop (stop_all) stops it together with the servers its storage lives in."""
+    servers = pipeline_status(registry.params)["servers"].set_index("server")
+    assert servers.loc["registry", "state"] == "running"
+    assert servers.loc["registry", "port"] == registry.settings.port
+    statuses = {s.server: s.state for s in stop_all(registry.params)}
+    assert statuses == {
+        "postgres": "stopped",
+        "mariadb": "stopped",
+        "metastore": "stopped",
+        "registry": "stopped",
+    }
+    assert registry.pid() is None and not registry.ready()
+
+
 def test_a_registry_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
     """A heap too small for the server: start fails with 'Failed to start the schema registry'
     and the log's error (the JVM's OutOfMemoryError), and leaves no process or pid file behind."""
@@ -218,7 +239,8 @@ def test_a_registry_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None
     )
     server = LocalRegistry(params)
     with pytest.raises(
-        StackError, match=r"(?s)Failed to start the schema registry on http://127.0.0.1:\d+.*\n.*OutOfMemoryError"
+        StackError,
+        match=r"(?s)Failed to start the schema registry on http://127.0.0.1:\d+.*\n.*OutOfMemoryError",
     ):
         server.start()
     assert server.pid() is None and not (server.home / "registry.pid").exists()
