@@ -187,6 +187,22 @@ class LocalRegistry:
         """The Confluent-compatible API (what a Confluent client calls ``schema.registry.url``)."""
         return f"{self.url}/apis/ccompat/v7"
 
+    def converter_settings(self, prefix: str = "") -> dict[str, str]:
+        """Settings of Apicurio's Connect converter (:data:`CONVERTER_CLASS`) for this registry,
+        each key behind ``prefix`` (e.g. ``"value.converter."`` in a connector's configuration).
+
+        The 2.5.11.Final plugin calls the v2 API; ``as-confluent`` with ``use-id=contentId``
+        makes it write the Confluent wire format with the ids the ccompat API serves, under
+        the subject ``<topic>-value`` (``-key``). Nothing here is secret.
+        """
+        settings = {
+            "apicurio.registry.url": f"{self.url}/apis/registry/v2",
+            "apicurio.registry.auto-register": "true",
+            "apicurio.registry.as-confluent": "true",
+            "apicurio.registry.use-id": "contentId",
+        }
+        return {f"{prefix}{key}": value for key, value in settings.items()}
+
     @property
     def health_url(self) -> str:
         """Readiness (management interface): 200 with ``"status": "UP"`` once storage is usable."""

