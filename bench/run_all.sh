@@ -18,5 +18,8 @@ echo
 echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO"
 "$py" bench/bench_upsert.py
 echo
+echo "== bench/bench_compare.py: comparing a 172,000-row table, vectorised vs row by row"
+"$py" bench/bench_compare.py
+echo
 echo "== bench/bench_timetravel.py: as-of reads, the official Rust reader vs the official Spark datasource"
 "$py" bench/bench_timetravel.py
