@@ -18,6 +18,9 @@ echo
 echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO"
 "$py" bench/bench_upsert.py
 echo
+echo "== bench/bench_workbook.py: the whole workbook at full scale, first run and re-run, with peak memory"
+"$py" bench/bench_workbook.py
+echo
 echo "== bench/bench_compare.py: comparing a 172,000-row table, vectorised vs row by row"
 "$py" bench/bench_compare.py
 echo
