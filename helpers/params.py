@@ -348,6 +348,9 @@ class SilverParams(_Strict):
 
     tables: tuple[SilverTableParams, ...] = ()
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    #: the continuous job's Spark driver memory (its rounds are small: at most
+    #: ``max_files_per_round`` files per table); notebooks use ``spark.driver_memory``
+    job_driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1536m"
     #: catalog database Hudi's Hive sync registers the tables in (local metastore, or Glue on
     #: EMR); empty: ``<project>_cdc_hudi``
     database: str = ""

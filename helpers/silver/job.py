@@ -136,7 +136,10 @@ def run(directory: Path) -> int:
         "error": None,
     }
     write_status(directory, status)
-    spark = build_spark_session(params, app_name="workbook-silver-job")
+    job_spark = params.spark.model_copy(update={"driver_memory": params.silver.job_driver_memory})
+    spark = build_spark_session(
+        params.model_copy(update={"spark": job_spark}), app_name="workbook-silver-job"
+    )
     store = bronze_store(params)
     status["state"] = "RUNNING"
     interval = params.silver.min_interval_s
