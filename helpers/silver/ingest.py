@@ -70,6 +70,7 @@ __all__ = [
     "IngestResult",
     "ingest_all",
     "ingest_table",
+    "ingest_tables",
     "lake_uri",
 ]
 
@@ -275,35 +276,45 @@ def ingest_table(
     )
 
 
-def ingest_all(
-    params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None, s3: Any = None
-) -> pd.DataFrame:
-    """:func:`ingest_table` for every configured table (or those named), ``silver.parallel_tables``
-    at a time (each holds its own table's lock; Spark runs their jobs side by side); one row per
-    table, in the configured order.
+def ingest_tables(
+    params: WorkbookParams, tables: Sequence[SilverTableParams], *, spark: Any = None, s3: Any = None
+) -> list[IngestResult]:
+    """:func:`ingest_table` for each of ``tables``, ``silver.parallel_tables`` at a time (each
+    holds its own table's lock; Spark runs their jobs side by side); results in the given order.
 
     Raises:
         HudiError: the first table's error, after the other tables' rounds finished.
     """
-
-    tables = [t for t in params.silver.tables if names is None or t.name in names]
     if spark is None and tables:
         spark = build_spark_session(params)
     workers = max(1, min(params.silver.parallel_tables, len(tables)))
     if workers == 1:
-        return pd.DataFrame([ingest_table(params, t, spark=spark, s3=s3).__dict__ for t in tables])
+        return [ingest_table(params, t, spark=spark, s3=s3) for t in tables]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
         futures = [pool.submit(ingest_table, params, t, spark=spark, s3=s3) for t in tables]
         results = []
         first_error: BaseException | None = None
         for future in futures:
             try:
-                results.append(future.result().__dict__)
+                results.append(future.result())
             except BaseException as exc:  # noqa: BLE001 - re-raised once every table finished
                 first_error = first_error or exc
     if first_error is not None:
         raise first_error
-    return pd.DataFrame(results)
+    return results
+
+
+def ingest_all(
+    params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None, s3: Any = None
+) -> pd.DataFrame:
+    """:func:`ingest_tables` for every configured table (or those named); one row per table, in
+    the configured order.
+
+    Raises:
+        HudiError: the first table's error, after the other tables' rounds finished.
+    """
+    tables = [t for t in params.silver.tables if names is None or t.name in names]
+    return pd.DataFrame([r.__dict__ for r in ingest_tables(params, tables, spark=spark, s3=s3)])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from helpers.checks.conformance.model import (
     wait_for_bronze,
 )
 from helpers.poll import wait_until
-from helpers.silver.ingest import ingest_table
+from helpers.silver.ingest import ingest_tables
 from helpers.sources.connect import connect
 
 __all__ = ["check_tombstones", "redeliver", "shuffled_delivery", "snapshot_handover"]
@@ -123,8 +123,8 @@ def shuffled_delivery(ctx: ScenarioContext, target: Target, change: Callable[[],
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
                 os.utime(dest, (stamp, stamp))
-            for table in target.variants():
-                r = ingest_table(sparams, table)
+            variants = target.variants()
+            for table, r in zip(variants, ingest_tables(sparams, variants), strict=True):
                 files_n, events_n = taken.get(table.name, (0, 0))
                 taken[table.name] = (files_n + r.files, events_n + r.events)
 
@@ -203,8 +203,9 @@ def snapshot_handover(
         if errors:
             raise errors[0]
         wait_for_bronze(ctx.params, target, bronze_root=scratch / "bronze", timeout_s=180)
-        for table in target.variants():
-            ctx.ingested.setdefault(table.name, []).append(ingest_table(sparams, table))
+        variants = target.variants()
+        for table, result in zip(variants, ingest_tables(sparams, variants), strict=True):
+            ctx.ingested.setdefault(table.name, []).append(result)
         ctx.notes.append(f"{len(written)} change(s) made while the fresh connector started and snapshotted")
         ctx.cparams = sparams
         ctx.bronze_root = scratch / "bronze"

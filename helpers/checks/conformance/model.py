@@ -20,7 +20,7 @@ from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
-from helpers.silver.ingest import ingest_table
+from helpers.silver.ingest import ingest_tables
 from helpers.silver.tombstones import tombstone_folder
 from helpers.sources.connect import connect, max_value
 
@@ -270,6 +270,6 @@ class ScenarioContext:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
                 self._mirror(target)
-            for table in target.variants():
-                result = ingest_table(self.cparams, table)
+            variants = target.variants()
+            for table, result in zip(variants, ingest_tables(self.cparams, variants), strict=True):
                 self.ingested.setdefault(table.name, []).append(result)
