@@ -12,7 +12,7 @@ from pathlib import Path
 from helpers.errors import JarsMissingError
 from helpers.params import project_root
 
-__all__ = ["JARS_DIR", "MANIFEST", "manifest", "project_jars"]
+__all__ = ["JARS_DIR", "MANIFEST", "connect_plugin_dirs", "jar_tree", "manifest", "project_jars"]
 
 #: Where the set-up puts the jars (relative to the project root; git-ignored).
 JARS_DIR = ".jars"
@@ -20,16 +20,82 @@ JARS_DIR = ".jars"
 MANIFEST = Path("scripts") / "jars.tsv"
 
 
-def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """``(coordinates, jar file name, sha256)`` of the manifest's entries in ``sets``, in order."""
+def _rows(sets: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
     for line in (project_root() / MANIFEST).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        group_set, coords, sha = line.split("\t")
+        group_set, coords, third = line.split("\t")
         if group_set in sets:
-            _group, artifact, version = coords.split(":")
-            out.append((coords, f"{artifact}-{version}.jar", sha))
+            out.append((coords, third))
+    return out
+
+
+def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """``(coordinates, jar file name, sha256)`` of the manifest's single jars in ``sets``, in order
+    (dependency trees and plugin archives: :func:`jar_tree`, :func:`connect_plugin_dirs`)."""
+    out = []
+    for coords, sha in _rows(sets):
+        parts = coords.split(":")
+        if len(parts) == 3:
+            out.append((coords, f"{parts[1]}-{parts[2]}.jar", sha))
+    return out
+
+
+def _setup_hint(sets: tuple[str, ...]) -> str:
+    extra = [s for s in sets if s not in ("spark", "metastore")]
+    command = "./workbook setup"
+    if extra:
+        command += f" {' '.join(extra)}"
+    return command
+
+
+def jar_tree(name: str, set_name: str) -> list[Path]:
+    """The jars of the dependency tree ``scripts/poms/<name>.xml`` (set ``set_name``), as copied
+    into ``.jars/<name>/`` and pinned in the tree's ``.sha256`` file.
+
+    Raises:
+        JarsMissingError: naming the missing jars and the set-up command that fetches them.
+    """
+    rows = [third for coords, third in _rows((set_name,)) if coords == f"tree:scripts/poms/{name}.xml"]
+    if not rows:
+        raise JarsMissingError(f"Failed to find the jar tree {name!r} in set {set_name!r} of {MANIFEST}")
+    folder = project_root() / JARS_DIR / name
+    names = [
+        line.split()[-1].lstrip("*")
+        for line in (project_root() / rows[0]).read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise JarsMissingError(
+            f"Failed to find {len(missing)} jar(s) of the {name} tree in {folder} (e.g. {missing[0]}): "
+            f"run {_setup_hint((set_name,))}, which fetches them from Maven Central and checks them "
+            f"against {rows[0]}"
+        )
+    return [folder / n for n in names]
+
+
+def connect_plugin_dirs(set_name: str) -> dict[str, Path]:
+    """Per plugin artifact (``debezium-connector-postgres``), the folder its archive was unpacked
+    into (``.jars/connect-plugins/<artifact>-<version>``): one entry of a Connect ``plugin.path``.
+
+    Raises:
+        JarsMissingError: when an archive of the set was not unpacked yet (naming the set-up command).
+    """
+    out = {}
+    for coords, sha in _rows((set_name,)):
+        parts = coords.split(":")
+        if len(parts) != 5 or parts[3:] != ["tar.gz", "plugin"]:
+            continue
+        folder = project_root() / JARS_DIR / "connect-plugins" / f"{parts[1]}-{parts[2]}"
+        stamp = folder / ".sha256"
+        if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != sha:
+            raise JarsMissingError(
+                f"Failed to find the Connect plugin {coords} in {folder}: run {_setup_hint((set_name,))}, "
+                "which fetches it from Maven Central, checks it against scripts/jars.tsv and unpacks it"
+            )
+        out[parts[1]] = folder
     return out
 
 
@@ -43,12 +109,8 @@ def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
     wanted = manifest(sets)
     missing = [coords for coords, name, _ in wanted if not (folder / name).is_file()]
     if missing:
-        extra = [s for s in sets if s not in ("spark", "metastore")]
-        command = "./workbook setup"
-        if extra:
-            command += f" and bash scripts/fetch_jars.sh {' '.join(extra)}"
         raise JarsMissingError(
-            f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {command}, which fetches "
+            f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {_setup_hint(sets)}, which fetches "
             "them from Maven Central and checks them against scripts/jars.tsv"
         )
     return [folder / name for _, name, _ in wanted]
