@@ -28,11 +28,10 @@ from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
 from helpers.lab import lab_dir, run_lab
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
-from helpers.pipeline import ensure_pipeline, pipeline_status, stop_all
+from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, stop_all
 from helpers.proc import ServerStatus
 from helpers.runner import run_workbook
 from helpers.sources import changes
-from helpers.sources.local.stack import LocalStack
 
 __all__ = ["build_parser", "main"]
 
@@ -128,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
 def _stack(args: argparse.Namespace) -> int:
     params = _params(args)
     if args.action == "start":
-        print(_servers(LocalStack(params).start()))
+        print(_servers(start_servers(params)))
     elif args.action == "stop":
         print(_servers(stop_all(params)))
     else:

@@ -110,7 +110,7 @@ def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
     missing = [coords for coords, name, _ in wanted if not (folder / name).is_file()]
     if missing:
         raise JarsMissingError(
-            f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {_setup_hint(sets)}, which fetches "
-            "them from Maven Central and checks them against scripts/jars.tsv"
+            f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {_setup_hint(sets)}, "
+            "which fetches them from Maven Central and checks them against scripts/jars.tsv"
         )
     return [folder / name for _, name, _ in wanted]

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.capture.backends import stop_all_workers
+from helpers.capture.kafka import LocalKafka
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.errors import ParamsError
@@ -21,7 +22,37 @@ from helpers.silver.job import SilverJob, pending_lag
 from helpers.sources.api import LocalSources
 from helpers.sources.local.stack import LocalStack
 
-__all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "stop_all"]
+__all__ = [
+    "PipelineStatus",
+    "ensure_pipeline",
+    "pipeline_status",
+    "server_statuses",
+    "start_servers",
+    "stop_all",
+]
+
+
+def start_servers(params: WorkbookParams) -> list[ServerStatus]:
+    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore, plus, when the
+    capture backend is ``kafka_connect`` with the local worker, the Kafka broker and Connect worker.
+
+    Returns:
+        The status of every server.
+    """
+    statuses = LocalStack(params).start()
+    if _local_kafka(params):
+        statuses += LocalKafka(params).start()
+    return statuses
+
+
+def server_statuses(params: WorkbookParams) -> list[ServerStatus]:
+    """The status of every local server of the parameters (read only)."""
+    kafka = LocalKafka(params).status() if _local_kafka(params) else []
+    return LocalStack(params).status() + kafka
+
+
+def _local_kafka(params: WorkbookParams) -> bool:
+    return params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
 
 
 def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
@@ -36,7 +67,7 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     """
     if params.environment == "aws":
         raise ParamsError("Failed to start the local pipeline: the aws environment has no local servers")
-    LocalStack(params).start()
+    start_servers(params)
     sources = LocalSources(params)
     sources.load_sample_data()
     sources.enable_cdc()
@@ -45,14 +76,16 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 
 
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
-    """Stop the Silver job, then the capture workers, then the metastore and both servers.
+    """Stop the Silver job, then the capture workers (the Kafka Connect worker and broker of the
+    ``kafka_connect`` backend), then the metastore and both servers.
 
     Returns:
         The status of every server afterwards.
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
-    return LocalStack(params).stop()
+    kafka = LocalKafka(params).stop() if _local_kafka(params) else []
+    return kafka + LocalStack(params).stop()
 
 
 class PipelineStatus(dict[str, pd.DataFrame]):
@@ -78,7 +111,10 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     servers = pd.DataFrame(
         [
             {"server": s.server, "state": s.state, "pid": s.pid, "port": s.port, "version": s.version}
-            for s in LocalStack(params).status()
+            for s in [
+                *LocalStack(params).status(),
+                *(LocalKafka(params).status() if _local_kafka(params) else []),
+            ]
         ]
     )
     backend = open_backend(params)
