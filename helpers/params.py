@@ -283,7 +283,7 @@ class KafkaConnectParams(_Strict):
     url: str = "http://localhost:8083"
     bootstrap_servers: str = ""
     converter: str = "org.apache.kafka.connect.json.JsonConverter"
-    mariadb_connector: Literal["mariadb", "mysql"] = "mariadb"
+    mariadb_connector: Literal["mariadb", "mysql"] = "mysql"
 
 
 class MskConnectParams(_Strict):

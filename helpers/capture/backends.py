@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ __all__ = [
     "EmbeddedBackend",
     "KafkaConnectRestBackend",
     "MskConnectBackend",
+    "scrub_secrets",
     "stop_all_workers",
+    "trace_summary",
     "wait_until_running",
 ]
 
@@ -319,6 +322,7 @@ class KafkaConnectRestBackend:
                 message = response.json().get("message", response.text)
             except ValueError:
                 message = response.text
+            message = scrub_secrets(message)
             raise CaptureError(
                 f"Failed to {method} {path} on Kafka Connect ({response.status_code}): {message}"
             )
@@ -338,7 +342,7 @@ class KafkaConnectRestBackend:
             return ConnectorStatus(name, "UNASSIGNED", (body or {}).get("message", "not found"))
         states = [body["connector"]["state"]] + [t["state"] for t in body.get("tasks", [])]
         traces = [t.get("trace") for t in [body["connector"], *body.get("tasks", [])] if t.get("trace")]
-        error = traces[0].strip().splitlines()[0] if traces else None
+        error = scrub_secrets(trace_summary(traces[0])) if traces else None
         if "FAILED" in states:
             state = "FAILED"
         elif not body.get("tasks"):
@@ -361,6 +365,27 @@ class KafkaConnectRestBackend:
 
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/connectors/{name}", ok=(200, 204, 404))
+
+
+def trace_summary(trace: str) -> str:
+    """A Java stack trace's first line plus its root cause (the last ``Caused by:``), where the
+    database's own message usually is."""
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by:")]
+    return lines[0] if not causes or causes[-1] == lines[0] else f"{lines[0]} (caused by {causes[-1]})"
+
+
+_SECRET_VALUE = re.compile(r"((?:password|secret)[\w.]*\s*[=:]\s*)([^,}\s]+)", re.IGNORECASE)
+
+
+def scrub_secrets(message: str) -> str:
+    """``message`` with the value of every ``...password=...`` / ``...secret=...`` pair masked.
+
+    Kafka Connect resolves config-provider references before some of its error messages: a
+    configuration refused for having no connector class comes back with every value resolved,
+    the password included. Nothing the worker says is shown or raised unscrubbed.
+    """
+    return _SECRET_VALUE.sub(r"\1********", message)
 
 
 # ------------------------------------------------------------------------------- MSK Connect
