@@ -298,11 +298,14 @@ class KafkaConnectRestBackend:
         url: worker URL, e.g. ``http://connect:8083``.
         session: a ``requests.Session`` (auth, TLS) or ``None`` for a plain one.
         timeout_s: per-request timeout.
+        start_worker: called before a registration (the local-kafka profile starts its broker and
+            worker there, idempotently); ``None`` for a worker someone else runs.
     """
 
     url: str
     session: Any = None
     timeout_s: float = 30.0
+    start_worker: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         if self.session is None:
@@ -332,6 +335,8 @@ class KafkaConnectRestBackend:
 
     def create_or_update(self, spec: ConnectorSpec) -> None:
         """``PUT /connectors/{name}/config`` (creates or updates; the name is in the path)."""
+        if self.start_worker is not None:
+            self.start_worker()
         config = {k: v for k, v in spec.config.items() if k != "name"}
         self._call("PUT", f"/connectors/{spec.name}/config", config)
 

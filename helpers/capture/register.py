@@ -27,7 +27,7 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
-from helpers.capture.kafka import bootstrap_servers, connect_url, secret_reference
+from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url, secret_reference
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
@@ -170,7 +170,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                 )
             )
     if kafka_connect:
-        specs = [_with_converter(s, params.capture.kafka_connect.converter) for s in specs]
+        specs = [_for_kafka_connect(s, params) for s in specs]
     return specs
 
 
@@ -186,8 +186,17 @@ def _schema_history(params: WorkbookParams, name: str) -> dict[str, str]:
     return {"schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory"}
 
 
-def _with_converter(spec: ConnectorSpec, converter: str) -> ConnectorSpec:
-    config = {**spec.config, "key.converter": converter, "value.converter": converter}
+def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> ConnectorSpec:
+    """The converter of the parameters, and bounded retries: Debezium retries a refused login for
+    ever by default, its connector RUNNING all the while; after ``max_retries`` it is FAILED with
+    the database's message."""
+    kc = params.capture.kafka_connect
+    config = {
+        **spec.config,
+        "key.converter": kc.converter,
+        "value.converter": kc.converter,
+        "errors.max.retries": str(kc.max_retries),
+    }
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
 
@@ -203,7 +212,10 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
             max_batch_size=cap.max_batch_size,
         )
     if cap.backend == "kafka_connect":
-        return KafkaConnectRestBackend(connect_url(params))
+        local = not cap.kafka_connect.url  # the local-kafka profile's own worker
+        return KafkaConnectRestBackend(
+            connect_url(params), start_worker=LocalKafka(params).start if local else None
+        )
     if cap.msk_connect is None or params.aws is None:
         raise CaptureError("Failed to open MSK Connect: set capture.msk_connect and aws in the parameters")
     import boto3

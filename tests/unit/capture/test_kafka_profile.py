@@ -35,6 +35,7 @@ def test_the_overlay_selects_the_local_worker_on_its_own_ports(tmp_path: Path) -
     assert bootstrap_servers(params) == "127.0.0.1:19092"
     backend = open_backend(params)
     assert isinstance(backend, KafkaConnectRestBackend) and backend.url == "http://127.0.0.1:18083"
+    assert backend.start_worker is not None  # registering starts the local broker and worker
     ports = lambda p: {  # noqa: E731
         p.local.postgres.port,
         p.local.mariadb.port,
@@ -49,6 +50,8 @@ def test_the_overlay_selects_the_local_worker_on_its_own_ports(tmp_path: Path) -
         assert not (ports(load_params(other)) - {19092, 19093, 18083}) & mine
     named = load_params("local-kafka", {"capture.kafka_connect.url": "http://connect:8083"})
     assert connect_url(named) == "http://connect:8083"
+    remote = open_backend(named)
+    assert isinstance(remote, KafkaConnectRestBackend) and remote.start_worker is None
 
 
 def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kafka_history(
@@ -70,6 +73,7 @@ def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kaf
     assert ecomm["schema.history.internal"] == "io.debezium.storage.kafka.history.KafkaSchemaHistory"
     assert ecomm["schema.history.internal.kafka.bootstrap.servers"] == "127.0.0.1:19092"
     assert ecomm["schema.history.internal.kafka.topic"] == "tickit-ecomm.schema-history"
+    assert {s.config["errors.max.retries"] for s in specs.values()} == {"3"}
     maria = load_params(
         "local-kafka",
         overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.mariadb_connector": "mariadb"},
