@@ -278,16 +278,12 @@ class KafkaConnectParams(_Strict):
         converter: key and value converter of the connectors (the Bronze sink reads what it writes).
         mariadb_connector: which Debezium connector captures a MariaDB source: ``mariadb`` (its own
             connector) or ``mysql``.
-        max_retries: Debezium's ``errors.max.retries``: how often a connector retries a failed
-            connection (about 10 s apart) before it turns FAILED; -1 retries for ever, RUNNING
-            all the while (Debezium's default).
     """
 
     url: str = "http://localhost:8083"
     bootstrap_servers: str = ""
     converter: str = "org.apache.kafka.connect.json.JsonConverter"
     mariadb_connector: Literal["mariadb", "mysql"] = "mysql"
-    max_retries: Annotated[int, Field(ge=-1)] = 3
 
 
 class MskConnectParams(_Strict):

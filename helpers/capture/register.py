@@ -187,16 +187,9 @@ def _schema_history(params: WorkbookParams, name: str) -> dict[str, str]:
 
 
 def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> ConnectorSpec:
-    """The converter of the parameters, and bounded retries: Debezium retries a refused login for
-    ever by default, its connector RUNNING all the while; after ``max_retries`` it is FAILED with
-    the database's message."""
-    kc = params.capture.kafka_connect
-    config = {
-        **spec.config,
-        "key.converter": kc.converter,
-        "value.converter": kc.converter,
-        "errors.max.retries": str(kc.max_retries),
-    }
+    """The key and value converter of the parameters (``capture.kafka_connect.converter``)."""
+    converter = params.capture.kafka_connect.converter
+    config = {**spec.config, "key.converter": converter, "value.converter": converter}
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
 
@@ -262,7 +255,7 @@ def stop_connectors(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -
 
 
 def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
-    """One row per connector and table: state, snapshot rows so far, events, error."""
+    """One row per connector and table: state, worker, snapshot rows so far, events, error."""
     rows = []
     for spec in specs:
         st = backend.status(spec.name)
@@ -274,6 +267,8 @@ def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpe
                     "table": table,
                     "topic": topic,
                     "state": st.state,
+                    # Kafka Connect: the worker running it (host:port); embedded: the worker's pid
+                    "worker": st.details.get("worker") or st.details.get("pid"),
                     "snapshot_rows": snap.get(topic.split(".", 1)[-1], 0),
                     "events": st.details.get("events"),
                     "error": st.error,

@@ -73,7 +73,6 @@ def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kaf
     assert ecomm["schema.history.internal"] == "io.debezium.storage.kafka.history.KafkaSchemaHistory"
     assert ecomm["schema.history.internal.kafka.bootstrap.servers"] == "127.0.0.1:19092"
     assert ecomm["schema.history.internal.kafka.topic"] == "tickit-ecomm.schema-history"
-    assert {s.config["errors.max.retries"] for s in specs.values()} == {"3"}
     maria = load_params(
         "local-kafka",
         overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.mariadb_connector": "mariadb"},
