@@ -30,6 +30,7 @@ from typing import Any
 import requests
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
+from kafka.serializer import Deserializer
 
 from helpers.errors import CaptureError, JarsMissingError, StackError, WaitTimeoutError
 from helpers.jars import connect_plugin_dirs, jar_tree
@@ -40,6 +41,7 @@ from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "CONNECTOR_CLASSES",
+    "JsonDeserializer",
     "KAFKA_VERSION",
     "LocalKafka",
     "connect_url",
@@ -491,8 +493,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[d
         enable_auto_commit=False,
         group_id=None,
         request_timeout_ms=10_000,
-        key_deserializer=_json_or_none,
-        value_deserializer=_json_or_none,
+        key_deserializer=JsonDeserializer(),
+        value_deserializer=JsonDeserializer(),
     )
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
@@ -524,5 +526,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[d
         consumer.close()
 
 
-def _json_or_none(data: bytes | None) -> Any:
-    return None if data is None else json.loads(data)
+class JsonDeserializer(Deserializer):  # type: ignore[misc]
+    """JSON record keys and values (what Kafka's ``JsonConverter`` writes); ``None`` for a null."""
+
+    def deserialize(self, topic: str, headers: Any, data: bytes | None) -> Any:
+        return None if data is None else json.loads(data)
