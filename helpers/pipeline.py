@@ -10,11 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.capture.backends import stop_all_workers
+from helpers.capture.backends import ConnectorStatus, stop_all_workers
 from helpers.capture.kafka import LocalKafka
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
-from helpers.errors import ParamsError
+from helpers.errors import CaptureError, ParamsError
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
@@ -121,7 +121,10 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     connectors = []
     for source in params.sources:
         name = connector_name(params, source)
-        st = backend.status(name)
+        try:
+            st = backend.status(name)
+        except CaptureError as exc:  # a Kafka Connect worker that is down: say so, show the rest
+            st = ConnectorStatus(name, "UNKNOWN", str(exc))
         resumes = stored_position(params, name)
         connectors.append(
             {

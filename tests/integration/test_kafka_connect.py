@@ -540,12 +540,16 @@ def test_kill_9_of_the_broker_then_a_restart_loses_no_event(world: KafkaWorld) -
 
 def test_stack_stop_and_start_bring_the_broker_and_worker_down_and_back(world: KafkaWorld) -> None:
     """``./workbook stack stop`` (``pipeline.stop_all``) stops the worker and the broker with the
-    servers; ``stack start`` (``pipeline.start_servers``) brings all back, the connectors resume
+    servers, and ``stack status`` still answers (connectors UNKNOWN, naming the unreachable
+    worker); ``stack start`` (``pipeline.start_servers``) brings all back, the connectors resume
     from their offsets and a row inserted afterwards arrives; ``stack status`` lists both."""
     params = world.params
     stopped = {s.server: s.state for s in stop_all(params)}
     assert stopped["kafka"] == stopped["kafka-connect"] == "stopped"
     assert stopped["postgres"] == stopped["mariadb"] == "stopped"
+    down = pipeline_status(params)["connectors"]  # status still answers, naming the worker it cannot reach
+    assert set(down["state"]) == {"UNKNOWN"}
+    assert all("Failed to reach Kafka Connect" in e for e in down["error"])
     started = {s.server: s.state for s in start_servers(params)}
     assert started["kafka"] == started["kafka-connect"] == "running"
     rows = pipeline_status(params)["servers"]
