@@ -3,7 +3,8 @@
 #   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
 #   * a project-local virtual environment in .venv with the package and its dev extras;
 #   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
-#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh).
+#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh); the sets
+#     in WORKBOOK_JAR_SETS (./workbook adds kafka for --env local-kafka, setup kafka and test).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail
