@@ -251,9 +251,11 @@ class LocalKafka:
 
     def _broker_answers(self) -> bool:
         try:
-            consumer = KafkaConsumer(
+            consumer = KafkaConsumer(  # one short probe: kafka-python waits 30 s to bootstrap by default
                 bootstrap_servers=self.bootstrap,
+                bootstrap_timeout_ms=2000,
                 request_timeout_ms=3000,
+                reconnect_backoff_max_ms=500,
                 connections_max_idle_ms=5000,
             )
         except KafkaError:
