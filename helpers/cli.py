@@ -30,7 +30,7 @@ from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
 from helpers.lab import lab_dir, run_lab
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
-from helpers.pipeline import ensure_pipeline, pipeline_status, start_stack, stop_all
+from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, stop_all
 from helpers.proc import ServerStatus
 from helpers.runner import run_workbook
 from helpers.sources import changes
@@ -136,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
 def _stack(args: argparse.Namespace) -> int:
     params = _params(args)
     if args.action == "start":
-        print(_servers(start_stack(params)))
+        print(_servers(start_servers(params)))
     elif args.action == "stop":
         print(_servers(stop_all(params)))
     else:

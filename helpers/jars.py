@@ -3,8 +3,6 @@
 ``scripts/fetch_jars.sh`` (run by ``./workbook setup``, ``run`` and ``test``) downloads them from
 Maven Central with Maven and checks each against its SHA-256; this module only finds them, so
 that a missing jar fails with the command that fetches it instead of a JVM class-loading error.
-An entry with a packaging (``group:artifact:version:tar.gz[:classifier]``) is an archive that the
-set-up unpacks into a folder of ``.jars/`` (:func:`project_archive`).
 """
 
 from __future__ import annotations
@@ -14,7 +12,17 @@ from pathlib import Path
 from helpers.errors import JarsMissingError
 from helpers.params import project_root
 
-__all__ = ["ARCHIVE_STAMP", "JARS_DIR", "MANIFEST", "manifest", "project_archive", "project_jars"]
+__all__ = [
+    "ARCHIVE_STAMP",
+    "JARS_DIR",
+    "MANIFEST",
+    "archives",
+    "connect_plugin_dirs",
+    "jar_tree",
+    "manifest",
+    "project_archive",
+    "project_jars",
+]
 
 #: Where the set-up puts the jars (relative to the project root; git-ignored).
 JARS_DIR = ".jars"
@@ -24,43 +32,100 @@ MANIFEST = Path("scripts") / "jars.tsv"
 ARCHIVE_STAMP = ".sha256"
 
 
-def _local_name(coords: str) -> str:
-    """The name in ``.jars/``: ``<artifact>-<version>.jar`` for a jar, the folder
-    ``<artifact>-<version>[-<classifier>]`` for an archive (as ``scripts/fetch_jars.sh`` names it)."""
-    parts = coords.split(":")
-    artifact, version = parts[1], parts[2]
-    packaging = parts[3] if len(parts) > 3 else "jar"
-    classifier = parts[4] if len(parts) > 4 else ""
-    base = f"{artifact}-{version}" + (f"-{classifier}" if classifier else "")
-    return f"{base}.jar" if packaging == "jar" else base
-
-
-def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
-    """``(coordinates, name in .jars/, sha256)`` of the manifest's entries in ``sets``, in order;
-    the name is a jar file, or the folder an archive is unpacked into."""
+def _rows(sets: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
     for line in (project_root() / MANIFEST).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        group_set, coords, sha = line.split("\t")
+        group_set, coords, third = line.split("\t")
         if group_set in sets:
-            out.append((coords, _local_name(coords), sha))
+            out.append((coords, third))
     return out
 
 
-def _missing(sets: tuple[str, ...], missing: list[str], folder: Path) -> JarsMissingError:
+def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """``(coordinates, jar file name, sha256)`` of the manifest's single jars in ``sets``, in order
+    (dependency trees and plugin archives: :func:`jar_tree`, :func:`connect_plugin_dirs`)."""
+    out = []
+    for coords, sha in _rows(sets):
+        parts = coords.split(":")
+        if len(parts) == 3:
+            out.append((coords, f"{parts[1]}-{parts[2]}.jar", sha))
+    return out
+
+
+def _setup_hint(sets: tuple[str, ...]) -> str:
     extra = [s for s in sets if s not in ("spark", "metastore")]
     command = "./workbook setup"
     if extra:
-        command += f" and bash scripts/fetch_jars.sh {' '.join(extra)}"
-    return JarsMissingError(
-        f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {command}, which fetches "
-        "them from Maven Central and checks them against scripts/jars.tsv"
-    )
+        command += f" {' '.join(extra)}"
+    return command
+
+
+def jar_tree(name: str, set_name: str) -> list[Path]:
+    """The jars of the dependency tree ``scripts/poms/<name>.xml`` (set ``set_name``), as copied
+    into ``.jars/<name>/`` and pinned in the tree's ``.sha256`` file.
+
+    Raises:
+        JarsMissingError: naming the missing jars and the set-up command that fetches them.
+    """
+    rows = [third for coords, third in _rows((set_name,)) if coords == f"tree:scripts/poms/{name}.xml"]
+    if not rows:
+        raise JarsMissingError(f"Failed to find the jar tree {name!r} in set {set_name!r} of {MANIFEST}")
+    folder = project_root() / JARS_DIR / name
+    names = [
+        line.split()[-1].lstrip("*")
+        for line in (project_root() / rows[0]).read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise JarsMissingError(
+            f"Failed to find {len(missing)} jar(s) of the {name} tree in {folder} (e.g. {missing[0]}): "
+            f"run {_setup_hint((set_name,))}, which fetches them from Maven Central and checks them "
+            f"against {rows[0]}"
+        )
+    return [folder / n for n in names]
+
+
+def connect_plugin_dirs(set_name: str) -> dict[str, Path]:
+    """Per plugin artifact (``debezium-connector-postgres``), the folder its archive was unpacked
+    into (``.jars/connect-plugins/<artifact>-<version>``): one entry of a Connect ``plugin.path``.
+
+    Raises:
+        JarsMissingError: when an archive of the set was not unpacked yet (naming the set-up command).
+    """
+    out = {}
+    for coords, sha in _rows((set_name,)):
+        parts = coords.split(":")
+        if len(parts) != 5 or parts[3:] != ["tar.gz", "plugin"]:
+            continue
+        folder = project_root() / JARS_DIR / "connect-plugins" / f"{parts[1]}-{parts[2]}"
+        stamp = folder / ARCHIVE_STAMP
+        if not stamp.is_file() or stamp.read_text(encoding="utf-8").strip() != sha:
+            raise JarsMissingError(
+                f"Failed to find the Connect plugin {coords} in {folder}: run {_setup_hint((set_name,))}, "
+                "which fetches it from Maven Central, checks it against scripts/jars.tsv and unpacks it"
+            )
+        out[parts[1]] = folder
+    return out
+
+
+def archives(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """``(coordinates, folder name in .jars/, sha256)`` of the manifest's archives in ``sets`` (not
+    the Connect plugins: :func:`connect_plugin_dirs`), as ``scripts/fetch_jars.sh`` unpacks them."""
+    out = []
+    for coords, sha in _rows(sets):
+        parts = coords.split(":")
+        if len(parts) < 4 or parts[3:] == ["tar.gz", "plugin"]:
+            continue
+        out.append((coords, f"{parts[1]}-{parts[2]}" + (f"-{parts[4]}" if len(parts) > 4 else ""), sha))
+    return out
 
 
 def project_archive(set_name: str, artifact: str) -> Path:
-    """The folder that the set-up unpacked the archive ``artifact`` of set ``set_name`` into.
+    """The folder that the set-up unpacked the archive ``artifact`` of set ``set_name`` into
+    (``.jars/<artifact>-<version>[-<classifier>]``; Connect plugins: :func:`connect_plugin_dirs`).
 
     It counts as present once its :data:`ARCHIVE_STAMP` holds the pinned SHA-256 (the set-up
     writes it after unpacking, so a half-unpacked folder is never used).
@@ -68,17 +133,20 @@ def project_archive(set_name: str, artifact: str) -> Path:
     Raises:
         JarsMissingError: naming the archive and the command that fetches it.
     """
-    folder = project_root() / JARS_DIR
-    for coords, name, sha in manifest((set_name,)):
+    for coords, name, sha in archives((set_name,)):
         if coords.split(":")[1] != artifact:
             continue
+        folder = project_root() / JARS_DIR / name
         try:
-            stamp = (folder / name / ARCHIVE_STAMP).read_text(encoding="utf-8").strip()
+            stamp = (folder / ARCHIVE_STAMP).read_text(encoding="utf-8").strip()
         except OSError:
             stamp = ""
         if stamp != sha:
-            raise _missing((set_name,), [coords], folder)
-        return folder / name
+            raise JarsMissingError(
+                f"Failed to find the archive {coords} in {folder}: run {_setup_hint((set_name,))}, which "
+                "fetches it from Maven Central, checks it against scripts/jars.tsv and unpacks it"
+            )
+        return folder
     raise JarsMissingError(
         f"Failed to find the archive {artifact!r} in set {set_name!r} of {project_root() / MANIFEST}: "
         "it is not pinned there"
@@ -93,8 +161,10 @@ def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
     """
     folder = project_root() / JARS_DIR
     wanted = manifest(sets)
-    wanted = [entry for entry in wanted if entry[1].endswith(".jar")]  # archives: project_archive
     missing = [coords for coords, name, _ in wanted if not (folder / name).is_file()]
     if missing:
-        raise _missing(sets, missing, folder)
+        raise JarsMissingError(
+            f"Failed to find the jar(s) {', '.join(missing)} in {folder}: run {_setup_hint(sets)}, "
+            "which fetches them from Maven Central and checks them against scripts/jars.tsv"
+        )
     return [folder / name for _, name, _ in wanted]

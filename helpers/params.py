@@ -40,6 +40,7 @@ __all__ = [
     "MariaDbParams",
     "MetastoreParams",
     "RegistryParams",
+    "KafkaParams",
     "SparkParams",
     "OrdersParams",
     "PostgresParams",
@@ -53,7 +54,7 @@ __all__ = [
     "PackageParams",
 ]
 
-ENVIRONMENTS = ("local", "aws", "ci")
+ENVIRONMENTS = ("local", "aws", "ci", "local-kafka")
 """Names of the overlays in ``params/``; ``local`` is the default."""
 
 _PLACEHOLDER = "REPLACE-ME"
@@ -166,6 +167,19 @@ class RegistryParams(_Strict):
     start_timeout_s: Annotated[float, Field(gt=0)] = 180.0
 
 
+class KafkaParams(_Strict):
+    """The local-kafka profile's single-node Kafka broker (KRaft, broker and controller in one
+    process) and Kafka Connect distributed worker, all on 127.0.0.1 (``capture.backend:
+    kafka_connect`` with an empty ``capture.kafka_connect.url``)."""
+
+    broker_port: Annotated[int, Field(ge=1024, le=65535)] = 19092
+    controller_port: Annotated[int, Field(ge=1024, le=65535)] = 19093
+    connect_port: Annotated[int, Field(ge=1024, le=65535)] = 18083
+    broker_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
+    connect_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "384m"
+    start_timeout_s: Annotated[float, Field(gt=0)] = 120.0
+
+
 class LocalParams(_Strict):
     """Settings of the local stack (ignored on AWS)."""
 
@@ -173,6 +187,7 @@ class LocalParams(_Strict):
     mariadb: MariaDbParams = MariaDbParams()
     metastore: MetastoreParams = MetastoreParams()
     registry: RegistryParams = RegistryParams()
+    kafka: KafkaParams = KafkaParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
 
@@ -277,9 +292,20 @@ class LakeParams(_Strict):
 
 
 class KafkaConnectParams(_Strict):
-    """Self-managed Kafka Connect (``capture.backend: kafka_connect``)."""
+    """Self-managed Kafka Connect (``capture.backend: kafka_connect``).
+
+    Attributes:
+        url: the worker's REST endpoint; empty: the local worker of ``local.kafka``.
+        bootstrap_servers: the Kafka cluster (MySQL/MariaDB schema history); empty: the local broker.
+        converter: key and value converter of the connectors (the Bronze sink reads what it writes).
+        mariadb_connector: which Debezium connector captures a MariaDB source: ``mariadb`` (its own
+            connector) or ``mysql``.
+    """
 
     url: str = "http://localhost:8083"
+    bootstrap_servers: str = ""
+    converter: str = "org.apache.kafka.connect.json.JsonConverter"
+    mariadb_connector: Literal["mariadb", "mysql"] = "mysql"
 
 
 class MskConnectParams(_Strict):

@@ -10,11 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from helpers.capture.backends import stop_all_workers
+from helpers.capture.backends import ConnectorStatus, stop_all_workers
+from helpers.capture.kafka import LocalKafka
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.registry import LocalRegistry
-from helpers.errors import ParamsError
+from helpers.errors import CaptureError, ParamsError
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
@@ -22,20 +23,46 @@ from helpers.silver.job import SilverJob, pending_lag
 from helpers.sources.api import LocalSources
 from helpers.sources.local.stack import LocalStack
 
-__all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "start_stack", "stop_all"]
+__all__ = [
+    "PipelineStatus",
+    "ensure_pipeline",
+    "pipeline_status",
+    "server_statuses",
+    "start_servers",
+    "stop_all",
+]
 
 
-def start_stack(params: WorkbookParams) -> list[ServerStatus]:
-    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore, then the schema
-    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL).
+def start_servers(params: WorkbookParams) -> list[ServerStatus]:
+    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the schema
+    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); and, when the
+    capture backend is ``kafka_connect`` with the local worker, the Kafka broker and Connect worker.
 
     Returns:
-        The status of every server started.
+        The status of every server.
     """
     statuses = LocalStack(params).start()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
+    if _local_kafka(params):
+        statuses += LocalKafka(params).start()
     return statuses
+
+
+def server_statuses(params: WorkbookParams) -> list[ServerStatus]:
+    """The status of every local server of the parameters (read only; the registry also when it
+    runs although not enabled)."""
+    statuses = LocalStack(params).status()
+    registry = LocalRegistry(params)
+    if params.local.registry.enabled or registry.pid() is not None:
+        statuses.append(registry.status())
+    if _local_kafka(params):
+        statuses += LocalKafka(params).status()
+    return statuses
+
+
+def _local_kafka(params: WorkbookParams) -> bool:
+    return params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
 
 
 def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
@@ -50,7 +77,7 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     """
     if params.environment == "aws":
         raise ParamsError("Failed to start the local pipeline: the aws environment has no local servers")
-    start_stack(params)
+    start_servers(params)
     sources = LocalSources(params)
     sources.load_sample_data()
     sources.enable_cdc()
@@ -59,16 +86,18 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 
 
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
-    """Stop the Silver job, then the capture workers, then the schema registry (whatever
-    ``local.registry.enabled`` says, if it runs), then the metastore and both servers.
+    """Stop the Silver job, then the capture workers (the Kafka Connect worker and broker of the
+    ``kafka_connect`` backend), then the schema registry (whatever ``local.registry.enabled`` says,
+    if it runs), then the metastore and both servers.
 
     Returns:
         The status of every server afterwards (the registry's when enabled).
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
+    kafka = LocalKafka(params).stop() if _local_kafka(params) else []
     registry = LocalRegistry(params).stop()
-    statuses = LocalStack(params).stop()
+    statuses = kafka + LocalStack(params).stop()
     return [*statuses, registry] if params.local.registry.enabled else statuses
 
 
@@ -96,14 +125,17 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     servers = pd.DataFrame(
         [
             {"server": s.server, "state": s.state, "pid": s.pid, "port": s.port, "version": s.version}
-            for s in _server_statuses(params)
+            for s in server_statuses(params)
         ]
     )
     backend = open_backend(params)
     connectors = []
     for source in params.sources:
         name = connector_name(params, source)
-        st = backend.status(name)
+        try:
+            st = backend.status(name)
+        except CaptureError as exc:  # a Kafka Connect worker that is down: say so, show the rest
+            st = ConnectorStatus(name, "UNKNOWN", str(exc))
         resumes = stored_position(params, name)
         connectors.append(
             {
@@ -132,14 +164,6 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     return PipelineStatus(
         servers=servers, connectors=pd.DataFrame(connectors), silver_job=silver_job, lag=lag
     )
-
-
-def _server_statuses(params: WorkbookParams) -> list[ServerStatus]:
-    statuses = LocalStack(params).status()
-    registry = LocalRegistry(params)
-    if params.local.registry.enabled or registry.pid() is not None:
-        statuses.append(registry.status())
-    return statuses
 
 
 def _age(at: Any) -> float | None:

@@ -3,8 +3,9 @@
 #   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
 #   * a project-local virtual environment in .venv with the package and its dev extras;
 #   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
-#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh);
-#     WORKBOOK_JAR_SETS names other sets (./workbook test adds registry, and with it a Java 21+).
+#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh); the sets
+#     in WORKBOOK_JAR_SETS (./workbook adds kafka for --env local-kafka and setup kafka; test adds
+#     kafka and registry, and with the registry a Java 21+).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Fetch the JVM jars of scripts/jars.tsv from Maven Central into .jars/ (git-ignored) and check
 # each against its pinned SHA-256. A jar already present with the right checksum is not fetched
-# again. Maven's own cache is project-local too (.cache/m2).
-# Coordinates are group:artifact:version for a jar, or group:artifact:version:PACKAGING[:CLASSIFIER]
-# for an archive (tar.gz or zip): the archive is checked, then unpacked into
-# .jars/<artifact>-<version>[-<classifier>]/ with its SHA-256 in that folder's .sha256 (the
-# archive itself stays only in Maven's cache).
+# again. Maven's own cache is project-local too (.cache/m2). Three kinds of rows:
+#   group:artifact:version                       one jar, .jars/<artifact>-<version>.jar
+#   group:artifact:version:tar.gz:plugin         a Kafka Connect plugin archive, checked, then
+#                                                unpacked into .jars/connect-plugins/<artifact>-<version>/
+#   group:artifact:version:tar.gz|zip[:CLASSIFIER]  any other archive, checked, then unpacked into
+#                                                .jars/<artifact>-<version>[-<classifier>]/ (a .sha256
+#                                                stamp in the folder, written last)
+#   tree:scripts/poms/<name>.xml                 a pom's whole runtime dependency tree, copied into
+#                                                .jars/<name>/; the third column names the file of
+#                                                pinned SHA-256s every copied jar must match
 #   bash scripts/fetch_jars.sh [SET ...]     default sets: spark metastore
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,59 +23,92 @@ dest=.jars
 m2="${WORKBOOK_M2:-$ROOT/.cache/m2}"   # Maven's local repository (project-local by default)
 mkdir -p "$dest" "$m2"
 fetched=0
+need_mvn() {
+  command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to fetch $1: apt-get install maven"; exit 1; }
+}
+mvn_run() {  # mvn_run WHAT ARGS...: Maven with the project-local repository; on failure its errors
+  local what="$1" out
+  shift
+  # shellcheck disable=SC2086 # WORKBOOK_MVN_FLAGS: extra Maven flags, e.g. -o (offline)
+  if ! out=$(mvn -B -q -C ${WORKBOOK_MVN_FLAGS:-} -Dmaven.repo.local="$m2" "$@" 2>&1); then
+    log "Failed to fetch $what with Maven:"
+    printf '%s\n' "$out" | grep -E 'ERROR' | head -5 >&2
+    exit 1
+  fi
+}
+tree_ok() {  # tree_ok DIR SUMS: every pinned jar present with its checksum, and no other jar
+  local dir="$1" sums="$2"
+  [ -d "$dir" ] || return 1
+  (cd "$dir" && sha256sum --quiet -c "$ROOT/$sums" >/dev/null 2>&1) || return 1
+  [ "$(find "$dir" -maxdepth 1 -name '*.jar' | wc -l)" = "$(grep -c . "$sums")" ]
+}
+fetch_tree() {  # fetch_tree POM SUMS
+  local pom="$1" sums="$2" name dir
+  name="$(basename "$pom" .xml)"
+  dir="$dest/$name"
+  tree_ok "$dir" "$sums" && return 0
+  need_mvn "the $name tree ($pom)"
+  log "fetching the dependency tree of $pom from Maven Central"
+  rm -rf "$dir"
+  mvn_run "$pom" -f "$ROOT/$pom" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$ROOT/$dir"
+  if ! tree_ok "$dir" "$sums"; then
+    log "Failed to verify the $name tree against $sums (a jar differs, is missing or is extra):"
+    (cd "$dir" && sha256sum -c "$ROOT/$sums" 2>&1 | grep -v ': OK$' | head -5) >&2 || true
+    rm -rf "$dir"
+    exit 1
+  fi
+  fetched=$((fetched + 1))
+}
+fetch_artifact() {  # fetch_artifact COORDS SHA
+  local coords="$1" sha="$2" group artifact version type classifier base file got into outdir
+  IFS=: read -r group artifact version type classifier <<<"$coords"
+  type="${type:-jar}"
+  base="$artifact-$version${classifier:+-$classifier}"
+  if [ "$type" = jar ]; then
+    file="$dest/$base.jar"
+    [ -f "$file" ] && [ "$(sha256sum "$file" | cut -d' ' -f1)" = "$sha" ] && return 0
+    outdir="$dest"
+  else  # an archive: present once unpacked with its stamp; the download itself is temporary
+    if [ "$classifier" = plugin ]; then into="$dest/connect-plugins/$artifact-$version"; else into="$dest/$base"; fi
+    [ "$(cat "$into/.sha256" 2>/dev/null || true)" = "$sha" ] && return 0
+    outdir="$dest/.download-$$"
+    file="$outdir/$base.$type"
+    rm -rf "$outdir" && mkdir -p "$outdir"
+  fi
+  need_mvn "$coords"
+  log "fetching $coords from Maven Central"
+  rm -f "$file"
+  mvn_run "$coords" dependency:copy -Dartifact="$coords" -DoutputDirectory="$ROOT/$outdir" \
+    -Dmdep.overWriteReleases=true
+  got="$(sha256sum "$file" | cut -d' ' -f1)"
+  if [ "$got" != "$sha" ]; then
+    rm -f "$file"
+    [ "$type" = jar ] || rm -rf "$outdir"
+    log "Failed to verify $coords: sha256 $got, expected $sha (scripts/jars.tsv); the file was removed"
+    exit 1
+  fi
+  fetched=$((fetched + 1))
+  [ "$type" = jar ] && return 0
+  rm -rf "$into" "$into.partial" && mkdir -p "$into.partial"
+  case "$type" in
+    tar.gz|tgz) tar --no-same-owner -xzf "$file" -C "$into.partial" ;;
+    zip) unzip -q "$file" -d "$into.partial" ;;
+    *) rm -rf "$outdir"; log "Failed to unpack $coords: unknown packaging $type (use jar, tar.gz or zip)"; exit 1 ;;
+  esac
+  echo "$sha" > "$into.partial/.sha256"  # the stamp last: a half-unpacked folder is never used
+  mv "$into.partial" "$into"
+  rm -rf "$outdir"
+  log "unpacked $coords into $into/"
+}
 while IFS=$'\t' read -r set coords sha; do
   case "$set" in ''|'#'*) continue ;; esac
   wanted=0
   for s in "${sets[@]}"; do [ "$s" = "$set" ] && wanted=1; done
   [ "$wanted" = 1 ] || continue
-  IFS=: read -r _group artifact version packaging classifier <<<"$coords"
-  packaging="${packaging:-jar}"
-  base="$artifact-$version${classifier:+-$classifier}"
-  file="$dest/$base.$packaging"
-  if [ "$packaging" = jar ]; then
-    if [ -f "$file" ] && [ "$(sha256sum "$file" | cut -d' ' -f1)" = "$sha" ]; then
-      continue
-    fi
-    outdir="$dest"
-  else
-    unpacked="$dest/$base"
-    if [ -d "$unpacked" ] && [ "$(cat "$unpacked/.sha256" 2>/dev/null)" = "$sha" ]; then
-      continue
-    fi
-    outdir="$dest/.download-$$"
-    file="$outdir/$base.$packaging"
-    mkdir -p "$outdir"
-  fi
-  command -v mvn >/dev/null 2>&1 || { log "Maven (mvn) is needed to fetch $coords: apt-get install maven"; exit 1; }
-  log "fetching $coords from Maven Central"
-  rm -f "$file"
-  # shellcheck disable=SC2086 # WORKBOOK_MVN_FLAGS: extra Maven flags, e.g. -o (offline)
-  if ! out=$(mvn -B -q ${WORKBOOK_MVN_FLAGS:-} -Dmaven.repo.local="$m2" dependency:copy \
-        -Dartifact="$coords" -DoutputDirectory="$ROOT/$outdir" -Dmdep.overWriteReleases=true 2>&1); then
-    log "Failed to fetch $coords with Maven:"
-    printf '%s\n' "$out" | grep -E 'ERROR' | head -5 >&2
-    [ "$packaging" = jar ] || rm -rf "$outdir"
-    exit 1
-  fi
-  got="$(sha256sum "$file" | cut -d' ' -f1)"
-  if [ "$got" != "$sha" ]; then
-    rm -f "$file"
-    [ "$packaging" = jar ] || rm -rf "$outdir"
-    log "Failed to verify $coords: sha256 $got, expected $sha (scripts/jars.tsv); the file was removed"
-    exit 1
-  fi
-  if [ "$packaging" != jar ]; then
-    rm -rf "$unpacked.partial" "$unpacked"
-    mkdir -p "$unpacked.partial"
-    case "$packaging" in
-      tar.gz|tgz) tar --no-same-owner -xzf "$file" -C "$unpacked.partial" ;;
-      zip) unzip -q "$file" -d "$unpacked.partial" ;;
-      *) log "Failed to unpack $coords: unknown packaging $packaging (use jar, tar.gz or zip)"; exit 1 ;;
-    esac
-    printf '%s\n' "$sha" > "$unpacked.partial/.sha256"
-    mv "$unpacked.partial" "$unpacked"
-    rm -rf "$outdir"
-  fi
-  fetched=$((fetched + 1))
+  case "$coords" in
+    tree:*) fetch_tree "${coords#tree:}" "$sha" ;;
+    *) fetch_artifact "$coords" "$sha" ;;
+  esac
 done < scripts/jars.tsv
-[ "$fetched" = 0 ] || log "fetched $fetched jar(s) or archive(s) into $dest/"
+[ "$fetched" = 0 ] || log "fetched $fetched item(s) into $dest/"

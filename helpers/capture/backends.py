@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ __all__ = [
     "EmbeddedBackend",
     "KafkaConnectRestBackend",
     "MskConnectBackend",
+    "scrub_secrets",
     "stop_all_workers",
+    "trace_summary",
     "wait_until_running",
 ]
 
@@ -297,11 +300,14 @@ class KafkaConnectRestBackend:
         url: worker URL, e.g. ``http://connect:8083``.
         session: a ``requests.Session`` (auth, TLS) or ``None`` for a plain one.
         timeout_s: per-request timeout.
+        start_worker: called before a registration (the local-kafka profile starts its broker and
+            worker there, idempotently); ``None`` for a worker someone else runs.
     """
 
     url: str
     session: Any = None
     timeout_s: float = 30.0
+    start_worker: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         if self.session is None:
@@ -321,6 +327,7 @@ class KafkaConnectRestBackend:
                 message = response.json().get("message", response.text)
             except ValueError:
                 message = response.text
+            message = scrub_secrets(message)
             raise CaptureError(
                 f"Failed to {method} {path} on Kafka Connect ({response.status_code}): {message}"
             )
@@ -330,6 +337,8 @@ class KafkaConnectRestBackend:
 
     def create_or_update(self, spec: ConnectorSpec) -> None:
         """``PUT /connectors/{name}/config`` (creates or updates; the name is in the path)."""
+        if self.start_worker is not None:
+            self.start_worker()
         config = {k: v for k, v in spec.config.items() if k != "name"}
         self._call("PUT", f"/connectors/{spec.name}/config", config)
 
@@ -340,7 +349,7 @@ class KafkaConnectRestBackend:
             return ConnectorStatus(name, "UNASSIGNED", (body or {}).get("message", "not found"))
         states = [body["connector"]["state"]] + [t["state"] for t in body.get("tasks", [])]
         traces = [t.get("trace") for t in [body["connector"], *body.get("tasks", [])] if t.get("trace")]
-        error = traces[0].strip().splitlines()[0] if traces else None
+        error = scrub_secrets(trace_summary(traces[0])) if traces else None
         if "FAILED" in states:
             state = "FAILED"
         elif not body.get("tasks"):
@@ -363,6 +372,27 @@ class KafkaConnectRestBackend:
 
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/connectors/{name}", ok=(200, 204, 404))
+
+
+def trace_summary(trace: str) -> str:
+    """A Java stack trace's first line plus its root cause (the last ``Caused by:``), where the
+    database's own message usually is."""
+    lines = [line.strip() for line in trace.strip().splitlines()]
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by:")]
+    return lines[0] if not causes or causes[-1] == lines[0] else f"{lines[0]} (caused by {causes[-1]})"
+
+
+_SECRET_VALUE = re.compile(r"((?:password|secret)[\w.]*\s*[=:]\s*)([^,}\s]+)", re.IGNORECASE)
+
+
+def scrub_secrets(message: str) -> str:
+    """``message`` with the value of every ``...password=...`` / ``...secret=...`` pair masked.
+
+    Kafka Connect resolves config-provider references before some of its error messages: a
+    configuration refused for having no connector class comes back with every value resolved,
+    the password included. Nothing the worker says is shown or raised unscrubbed.
+    """
+    return _SECRET_VALUE.sub(r"\1********", message)
 
 
 # ------------------------------------------------------------------------------- MSK Connect

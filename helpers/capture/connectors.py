@@ -16,6 +16,7 @@ from helpers.errors import CaptureError
 from helpers.naming import topic_name
 
 __all__ = [
+    "BINLOG_CONNECTORS",
     "ConnectorSpec",
     "SECRET_KEYS",
     "flatten_transform",
@@ -183,6 +184,7 @@ def mysql_source_config(
     tables: Sequence[str],
     server_id: int,
     schema_history: Mapping[str, str],
+    connector: str = "mysql",
 ) -> ConnectorSpec:
     """MySQL (or MariaDB, see the README) source reading the ROW/FULL binlog.
 
@@ -197,19 +199,26 @@ def mysql_source_config(
         tables: table names.
         server_id: binlog client id, unique among the server's replicas.
         schema_history: ``schema.history.internal*`` entries (a file locally, Kafka or S3 on AWS).
+        connector: ``mysql`` (Debezium's MySQL connector, which the embedded engine also runs
+            against MariaDB) or ``mariadb`` (Debezium's own MariaDB connector, same event shape).
 
     Returns:
         The connector spec.
     """
     if not tables:
         raise CaptureError(f"Failed to build connector {name}: no tables to capture")
+    if connector not in BINLOG_CONNECTORS:
+        raise CaptureError(
+            f"Failed to build connector {name}: unknown binlog connector {connector!r}; "
+            f"use one of {sorted(BINLOG_CONNECTORS)}"
+        )
     if not any(k == "schema.history.internal" for k in schema_history):
         raise CaptureError(
             f"Failed to build connector {name}: schema_history needs 'schema.history.internal'"
         )
     config = {
         **_common(name, project),
-        "connector.class": "io.debezium.connector.mysql.MySqlConnector",
+        "connector.class": BINLOG_CONNECTORS[connector],
         "database.hostname": _require(host, "host"),
         "database.port": str(port),
         "database.user": _require(user, "user"),
@@ -217,7 +226,7 @@ def mysql_source_config(
         "database.server.id": str(server_id),
         "database.include.list": _require(database, "database"),
         "table.include.list": ",".join(f"{database}.{t}" for t in tables),
-        "database.ssl.mode": "disabled" if host in ("127.0.0.1", "localhost") else "preferred",
+        "database.ssl.mode": _ssl_mode(connector, local=host in ("127.0.0.1", "localhost")),
         "include.schema.changes": "false",
         # the binlog client notices a lost server connection (a restart) and reconnects within
         # seconds instead of the default minute
@@ -228,6 +237,20 @@ def mysql_source_config(
     config.update(flatten_transform("mysql"))
     topics = {f"{database}.{t}": topic_name(project, database, t) for t in tables}
     return ConnectorSpec(name, "mysql", name.split("-", 1)[-1], config, topics)
+
+
+#: Debezium's binlog connectors by name (``capture.kafka_connect.mariadb_connector``).
+BINLOG_CONNECTORS: Mapping[str, str] = {
+    "mysql": "io.debezium.connector.mysql.MySqlConnector",
+    "mariadb": "io.debezium.connector.mariadb.MariaDbConnector",
+}
+
+
+def _ssl_mode(connector: str, *, local: bool) -> str:
+    # the two connectors spell the modes differently (MySQL's driver vs MariaDB's)
+    if connector == "mariadb":
+        return "disable" if local else "trust"
+    return "disabled" if local else "preferred"
 
 
 def sqlserver_source_config(

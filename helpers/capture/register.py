@@ -27,6 +27,7 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
+from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url, secret_reference
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
@@ -67,8 +68,21 @@ class SourceEndpoint:
 
 
 def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
-    """Endpoints of the local stack, passwords from the state directory's credentials file."""
+    """Endpoints of the local stack, passwords from the state directory's credentials file.
 
+    With ``capture.backend: kafka_connect`` the password is a ``${file:...}`` reference that the
+    local Connect worker's config provider resolves (:func:`helpers.capture.kafka.secret_reference`),
+    so no password is in a connector configuration the REST API echoes back.
+    """
+    if params.capture.backend == "kafka_connect":
+        return {
+            "postgres": SourceEndpoint(
+                LOOPBACK, params.local.postgres.port, APP_USER, secret_reference(params, "postgres")
+            ),
+            "mysql": SourceEndpoint(
+                LOOPBACK, params.local.mariadb.port, APP_USER, secret_reference(params, "mysql")
+            ),
+        }
     creds = LocalStack(params).credentials
     return {
         "postgres": SourceEndpoint(
@@ -93,7 +107,8 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
     Raises:
         CaptureError: when a source's engine has no endpoint.
     """
-    specs = []
+    specs: list[ConnectorSpec] = []
+    kafka_connect = params.capture.backend == "kafka_connect"
     for source, sp in params.sources.items():
         kind = engine_kind(sp.engine)
         if kind not in endpoints:
@@ -129,9 +144,12 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                     database=sp.database,
                     tables=sp.tables,
                     server_id=params.capture.mysql_server_id + len(specs),
-                    schema_history={
-                        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory"
-                    },
+                    schema_history=_schema_history(params, name),
+                    connector=(
+                        params.capture.kafka_connect.mariadb_connector
+                        if kafka_connect and sp.engine == "mariadb"
+                        else "mysql"
+                    ),
                 )
             )
         else:
@@ -151,7 +169,28 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                     },
                 )
             )
+    if kafka_connect:
+        specs = [_for_kafka_connect(s, params) for s in specs]
     return specs
+
+
+def _schema_history(params: WorkbookParams, name: str) -> dict[str, str]:
+    """Where a binlog connector keeps its schema history: a file of the embedded worker, or a
+    Kafka topic of the Connect cluster (``<connector>.schema-history``)."""
+    if params.capture.backend == "kafka_connect":
+        return {
+            "schema.history.internal": "io.debezium.storage.kafka.history.KafkaSchemaHistory",
+            "schema.history.internal.kafka.bootstrap.servers": bootstrap_servers(params),
+            "schema.history.internal.kafka.topic": f"{name}.schema-history",
+        }
+    return {"schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory"}
+
+
+def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> ConnectorSpec:
+    """The key and value converter of the parameters (``capture.kafka_connect.converter``)."""
+    converter = params.capture.kafka_connect.converter
+    config = {**spec.config, "key.converter": converter, "value.converter": converter}
+    return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
 
 def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> ConnectorBackend:
@@ -166,7 +205,10 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
             max_batch_size=cap.max_batch_size,
         )
     if cap.backend == "kafka_connect":
-        return KafkaConnectRestBackend(cap.kafka_connect.url)
+        local = not cap.kafka_connect.url  # the local-kafka profile's own worker
+        return KafkaConnectRestBackend(
+            connect_url(params), start_worker=LocalKafka(params).start if local else None
+        )
     if cap.msk_connect is None or params.aws is None:
         raise CaptureError("Failed to open MSK Connect: set capture.msk_connect and aws in the parameters")
     import boto3
@@ -213,7 +255,7 @@ def stop_connectors(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -
 
 
 def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> pd.DataFrame:
-    """One row per connector and table: state, snapshot rows so far, events, error."""
+    """One row per connector and table: state, worker, snapshot rows so far, events, error."""
     rows = []
     for spec in specs:
         st = backend.status(spec.name)
@@ -225,6 +267,8 @@ def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpe
                     "table": table,
                     "topic": topic,
                     "state": st.state,
+                    # Kafka Connect: the worker running it (host:port); embedded: the worker's pid
+                    "worker": st.details.get("worker") or st.details.get("pid"),
                     "snapshot_rows": snap.get(topic.split(".", 1)[-1], 0),
                     "events": st.details.get("events"),
                     "error": st.error,

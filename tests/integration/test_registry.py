@@ -26,7 +26,7 @@ from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_p
 from helpers.capture.wire import MAGIC_BYTE, WireCodec, split_message
 from helpers.errors import SchemaRegistryError, StackError
 from helpers.params import load_params
-from helpers.pipeline import pipeline_status, start_stack, stop_all
+from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,7 @@ def registry(stack_factory: Callable[..., Any]) -> Iterator[LocalRegistry]:
     with stack_factory("wb-reg-", overrides) as stack:
         server = LocalRegistry(stack.params)
         try:
-            start_stack(stack.params)  # what ./workbook stack start runs
+            start_servers(stack.params)  # what ./workbook stack start runs
             yield server
         finally:
             server.stop()

@@ -1,23 +1,20 @@
-"""Connector configurations and the Kafka Connect / MSK Connect clients.
+"""Connector configurations and the MSK Connect client.
 
-Kafka Connect is exercised over real HTTP against a small in-process server that answers like a
-Connect worker (recorded request bodies, 404/409/500 error shapes of the Connect REST API); MSK
-Connect through botocore's Stubber with the service's real request/response models.
+MSK Connect runs through botocore's Stubber with the service's real request/response models. The
+Kafka Connect REST client is tested against a real Connect worker in
+``tests/integration/test_kafka_connect.py``.
 """
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
-from helpers.capture.backends import KafkaConnectRestBackend, MskConnectBackend, wait_until_running
+from helpers.capture.backends import MskConnectBackend, wait_until_running
 from helpers.capture.connectors import (
     bronze_s3_sink_config,
     mysql_source_config,
@@ -121,116 +118,6 @@ def test_s3_sink_is_daily_partitioned_by_record_time_avro_and_deterministic() ->
 
 
 # ----------------------------------------------------------------------------------- Kafka Connect
-
-
-class _Connect(http.server.BaseHTTPRequestHandler):
-    """Answers like a Kafka Connect worker; state lives on the server object."""
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _reply(self, code: int, body: Any = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> Any:
-        n = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(n)) if n else None
-
-    def do_PUT(self) -> None:  # noqa: N802 - http.server naming
-        srv: Any = self.server
-        srv.calls.append(("PUT", self.path, self._body()))
-        parts = self.path.strip("/").split("/")
-        if parts[-1] == "config":
-            if "connector.class" not in srv.calls[-1][2]:
-                return self._reply(
-                    400, {"error_code": 400, "message": 'Missing required configuration "connector.class"'}
-                )
-            created = parts[1] not in srv.connectors
-            srv.connectors[parts[1]] = srv.calls[-1][2]
-            return self._reply(201 if created else 200, {"name": parts[1], "config": srv.calls[-1][2]})
-        return self._reply(202)
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.server.calls.append(("POST", self.path, self._body()))  # type: ignore[attr-defined]
-        self._reply(202)
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        srv: Any = self.server
-        srv.calls.append(("DELETE", self.path, None))
-        name = self.path.strip("/").split("/")[1]
-        if srv.connectors.pop(name, None) is None:
-            return self._reply(404, {"error_code": 404, "message": f"Connector {name} not found"})
-        self._reply(204)
-
-    def do_GET(self) -> None:  # noqa: N802
-        srv: Any = self.server
-        name = self.path.strip("/").split("/")[1]
-        if name not in srv.connectors:
-            return self._reply(404, {"error_code": 404, "message": f"No status found for connector {name}"})
-        srv.polls += 1
-        if srv.polls < 3:
-            return self._reply(
-                200, {"name": name, "connector": {"state": "RUNNING", "worker_id": "w:8083"}, "tasks": []}
-            )
-        task = {"id": 0, "state": srv.task_state, "worker_id": "w:8083"}
-        if srv.task_state == "FAILED":
-            task["trace"] = (
-                "org.postgresql.util.PSQLException: FATAL: password authentication failed\n\tat ..."
-            )
-        self._reply(
-            200, {"name": name, "connector": {"state": "RUNNING", "worker_id": "w:8083"}, "tasks": [task]}
-        )
-
-
-@pytest.fixture
-def connect() -> Iterator[Any]:
-    server: Any = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Connect)
-    server.calls, server.connectors, server.polls, server.task_state = [], {}, 0, "RUNNING"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-
-
-def test_kafka_connect_rest_is_idempotent_polls_with_backoff_and_surfaces_worker_errors(connect: Any) -> None:
-    backend = KafkaConnectRestBackend(f"http://127.0.0.1:{connect.server_port}")
-    spec = postgres_source_config(**PG)
-    backend.create_or_update(spec)
-    backend.create_or_update(spec)  # same PUT again: update, not a duplicate
-    puts = [c for c in connect.calls if c[0] == "PUT"]
-    assert [c[1] for c in puts] == ["/connectors/tickit-ems/config"] * 2
-    assert "name" not in puts[0][2] and puts[0][2]["slot.name"] == "tickit_ems_slot"
-    sleeps: list[float] = []
-    status = wait_until_running(backend, "tickit-ems", sleep=sleeps.append, first_delay_s=0.5)
-    assert status.state == "RUNNING" and sleeps == [0.5, 1.0]  # no task yet: UNASSIGNED, backoff doubles
-    connect.task_state = "FAILED"
-    with pytest.raises(CaptureError, match="password authentication failed"):
-        wait_until_running(backend, "tickit-ems", sleep=lambda s: None)
-    backend.pause("tickit-ems")
-    backend.resume("tickit-ems")
-    backend.restart("tickit-ems")
-    assert [c[1] for c in connect.calls[-3:]] == [
-        "/connectors/tickit-ems/pause",
-        "/connectors/tickit-ems/resume",
-        "/connectors/tickit-ems/restart?includeTasks=true&onlyFailed=true",
-    ]
-    backend.delete("tickit-ems")
-    assert backend.status("tickit-ems").state == "UNASSIGNED"
-    bad = postgres_source_config(**PG)
-    bad_config = {k: v for k, v in bad.config.items() if k != "connector.class"}
-    with pytest.raises(CaptureError, match=r"\(400\): Missing required configuration"):
-        backend.create_or_update(type(bad)(bad.name, bad.engine, bad.source, bad_config, bad.topics))
-
-
-def test_kafka_connect_unreachable_is_a_clear_error() -> None:
-    backend = KafkaConnectRestBackend("http://127.0.0.1:9", timeout_s=2)
-    with pytest.raises(CaptureError, match="Failed to reach Kafka Connect at http://127.0.0.1:9"):
-        backend.status("x")
 
 
 def test_wait_until_running_times_out_with_the_last_state() -> None:

@@ -23,7 +23,7 @@ from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.registry import MIN_JAVA, find_java, java_major
 from helpers.capture.wire import HEADER_SIZE, WireCodec, frame_message, split_message
 from helpers.errors import JarsMissingError, ParamsError, SchemaRegistryError, StackError, WireFormatError
-from helpers.jars import ARCHIVE_STAMP, JARS_DIR, manifest, project_archive
+from helpers.jars import ARCHIVE_STAMP, JARS_DIR, archives, project_archive
 from helpers.params import load_params, project_root
 
 ROOT = project_root()
@@ -195,7 +195,7 @@ def test_the_release_file_of_a_jdk_gives_its_version(tmp_path: Path) -> None:
 
 
 def test_the_registry_set_pins_the_server_and_the_converter_archives() -> None:
-    entries = {coords: name for coords, name, _ in manifest(("registry",))}
+    entries = {coords: name for coords, name, _ in archives(("registry",))}
     assert entries == {
         "io.apicurio:apicurio-registry-app:3.3.3:tar.gz:all": "apicurio-registry-app-3.3.3-all",
         "io.apicurio:apicurio-registry-distro-connect-converter:2.5.11.Final:tar.gz": (
@@ -215,10 +215,10 @@ def test_an_archive_without_its_stamp_counts_as_missing(
     folder = tmp_path / JARS_DIR / "apicurio-registry-app-3.3.3-all"
     folder.mkdir(parents=True)
     with pytest.raises(
-        JarsMissingError, match=r"apicurio-registry-app:3.3.3:tar.gz:all.*fetch_jars.sh registry"
+        JarsMissingError, match=r"apicurio-registry-app:3.3.3:tar.gz:all.*workbook setup registry"
     ):
         project_archive("registry", "apicurio-registry-app")
-    sha = next(sha for coords, _, sha in manifest(("registry",)) if "registry-app" in coords)
+    sha = next(sha for coords, _, sha in archives(("registry",)) if "registry-app" in coords)
     (folder / ARCHIVE_STAMP).write_text(sha + "\n")
     assert project_archive("registry", "apicurio-registry-app") == folder
 

@@ -1,0 +1,535 @@
+"""The local-kafka profile's Kafka broker and Kafka Connect worker (``capture.backend: kafka_connect``).
+
+:class:`LocalKafka` runs, under ``<state_dir>/kafka/``, a single-node Kafka broker in KRaft mode
+(broker and controller in one JVM, storage formatted once with a generated cluster id) and a Kafka
+Connect distributed worker with the Debezium connector plugins on its ``plugin.path``. Both bind
+127.0.0.1 only, have a bounded heap, and come from Maven Central through the set-up's jar set
+``kafka`` (``scripts/jars.tsv``). Source passwords reach the worker through Kafka's
+``FileConfigProvider`` from ``connect/secrets/sources.properties`` (mode 0600): a connector's
+configuration holds only ``${file:...}`` references, so the REST API never echoes a password.
+
+Layout::
+
+    <state_dir>/kafka/
+      broker/    server.properties, log4j2.properties, cluster.id, data/, server.log, broker.pid
+      connect/   connect-distributed.properties, log4j2.properties, connect.log, connect.pid,
+                 secrets/sources.properties (0600)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.serializer import Deserializer
+
+from helpers.errors import CaptureError, JarsMissingError, StackError, WaitTimeoutError
+from helpers.jars import connect_plugin_dirs, jar_tree
+from helpers.params import WorkbookParams
+from helpers.poll import wait_until
+from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.sources.local.stack import LocalStack
+
+__all__ = [
+    "CONNECTOR_CLASSES",
+    "JsonDeserializer",
+    "KAFKA_VERSION",
+    "LocalKafka",
+    "connect_url",
+    "bootstrap_servers",
+    "read_topic",
+    "secret_reference",
+]
+
+KAFKA_VERSION = "4.3.1"
+_LOOPBACK = "127.0.0.1"
+_JAR_SET = "kafka"
+
+#: The Debezium connector classes the worker must list before it counts as ready.
+CONNECTOR_CLASSES = (
+    "io.debezium.connector.postgresql.PostgresConnector",
+    "io.debezium.connector.mariadb.MariaDbConnector",
+    "io.debezium.connector.mysql.MySqlConnector",
+)
+
+#: Keys of the secrets file (``${file:<path>:<key>}``) per engine kind.
+_SECRET_KEYS = {"postgres": "postgres.password", "mysql": "mariadb.password"}
+
+
+def connect_url(params: WorkbookParams) -> str:
+    """The Kafka Connect REST endpoint: ``capture.kafka_connect.url``, or the local worker's."""
+    return params.capture.kafka_connect.url or f"http://{_LOOPBACK}:{params.local.kafka.connect_port}"
+
+
+def bootstrap_servers(params: WorkbookParams) -> str:
+    """The Kafka cluster: ``capture.kafka_connect.bootstrap_servers``, or the local broker's."""
+    return params.capture.kafka_connect.bootstrap_servers or f"{_LOOPBACK}:{params.local.kafka.broker_port}"
+
+
+def secret_reference(params: WorkbookParams, kind: str) -> str:
+    """The config-provider reference the worker resolves to the local password of ``kind``
+    (``postgres`` or ``mysql``), e.g. ``${file:/.../sources.properties:postgres.password}``."""
+    return f"${{file:{LocalKafka(params).secrets_file}:{_SECRET_KEYS[kind]}}}"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from the start (temporary name, then rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _properties(values: Mapping[str, str]) -> str:
+    lines = ["# written by helpers.capture.kafka; rewritten on every start"]
+    lines += [f"{k}={v}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _log4j2(log_file: Path) -> str:
+    return _properties(
+        {
+            "status": "warn",
+            "appender.file.type": "File",
+            "appender.file.name": "FILE",
+            "appender.file.fileName": str(log_file),
+            "appender.file.layout.type": "PatternLayout",
+            "appender.file.layout.pattern": "[%d] %p %m (%c)%n",
+            "rootLogger.level": "INFO",
+            "rootLogger.appenderRef.file.ref": "FILE",
+            # the worker's per-request log and the clients' config dumps drown what matters
+            "logger.clients.name": "org.apache.kafka.clients",
+            "logger.clients.level": "WARN",
+            "logger.common.name": "org.apache.kafka.common.config.AbstractConfig",
+            "logger.common.level": "WARN",
+        }
+    )
+
+
+class LocalKafka:
+    """Start, stop and describe the local broker and Connect worker of a parameter set."""
+
+    def __init__(self, params: WorkbookParams) -> None:
+        self.params = params
+        self.settings = params.local.kafka
+        self.home = params.state_path / "kafka"
+        self.broker_dir = self.home / "broker"
+        self.connect_dir = self.home / "connect"
+
+    # ------------------------------------------------------------------ paths
+
+    @property
+    def secrets_file(self) -> Path:
+        """The worker's secrets (mode 0600), read by its ``FileConfigProvider``."""
+        return self.connect_dir / "secrets" / "sources.properties"
+
+    @property
+    def broker_log(self) -> Path:
+        """The broker's log."""
+        return self.broker_dir / "server.log"
+
+    @property
+    def connect_log(self) -> Path:
+        """The worker's log."""
+        return self.connect_dir / "connect.log"
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` of the broker's client listener."""
+        return f"{_LOOPBACK}:{self.settings.broker_port}"
+
+    @property
+    def url(self) -> str:
+        """The worker's REST endpoint."""
+        return f"http://{_LOOPBACK}:{self.settings.connect_port}"
+
+    def broker_pid(self) -> int | None:
+        """The broker's pid while it runs."""
+        return live_pid(self.broker_dir / "broker.pid")
+
+    def connect_pid(self) -> int | None:
+        """The worker's pid while it runs."""
+        return live_pid(self.connect_dir / "connect.pid")
+
+    # ------------------------------------------------------------------ start
+
+    def _classpath(self) -> str:
+        try:
+            return os.pathsep.join(str(j) for j in jar_tree("kafka", _JAR_SET))
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+
+    def _java(self, heap: str, log4j: Path, main: Sequence[str]) -> list[str]:
+        return [
+            "java",
+            f"-Xmx{heap}",
+            f"-Xms{min(64, int(heap[:-1]) * (1024 if heap.endswith('g') else 1))}m",
+            "-XX:+UseSerialGC",
+            "-XX:MaxMetaspaceSize=192m",
+            "-Djava.awt.headless=true",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            self._classpath(),
+            *main,
+        ]
+
+    def _spawn(self, argv: list[str], cwd: Path, out: Path, pid_file: Path) -> subprocess.Popen[bytes]:
+        with open(out, "ab") as handle:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        register_child(proc)
+        pid_file.write_text(str(proc.pid))
+        return proc
+
+    def _check_ports(self, what: str, ports: Mapping[str, int]) -> None:
+        for key, port in ports.items():
+            if port_in_use(port, _LOOPBACK):
+                raise StackError(
+                    f"Failed to start {what}: port {port} on {_LOOPBACK} is taken by another program; "
+                    f"set local.kafka.{key} to a free port"
+                )
+
+    def _cluster_id(self) -> str:
+        path = self.broker_dir / "cluster.id"
+        if path.exists():
+            return path.read_text(encoding="utf-8").strip()
+        while True:  # Kafka's own ids: 16 random bytes, base64url without padding, not starting "-"
+            cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            if not cid.startswith("-"):
+                break
+        path.write_text(cid + "\n", encoding="utf-8")
+        return cid
+
+    def _broker_properties(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{_LOOPBACK}:{s.controller_port}",
+            "listeners": f"PLAINTEXT://{_LOOPBACK}:{s.broker_port},CONTROLLER://{_LOOPBACK}:{s.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{_LOOPBACK}:{s.broker_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.broker_dir / "data"),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "log.retention.hours": "-1",  # change topics are the record of truth here: keep them
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+        }
+
+    def _broker_answers(self) -> bool:
+        try:
+            consumer = KafkaConsumer(  # one short probe: kafka-python waits 30 s to bootstrap by default
+                bootstrap_servers=self.bootstrap,
+                bootstrap_timeout_ms=2000,
+                request_timeout_ms=3000,
+                reconnect_backoff_max_ms=500,
+                connections_max_idle_ms=5000,
+            )
+        except KafkaError:
+            return False
+        try:
+            consumer.topics()
+            return True
+        except KafkaError:
+            return False
+        finally:
+            consumer.close()
+
+    def start_broker(self) -> ServerStatus:
+        """Start the broker unless it runs (formatting its storage on first use); wait until it
+        answers a metadata request.
+
+        Raises:
+            StackError: when the jars are missing, a port is taken, or the broker does not come up
+                (with its log's last lines).
+        """
+        if self.broker_pid() is not None:
+            return self.broker_status()
+        s = self.settings
+        self._check_ports(
+            "the Kafka broker", {"broker_port": s.broker_port, "controller_port": s.controller_port}
+        )
+        self.broker_dir.mkdir(parents=True, exist_ok=True)
+        props = self.broker_dir / "server.properties"
+        props.write_text(_properties(self._broker_properties()), encoding="utf-8")
+        log4j = self.broker_dir / "log4j2.properties"
+        log4j.write_text(_log4j2(self.broker_log), encoding="utf-8")
+        if not (self.broker_dir / "data" / "meta.properties").exists():
+            argv = self._java(
+                "128m",
+                log4j,
+                [
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "--cluster-id",
+                    self._cluster_id(),
+                    "--config",
+                    str(props),
+                ],
+            )
+            done = subprocess.run(  # noqa: S603 - fixed argv
+                argv, cwd=self.broker_dir, capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                raise StackError(
+                    f"Failed to format the Kafka broker's storage in {self.broker_dir / 'data'}:\n"
+                    f"{(done.stdout + done.stderr).strip()[-2000:]}"
+                )
+        proc = self._spawn(
+            self._java(s.broker_heap, log4j, ["kafka.Kafka", str(props)]),
+            self.broker_dir,
+            self.broker_dir / "server.out",
+            self.broker_dir / "broker.pid",
+        )
+        self._wait(
+            proc, self._broker_answers, "the Kafka broker", f"{_LOOPBACK}:{s.broker_port}", self.broker_log
+        )
+        return self.broker_status()
+
+    def _connect_properties(self) -> dict[str, str]:
+        s = self.settings
+        try:
+            plugins = connect_plugin_dirs(_JAR_SET)
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+        converter = self.params.capture.kafka_connect.converter
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": f"{self.params.project}-connect",
+            "key.converter": converter,
+            "value.converter": converter,
+            "config.storage.topic": "connect-configs",
+            "offset.storage.topic": "connect-offsets",
+            "status.storage.topic": "connect-status",
+            "config.storage.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "offset.storage.partitions": "5",
+            "status.storage.partitions": "1",
+            # offsets are committed every second: a crash redelivers at most about a second
+            "offset.flush.interval.ms": "1000",
+            "listeners": f"http://{_LOOPBACK}:{s.connect_port}",
+            "rest.advertised.host.name": _LOOPBACK,
+            "rest.advertised.port": str(s.connect_port),
+            "plugin.path": ",".join(str(p) for p in plugins.values()),
+            # every Debezium plugin ships ServiceLoader manifests: no reflective scan (faster start)
+            "plugin.discovery": "service_load",
+            "config.providers": "file",
+            "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider",
+            "config.providers.file.param.allowed.paths": str(self.secrets_file.parent),
+            # a restarted worker takes its tasks back at once instead of after the default 5 min
+            "scheduled.rebalance.max.delay.ms": "0",
+        }
+
+    def write_secrets(self) -> Path:
+        """(Re)write the worker's secrets file (0600) from the local stack's credentials."""
+        folder = self.secrets_file.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        creds = LocalStack(self.params).credentials
+        _write_private(
+            self.secrets_file,
+            _properties(
+                {
+                    _SECRET_KEYS["postgres"]: creds.postgres_password.get_secret_value(),
+                    _SECRET_KEYS["mysql"]: creds.mariadb_password.get_secret_value(),
+                }
+            ),
+        )
+        return self.secrets_file
+
+    def connector_plugins(self) -> list[str]:
+        """Classes of the connector plugins the worker lists (``GET /connector-plugins``)."""
+        response = requests.get(f"{self.url}/connector-plugins", timeout=5)
+        response.raise_for_status()
+        return [str(p["class"]) for p in response.json()]
+
+    def _worker_ready(self) -> bool:
+        try:
+            listed = set(self.connector_plugins())
+        except (requests.RequestException, ValueError):
+            return False
+        return all(c in listed for c in CONNECTOR_CLASSES)
+
+    def start_connect(self) -> ServerStatus:
+        """Start the Connect worker unless it runs; wait until its REST API lists the Debezium
+        connector classes.
+
+        Raises:
+            StackError: as :meth:`start_broker`; the broker must run.
+        """
+        if self.connect_pid() is not None:
+            return self.connect_status()
+        if self.broker_pid() is None:
+            raise StackError("Failed to start the Kafka Connect worker: the Kafka broker does not run")
+        self._check_ports("the Kafka Connect worker", {"connect_port": self.settings.connect_port})
+        self.connect_dir.mkdir(parents=True, exist_ok=True)
+        self.write_secrets()
+        props = self.connect_dir / "connect-distributed.properties"
+        props.write_text(_properties(self._connect_properties()), encoding="utf-8")
+        log4j = self.connect_dir / "log4j2.properties"
+        log4j.write_text(_log4j2(self.connect_log), encoding="utf-8")
+        proc = self._spawn(
+            self._java(
+                self.settings.connect_heap,
+                log4j,
+                ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)],
+            ),
+            self.connect_dir,
+            self.connect_dir / "connect.out",
+            self.connect_dir / "connect.pid",
+        )
+        self._wait(proc, self._worker_ready, "the Kafka Connect worker", self.url, self.connect_log)
+        return self.connect_status()
+
+    def _wait(self, proc: subprocess.Popen[bytes], ready: Any, what: str, where: str, log: Path) -> None:
+        try:
+            wait_until(
+                lambda: proc.poll() is not None or ready(),
+                timeout_s=self.settings.start_timeout_s,
+                what=f"{what} to answer",
+                interval_s=0.5,
+                max_interval_s=2.0,
+            )
+        except WaitTimeoutError:
+            pass
+        if proc.poll() is None and ready():
+            return
+        if proc.poll() is None:
+            stop_process(proc.pid, 10)
+            cause = f"no answer after {self.settings.start_timeout_s:.0f} s"
+        else:
+            cause = f"the process exited with code {proc.returncode}"
+        out = log.parent / ("server.out" if log == self.broker_log else "connect.out")
+        tail = "\n".join(log_tail(p, 12) for p in (out, log) if p.exists())
+        raise StackError(f"Failed to start {what} on {where} ({cause}; see {log}):\n{tail}")
+
+    def start(self) -> list[ServerStatus]:
+        """Start the broker, then the worker (each left alone if it runs)."""
+        return [self.start_broker(), self.start_connect()]
+
+    # ------------------------------------------------------------------ stop and status
+
+    def stop(self, timeout_s: float = 30.0) -> list[ServerStatus]:
+        """Stop the worker, then the broker (SIGTERM, SIGKILL after ``timeout_s``); data is kept."""
+        for pid in (self.connect_pid(), self.broker_pid()):
+            if pid is not None:
+                stop_process(pid, timeout_s)
+        return self.status()
+
+    def broker_status(self) -> ServerStatus:
+        """The broker's row of ``./workbook stack status``."""
+        pid = self.broker_pid()
+        return ServerStatus(
+            server="kafka",
+            running=pid is not None,
+            pid=pid,
+            port=self.settings.broker_port,
+            version=f"kafka {KAFKA_VERSION} (KRaft)",
+            data_dir=str(self.broker_dir / "data"),
+            log_file=str(self.broker_log),
+        )
+
+    def connect_status(self) -> ServerStatus:
+        """The worker's row of ``./workbook stack status``."""
+        pid = self.connect_pid()
+        return ServerStatus(
+            server="kafka-connect",
+            running=pid is not None,
+            pid=pid,
+            port=self.settings.connect_port,
+            version=f"kafka connect {KAFKA_VERSION}",
+            data_dir=str(self.connect_dir),
+            log_file=str(self.connect_log),
+        )
+
+    def status(self) -> list[ServerStatus]:
+        """Both rows."""
+        return [self.broker_status(), self.connect_status()]
+
+
+def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """Every record of ``topic`` from its first offset up to its end offset at the time of the
+    call: ``partition``, ``offset``, ``key`` and ``value`` (JSON decoded; ``None`` for a null).
+
+    A topic that does not exist yet reads as empty.
+
+    Raises:
+        CaptureError: when the records up to the end offsets do not arrive within ``timeout_s``.
+    """
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        request_timeout_ms=10_000,
+        key_deserializer=JsonDeserializer(),
+        value_deserializer=JsonDeserializer(),
+    )
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not assigned:
+            return []
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        ends = consumer.end_offsets(assigned)
+        records: list[dict[str, Any]] = []
+
+        def caught_up() -> bool:
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(
+                    {"partition": r.partition, "offset": r.offset, "key": r.key, "value": r.value}
+                    for r in batch
+                )
+            return all(consumer.position(tp) >= ends[tp] for tp in assigned)
+
+        try:
+            wait_until(caught_up, timeout_s=timeout_s, what=f"topic {topic} up to its end", interval_s=0.01)
+        except WaitTimeoutError:
+            raise CaptureError(
+                f"Failed to read topic {topic} from {bootstrap}: {len(records)} record(s) of "
+                f"{sum(ends.values())} after {timeout_s:.0f} s"
+            ) from None
+        return records
+    finally:
+        consumer.close()
+
+
+class JsonDeserializer(Deserializer):  # type: ignore[misc]
+    """JSON record keys and values (what Kafka's ``JsonConverter`` writes); ``None`` for a null."""
+
+    def deserialize(self, topic: str, headers: Any, data: bytes | None) -> Any:
+        return None if data is None else json.loads(data)

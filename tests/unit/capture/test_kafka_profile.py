@@ -1,0 +1,184 @@
+"""The local-kafka profile without its servers: parameters, connector configurations with secret
+references, the jar set ``kafka`` (found, fetched offline from the project's Maven cache and
+checked), and the REST client's scrubbing of worker messages. The real broker and Connect worker:
+``tests/integration/test_kafka_connect.py``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers.capture.backends import KafkaConnectRestBackend, scrub_secrets, trace_summary
+from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url
+from helpers.capture.register import connector_specs, local_endpoints, open_backend
+from helpers.errors import JarsMissingError, StackError
+from helpers.jars import JARS_DIR, connect_plugin_dirs, jar_tree
+from helpers.params import load_params, project_root
+
+ROOT = project_root()
+
+
+def _params(tmp_path: Path) -> object:
+    return load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st")})
+
+
+def test_the_overlay_selects_the_local_worker_on_its_own_ports(tmp_path: Path) -> None:
+    """``--env local-kafka``: capture through Kafka Connect at the local worker, its own state
+    directory and ports (none shared with the local or ci overlays)."""
+    params = load_params("local-kafka")
+    assert params.capture.backend == "kafka_connect" and params.state_dir == ".state-kafka"
+    assert connect_url(params) == "http://127.0.0.1:18083"
+    assert bootstrap_servers(params) == "127.0.0.1:19092"
+    backend = open_backend(params)
+    assert isinstance(backend, KafkaConnectRestBackend) and backend.url == "http://127.0.0.1:18083"
+    assert backend.start_worker is not None  # registering starts the local broker and worker
+    ports = lambda p: {  # noqa: E731
+        p.local.postgres.port,
+        p.local.mariadb.port,
+        p.local.metastore.port,
+        p.local.kafka.broker_port,
+        p.local.kafka.controller_port,
+        p.local.kafka.connect_port,
+    }
+    mine = ports(params)
+    assert len(mine) == 6
+    for other in ("local", "ci"):
+        assert not (ports(load_params(other)) - {19092, 19093, 18083}) & mine
+    named = load_params("local-kafka", {"capture.kafka_connect.url": "http://connect:8083"})
+    assert connect_url(named) == "http://connect:8083"
+    remote = open_backend(named)
+    assert isinstance(remote, KafkaConnectRestBackend) and remote.start_worker is None
+
+
+def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kafka_history(
+    tmp_path: Path,
+) -> None:
+    """No password in any configuration: ``${file:<state>/kafka/connect/secrets/...:key}``; the
+    MariaDB source uses Debezium's MySQL connector (or, when asked, its MariaDB connector) with its
+    schema history in a Kafka topic; the converter is the parameter's. The default profile's
+    configurations are unchanged."""
+    params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st")})
+    secrets = LocalKafka(params).secrets_file
+    specs = {s.source: s for s in connector_specs(params, local_endpoints(params))}
+    assert specs["ems"].config["database.password"] == f"${{file:{secrets}:postgres.password}}"
+    assert specs["ecomm"].config["database.password"] == f"${{file:{secrets}:mariadb.password}}"
+    assert not secrets.exists()  # references only: nothing was read or written
+    ecomm = specs["ecomm"].config
+    assert ecomm["connector.class"] == "io.debezium.connector.mysql.MySqlConnector"
+    assert ecomm["database.ssl.mode"] == "disabled"
+    assert ecomm["schema.history.internal"] == "io.debezium.storage.kafka.history.KafkaSchemaHistory"
+    assert ecomm["schema.history.internal.kafka.bootstrap.servers"] == "127.0.0.1:19092"
+    assert ecomm["schema.history.internal.kafka.topic"] == "tickit-ecomm.schema-history"
+    maria = load_params(
+        "local-kafka",
+        overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.mariadb_connector": "mariadb"},
+    )
+    specs_maria = {s.source: s for s in connector_specs(maria, local_endpoints(maria))}
+    assert specs_maria["ecomm"].config["connector.class"] == "io.debezium.connector.mariadb.MariaDbConnector"
+    assert specs_maria["ecomm"].config["database.ssl.mode"] == "disable"
+    other = load_params(
+        "local-kafka",
+        overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.converter": "x.Conv"},
+    )
+    assert {s.config["value.converter"] for s in connector_specs(other, local_endpoints(other))} == {"x.Conv"}
+    default = load_params("ci", overrides={"state_dir": str(tmp_path / "ci")})
+    plain = {s.source: s for s in connector_specs(default, local_endpoints(default))}
+    assert plain["ecomm"].config["connector.class"] == "io.debezium.connector.mysql.MySqlConnector"
+    assert plain["ecomm"].config["schema.history.internal"].endswith("FileSchemaHistory")
+    assert not plain["ems"].config["database.password"].startswith("${")
+
+
+def test_worker_messages_are_scrubbed_and_traces_keep_their_root_cause() -> None:
+    """Connect echoes a refused configuration with its references resolved: the client masks
+    every password / secret value; a task's trace is summarised by its first line and root cause."""
+    message = (
+        "Connector config {slot.name=s, database.password=-Xy_z9, name=broken} contains no connector type"
+    )
+    assert scrub_secrets(message) == (
+        "Connector config {slot.name=s, database.password=********, name=broken} contains no connector type"
+    )
+    trace = (
+        "org.apache.kafka.connect.errors.ConnectException: An exception occurred\n\tat a.b(C.java:1)\n"
+        "Caused by: java.sql.SQLException: outer\n\tat d\n"
+        'Caused by: org.postgresql.util.PSQLException: FATAL: password authentication failed for user "w"\n'
+    )
+    assert trace_summary(trace) == (
+        "org.apache.kafka.connect.errors.ConnectException: An exception occurred (caused by "
+        'org.postgresql.util.PSQLException: FATAL: password authentication failed for user "w")'
+    )
+    assert trace_summary("java.lang.IllegalStateException: x\n\tat y") == "java.lang.IllegalStateException: x"
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    (tmp_path / "scripts" / "poms").mkdir(parents=True)
+    for name in ("jars.tsv", "fetch_jars.sh", "poms/kafka.xml", "poms/kafka.sha256"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    return tmp_path
+
+
+def test_missing_kafka_jars_name_the_set_up_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the fetched set: finding the tree or a plugin, and so starting the broker, fails
+    before any JVM starts, naming ``./workbook setup kafka``."""
+    monkeypatch.setenv("WORKBOOK_ROOT", str(_project_copy(tmp_path)))
+    with pytest.raises(JarsMissingError, match=r"92 jar\(s\) of the kafka tree.*run ./workbook setup kafka"):
+        jar_tree("kafka", "kafka")
+    with pytest.raises(JarsMissingError, match=r"debezium-connector-postgres:3.6.3.Final.*setup kafka"):
+        connect_plugin_dirs("kafka")
+    params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st")})
+    with pytest.raises(StackError, match="Failed to find 92 jar"):
+        LocalKafka(params).start_broker()
+
+
+def _offline_fetch(root: Path, rows: str) -> subprocess.CompletedProcess[str]:
+    (root / "scripts" / "jars.tsv").write_text(rows)
+    env = {**os.environ, "WORKBOOK_M2": str(ROOT / ".cache" / "m2"), "WORKBOOK_MVN_FLAGS": "-o"}
+    return subprocess.run(
+        ["bash", "scripts/fetch_jars.sh", "kafka"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven, which the set-up installs")
+def test_fetch_jars_checks_a_tree_and_a_plugin_archive_then_unpacks_it(tmp_path: Path) -> None:
+    """Offline from the project's Maven cache (filled by ``./workbook setup kafka``): a tree with
+    one wrong pinned checksum is refused and removed; a plugin archive with a wrong checksum is
+    refused; with the right ones the tree is copied, the archive unpacked under
+    ``connect-plugins/``, and a second run fetches nothing."""
+    m2 = ROOT / ".cache" / "m2"
+    if not (m2 / "io" / "debezium" / "debezium-connector-postgres" / "3.6.3.Final").is_dir():
+        pytest.skip("the project's Maven cache has no Kafka set yet (run ./workbook setup kafka)")
+    root = _project_copy(tmp_path)
+    sums = root / "scripts" / "poms" / "kafka.sha256"
+    good_sums = sums.read_text()
+    plugin = "io.debezium:debezium-connector-postgres:3.6.3.Final:tar.gz:plugin"
+    good_sha = next(line.split("\t")[2] for line in (ROOT / "scripts" / "jars.tsv").read_text().splitlines()
+                    if plugin in line)  # fmt: skip
+    tree = "kafka\ttree:scripts/poms/kafka.xml\tscripts/poms/kafka.sha256\n"
+
+    sums.write_text("0" * 64 + good_sums[64:])
+    bad_tree = _offline_fetch(root, tree)
+    assert bad_tree.returncode == 1 and "Failed to verify the kafka tree" in bad_tree.stderr
+    assert not (root / JARS_DIR / "kafka").exists()
+    bad_plugin = _offline_fetch(root, f"kafka\t{plugin}\t{'0' * 64}\n")
+    assert bad_plugin.returncode == 1 and f"Failed to verify {plugin}" in bad_plugin.stderr
+
+    sums.write_text(good_sums)
+    ok = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
+    assert ok.returncode == 0, ok.stderr
+    assert len(list((root / JARS_DIR / "kafka").glob("*.jar"))) == len(good_sums.splitlines())
+    unpacked = root / JARS_DIR / "connect-plugins" / "debezium-connector-postgres-3.6.3.Final"
+    assert (
+        unpacked / "debezium-connector-postgres" / "debezium-connector-postgres-3.6.3.Final.jar"
+    ).is_file()
+    again = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
+    assert again.returncode == 0 and "fetch" not in again.stderr
