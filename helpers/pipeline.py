@@ -15,6 +15,7 @@ from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.registry import LocalRegistry
 from helpers.errors import ParamsError
+from helpers.lakefs_server import LocalS3Server
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
@@ -27,7 +28,8 @@ __all__ = ["PipelineStatus", "ensure_pipeline", "pipeline_status", "start_stack"
 
 def start_stack(params: WorkbookParams) -> list[ServerStatus]:
     """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore, then the schema
-    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL).
+    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL), and the local S3
+    server of the lake when ``local.s3.enabled``.
 
     Returns:
         The status of every server started.
@@ -35,6 +37,8 @@ def start_stack(params: WorkbookParams) -> list[ServerStatus]:
     statuses = LocalStack(params).start()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
+    if params.local.s3.enabled:
+        statuses.append(LocalS3Server(params).start())
     return statuses
 
 
@@ -60,16 +64,22 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     """Stop the Silver job, then the capture workers, then the schema registry (whatever
-    ``local.registry.enabled`` says, if it runs), then the metastore and both servers.
+    ``local.registry.enabled`` says, if it runs), then the metastore and both servers, then the
+    local S3 server (if it runs: nothing writes to the lake any more).
 
     Returns:
-        The status of every server afterwards (the registry's when enabled).
+        The status of every server afterwards (the registry's and S3's when enabled).
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
     registry = LocalRegistry(params).stop()
     statuses = LocalStack(params).stop()
-    return [*statuses, registry] if params.local.registry.enabled else statuses
+    s3 = LocalS3Server(params).stop()
+    if params.local.registry.enabled:
+        statuses.append(registry)
+    if params.local.s3.enabled:
+        statuses.append(s3)
+    return statuses
 
 
 class PipelineStatus(dict[str, pd.DataFrame]):
@@ -87,7 +97,7 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     """The state of every part of the local pipeline, read without changing anything.
 
     * ``servers``: PostgreSQL, MariaDB, the metastore and, when enabled or running, the schema
-      registry (state, pid, port, version);
+      registry and the local S3 server (state, pid, port, version);
     * ``connectors``: per source, the connector's state, events and files written, the
       last position captured and the offset it resumes from;
     * ``silver_job``: the continuous Silver job's state, loops, last error;
@@ -139,6 +149,9 @@ def _server_statuses(params: WorkbookParams) -> list[ServerStatus]:
     registry = LocalRegistry(params)
     if params.local.registry.enabled or registry.pid() is not None:
         statuses.append(registry.status())
+    s3 = LocalS3Server(params)
+    if params.local.s3.enabled or s3.pid() is not None:
+        statuses.append(s3.status())
     return statuses
 
 

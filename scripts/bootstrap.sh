@@ -4,7 +4,8 @@
 #   * a project-local virtual environment in .venv with the package and its dev extras;
 #   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
 #     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh);
-#     WORKBOOK_JAR_SETS names other sets (./workbook test adds registry, and with it a Java 21+).
+#     WORKBOOK_JAR_SETS names other sets (./workbook test adds registry, and with it a Java 21+,
+#     and s3: the local S3 server and Spark's s3a connector).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail
