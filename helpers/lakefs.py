@@ -201,7 +201,8 @@ class S3Store:
         return "/".join(p for p in (self.prefix, relative.strip("/")) if p)
 
     def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
-        """Objects under ``folder/`` (direct children unless ``recursive``).
+        """Objects under ``folder/`` (direct children unless ``recursive``; folder markers, keys
+        ending in ``/``, are not files).
 
         Raises:
             WorkbookError: when S3 cannot be listed.
@@ -214,6 +215,8 @@ class S3Store:
         try:
             for page in self.s3.get_paginator("list_objects_v2").paginate(**args):
                 for item in page.get("Contents", []):
+                    if item["Key"].endswith("/"):  # a folder marker (s3a's, or a file-system backend's)
+                        continue
                     name = item["Key"].rsplit("/", 1)[-1]
                     location = f"s3://{self.bucket}/{item['Key']}"
                     out.append(LakeEntry(name, location, int(item["Size"]), item["LastModified"].timestamp()))

@@ -1,8 +1,10 @@
 """The local S3-compatible server of the lake: ``s3://`` Bronze and Silver on one machine.
 
-:class:`LocalS3Server` runs S3Proxy (Maven Central ``org.gaul:s3proxy``, its ``filesystem-nio2``
-backend) on 127.0.0.1 when ``local.s3.enabled``, so that boto3, Spark's s3a and the Rust Hudi reader
-reach ``s3://<local.s3.bucket>/...`` exactly as on AWS. :func:`local_s3_connection` is what every
+:class:`LocalS3Server` runs S3Proxy (Maven Central ``org.gaul:s3proxy``) on 127.0.0.1 when
+``local.s3.enabled``, so that boto3, Spark's s3a and the Rust Hudi reader reach
+``s3://<local.s3.bucket>/...`` exactly as on AWS. Its backend is jclouds' ``filesystem``: the newer
+``filesystem-nio2`` answers a HEAD of a key that is a folder on disk as if it were an object, and
+s3a then refuses to create the Hudi table's folder ("since it is a file"). :func:`local_s3_connection` is what every
 client of the lake uses to find it (:mod:`helpers.lakefs`, :mod:`helpers.spark`, the Hudi reader).
 
 It is a foundation module beside :mod:`helpers.metastore` rather than a room of ``sources/local/``:
@@ -135,7 +137,7 @@ class LocalS3Server:
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={conn.access_key}",
             f"s3proxy.credential={conn.secret_key}",
-            "jclouds.provider=filesystem-nio2",
+            "jclouds.provider=filesystem",
             f"jclouds.filesystem.basedir={self.data_dir}",
             # the backend's own login (unused by the file system, required by S3Proxy)
             f"jclouds.identity={conn.access_key}",
