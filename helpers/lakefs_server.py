@@ -4,8 +4,9 @@
 ``local.s3.enabled``, so that boto3, Spark's s3a and the Rust Hudi reader reach
 ``s3://<local.s3.bucket>/...`` exactly as on AWS. Its backend is jclouds' ``filesystem``: the newer
 ``filesystem-nio2`` answers a HEAD of a key that is a folder on disk as if it were an object, and
-s3a then refuses to create the Hudi table's folder ("since it is a file"). :func:`local_s3_connection` is what every
-client of the lake uses to find it (:mod:`helpers.lakefs`, :mod:`helpers.spark`, the Hudi reader).
+s3a then refuses to create the Hudi table's folder ("since it is a file").
+:func:`local_s3_connection` is what every client of the lake uses to find it (:mod:`helpers.lakefs`,
+:mod:`helpers.spark`, the Hudi reader).
 
 It is a foundation module beside :mod:`helpers.metastore` rather than a room of ``sources/local/``:
 the lake's clients (``lakefs``, ``spark``, ``hudi``) sit in the foundation and must import it.
