@@ -51,6 +51,8 @@ def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
         parts = coords.split(":")
         if len(parts) == 3:
             out.append((coords, f"{parts[1]}-{parts[2]}.jar", sha))
+        elif len(parts) == 5 and parts[3] == "jar":  # a jar with a classifier
+            out.append((coords, f"{parts[1]}-{parts[2]}-{parts[4]}.jar", sha))
     return out
 
 

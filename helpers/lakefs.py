@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from helpers.errors import WorkbookError
+from helpers.lakefs_server import S3Connection, boto3_s3_client, local_s3_connection
 from helpers.params import WorkbookParams
 
 __all__ = [
@@ -26,12 +27,58 @@ __all__ = [
     "LakeStore",
     "LocalStore",
     "S3Store",
+    "hudi_storage_options",
     "is_s3",
     "join",
+    "lake_s3",
     "lake_uri",
     "open_store",
+    "s3_client",
     "split_s3",
+    "use_lake_s3",
 ]
+
+#: The S3 of this process's lake: the local server's connection, or None for AWS (boto3 defaults).
+_LAKE_S3: dict[str, S3Connection | None] = {"connection": None}
+
+
+def use_lake_s3(params: WorkbookParams) -> S3Connection | None:
+    """Point this process's S3 clients at the lake of ``params``: the local S3 server when
+    ``local.s3.enabled``, else AWS (boto3's endpoint and credential chain). Idempotent.
+
+    Returns:
+        The local server's connection, or None for AWS.
+    """
+    connection = local_s3_connection(params)
+    _LAKE_S3["connection"] = connection
+    return connection
+
+
+def lake_s3() -> S3Connection | None:
+    """The connection :func:`use_lake_s3` set (None: AWS, boto3's defaults)."""
+    return _LAKE_S3["connection"]
+
+
+def s3_client(region: str | None = None) -> Any:
+    """A boto3 S3 client for the lake (see :func:`use_lake_s3`); ``region`` applies to AWS only."""
+    return boto3_s3_client(lake_s3(), region)
+
+
+def hudi_storage_options(uri: str) -> dict[str, str]:
+    """Storage options of the Rust Hudi reader (``object_store``'s keys) for a table at ``uri``:
+    the local S3 server's endpoint, keys, plain HTTP and path-style requests; none for a local
+    path or AWS (the reader's own credential chain)."""
+    connection = lake_s3()
+    if connection is None or not is_s3(uri):
+        return {}
+    return {
+        "aws_endpoint_url": connection.endpoint_url,
+        "aws_access_key_id": connection.access_key,
+        "aws_secret_access_key": connection.secret_key,
+        "aws_region": connection.region,
+        "aws_allow_http": "true",
+        "aws_virtual_hosted_style_request": "false",
+    }
 
 
 def is_s3(uri: str) -> bool:
@@ -148,17 +195,14 @@ class S3Store:
     def __init__(self, root: str, s3: Any = None) -> None:
         self.root = root.rstrip("/")
         self.bucket, self.prefix = split_s3(root)
-        if s3 is None:
-            import boto3
-
-            s3 = boto3.client("s3")
-        self.s3 = s3
+        self.s3 = s3 if s3 is not None else s3_client()
 
     def _key(self, relative: str) -> str:
         return "/".join(p for p in (self.prefix, relative.strip("/")) if p)
 
     def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
-        """Objects under ``folder/`` (direct children unless ``recursive``).
+        """Objects under ``folder/`` (direct children unless ``recursive``; folder markers, keys
+        ending in ``/``, are not files).
 
         Raises:
             WorkbookError: when S3 cannot be listed.
@@ -171,6 +215,8 @@ class S3Store:
         try:
             for page in self.s3.get_paginator("list_objects_v2").paginate(**args):
                 for item in page.get("Contents", []):
+                    if item["Key"].endswith("/"):  # a folder marker (s3a's, or a file-system backend's)
+                        continue
                     name = item["Key"].rsplit("/", 1)[-1]
                     location = f"s3://{self.bucket}/{item['Key']}"
                     out.append(LakeEntry(name, location, int(item["Size"]), item["LastModified"].timestamp()))

@@ -41,6 +41,7 @@ __all__ = [
     "MetastoreParams",
     "RegistryParams",
     "KafkaParams",
+    "S3Params",
     "SparkParams",
     "OrdersParams",
     "PostgresParams",
@@ -180,6 +181,18 @@ class KafkaParams(_Strict):
     start_timeout_s: Annotated[float, Field(gt=0)] = 120.0
 
 
+class S3Params(_Strict):
+    """Local S3-compatible server (S3Proxy with its file-system backend, :mod:`helpers.lakefs_server`)
+    on 127.0.0.1: with it enabled, ``s3://`` lake URIs go to it through boto3, Spark's s3a and the
+    Rust Hudi reader, as on AWS."""
+
+    #: started and stopped with the local stack (``./workbook stack``); lake URIs ``s3://<bucket>/...``
+    enabled: bool = False
+    port: Annotated[int, Field(ge=1024, le=65535)] = 18333
+    bucket: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] = "workbook-lake"
+    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"  # the server JVM's -Xmx
+
+
 class LocalParams(_Strict):
     """Settings of the local stack (ignored on AWS)."""
 
@@ -188,6 +201,7 @@ class LocalParams(_Strict):
     metastore: MetastoreParams = MetastoreParams()
     registry: RegistryParams = RegistryParams()
     kafka: KafkaParams = KafkaParams()
+    s3: S3Params = S3Params()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
 

@@ -16,6 +16,7 @@ from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.registry import LocalRegistry
 from helpers.errors import CaptureError, ParamsError
+from helpers.lakefs_server import LocalS3Server
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
@@ -35,8 +36,9 @@ __all__ = [
 
 def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the schema
-    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); and, when the
-    capture backend is ``kafka_connect`` with the local worker, the Kafka broker and Connect worker.
+    registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
+    server of the lake when ``local.s3.enabled``; and, when the capture backend is
+    ``kafka_connect`` with the local worker, the Kafka broker and Connect worker.
 
     Returns:
         The status of every server.
@@ -46,16 +48,21 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
         statuses.append(LocalRegistry(params).start())
     if _local_kafka(params):
         statuses += LocalKafka(params).start()
+    if params.local.s3.enabled:
+        statuses.append(LocalS3Server(params).start())
     return statuses
 
 
 def server_statuses(params: WorkbookParams) -> list[ServerStatus]:
-    """The status of every local server of the parameters (read only; the registry also when it
-    runs although not enabled)."""
+    """The status of every local server of the parameters (read only; the registry and the S3
+    server also when they run although not enabled)."""
     statuses = LocalStack(params).status()
     registry = LocalRegistry(params)
     if params.local.registry.enabled or registry.pid() is not None:
         statuses.append(registry.status())
+    s3 = LocalS3Server(params)
+    if params.local.s3.enabled or s3.pid() is not None:
+        statuses.append(s3.status())
     if _local_kafka(params):
         statuses += LocalKafka(params).status()
     return statuses
@@ -88,17 +95,23 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     """Stop the Silver job, then the capture workers (the Kafka Connect worker and broker of the
     ``kafka_connect`` backend), then the schema registry (whatever ``local.registry.enabled`` says,
-    if it runs), then the metastore and both servers.
+    if it runs), then the metastore and both servers, then the local S3 server (if it runs:
+    nothing writes to the lake any more).
 
     Returns:
-        The status of every server afterwards (the registry's when enabled).
+        The status of every server afterwards (the registry's and S3's when enabled).
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
     kafka = LocalKafka(params).stop() if _local_kafka(params) else []
     registry = LocalRegistry(params).stop()
     statuses = kafka + LocalStack(params).stop()
-    return [*statuses, registry] if params.local.registry.enabled else statuses
+    s3 = LocalS3Server(params).stop()
+    if params.local.registry.enabled:
+        statuses.append(registry)
+    if params.local.s3.enabled:
+        statuses.append(s3)
+    return statuses
 
 
 class PipelineStatus(dict[str, pd.DataFrame]):
@@ -116,7 +129,7 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     """The state of every part of the local pipeline, read without changing anything.
 
     * ``servers``: PostgreSQL, MariaDB, the metastore and, when enabled or running, the schema
-      registry (state, pid, port, version);
+      registry and the local S3 server (state, pid, port, version);
     * ``connectors``: per source, the connector's state, events and files written, the
       last position captured and the offset it resumes from;
     * ``silver_job``: the continuous Silver job's state, loops, last error;

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
+from helpers.lakefs import lake_s3, use_lake_s3
+from helpers.lakefs_server import S3Connection
 from helpers.metastore import LocalMetastore
 from helpers.params import WorkbookParams, load_params
 
@@ -31,6 +33,7 @@ __all__ = [
     "build_spark_session",
     "hudi_datasource_available",
     "jvm_class_available",
+    "s3a_conf",
     "spark_conf",
 ]
 
@@ -82,10 +85,13 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     """
     settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
     settings["spark.driver.memory"] = params.spark.driver_memory
+    local_s3 = use_lake_s3(params)
     jars: list[str] = []
     if params.spark.jars == "project":
         try:
             jars = [str(p) for p in project_jars(("spark", "metastore", *extra_jar_sets))]
+            if local_s3 is not None:  # s3a and its AWS SDK (not the server's own jar)
+                jars += [str(p) for p in project_jars(("s3",)) if not p.name.startswith("s3proxy-")]
         except JarsMissingError as exc:
             raise SparkSetupError(str(exc)) from None
     jars += list(params.spark.extra_jars)
@@ -106,8 +112,41 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
         settings.update(metastore.spark_conf())
     elif params.spark.catalog == "cluster":
         settings["spark.sql.catalogImplementation"] = "hive"
+    if local_s3 is not None:
+        settings.update(s3a_conf(local_s3))
     settings.update(params.spark.conf)
     return settings
+
+
+def s3a_conf(connection: S3Connection) -> dict[str, str]:
+    """Hadoop settings that send ``s3://`` and ``s3a://`` paths to the local S3 server through
+    s3a, as EMR's S3 file system does on AWS: endpoint, region, path-style requests over plain
+    HTTP, and the provider that reads ``fs.s3a.access.key`` / ``fs.s3a.secret.key``. The keys
+    themselves are not here: PySpark hands every setting of the builder to ``spark-submit`` as a
+    ``--conf`` argument, visible in ``ps``; :func:`build_spark_session` sets them on the running
+    session's Hadoop configuration instead (through the local Py4J gateway)."""
+    prefix = "spark.hadoop.fs.s3a."
+    return {
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        f"{prefix}impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        f"{prefix}endpoint": connection.endpoint_url,
+        f"{prefix}endpoint.region": connection.region,
+        f"{prefix}path.style.access": "true",
+        f"{prefix}connection.ssl.enabled": "false",
+        f"{prefix}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        # keep the empty "folder/" markers s3a writes: deleting a parent's marker when a file is
+        # created makes S3Proxy's file-system backend fail (DirectoryNotEmptyException, retried
+        # forever); AWS S3 and readers do not mind markers
+        f"{prefix}directory.marker.retention": "keep",
+    }
+
+
+def _set_s3_keys(spark: SparkSession, connection: S3Connection) -> None:
+    """The local S3 server's keys on the session's Hadoop configuration (never on a command line)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("fs.s3a.access.key", connection.access_key)
+    hadoop.set("fs.s3a.secret.key", connection.secret_key)
 
 
 def build_spark_session(
@@ -161,6 +200,9 @@ def build_spark_session(
             builder = builder.enableHiveSupport()
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(_QUIET_LOG_LEVEL)
+        local_s3 = lake_s3()
+        if local_s3 is not None:
+            _set_s3_keys(spark, local_s3)
     except Exception as exc:  # noqa: BLE001 - JVM start-up errors have many types
         raise SparkSetupError(
             f"Failed to build SparkSession {app_name!r} on {master!r}: {exc}. "

@@ -5,7 +5,7 @@
 #   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
 #     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh); the sets
 #     in WORKBOOK_JAR_SETS (./workbook adds kafka for --env local-kafka and setup kafka; test adds
-#     kafka and registry, and with the registry a Java 21+).
+#     kafka, registry (and with it a Java 21+) and s3: the local S3 server and Spark's s3a connector).
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail

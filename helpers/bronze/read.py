@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import fastavro
 import pyarrow as pa
@@ -20,6 +20,7 @@ from helpers.bronze.events import (
     event_from_json,
 )
 from helpers.errors import BronzeError, HudiError, UnreadableBronzeError
+from helpers.lakefs import is_s3, open_store
 
 __all__ = [
     "DEBEZIUM_FIELDS",
@@ -46,21 +47,35 @@ def bronze_files(root: str | Path, topic: str) -> list[Path]:
 
 
 def _read_file(path: Path) -> Iterator[dict[str, Any]]:
-    if path.suffix == ".jsonl":
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    event = event_from_json(path.name, line.rstrip(b"\n"))
-                except BronzeError as exc:
-                    raise BronzeError(f"Failed to read {path} line {number}: {exc}") from None
-                if event is not None:
-                    yield decoded_event(event)
-        return
     with open(path, "rb") as handle:
-        for record in fastavro.reader(handle):
-            yield dict(record)  # type: ignore[arg-type]
+        yield from _read_stream(str(path), path.suffix == ".jsonl", handle)
+
+
+def _read_stream(where: str, jsonl: bool, handle: BinaryIO) -> Iterator[dict[str, Any]]:
+    if jsonl:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                event = event_from_json(where.rsplit("/", 1)[-1], line.rstrip(b"\n"))
+            except BronzeError as exc:
+                raise BronzeError(f"Failed to read {where} line {number}: {exc}") from None
+            if event is not None:
+                yield decoded_event(event)
+        return
+    for record in fastavro.reader(handle):
+        yield dict(record)  # type: ignore[arg-type]
+
+
+def _s3_events(root: str, topic: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(file name, event)`` of a topic's visible Bronze objects under an ``s3://`` root."""
+    store = open_store(root)
+    for entry in store.list(topic, recursive=True):
+        if entry.name.startswith(".") or not entry.name.endswith((".avro", ".jsonl")):
+            continue
+        data = io.BytesIO(store.read(entry.location))
+        for row in _read_stream(entry.location, entry.name.endswith(".jsonl"), data):
+            yield entry.name, row
 
 
 def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str, Any]]:
@@ -69,7 +84,8 @@ def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str,
     Redeliveries appear as often as they were written: deduplicate on the log position.
 
     Args:
-        root: the Bronze zone directory.
+        root: the Bronze zone directory, or an ``s3://`` URI (objects read through
+            :func:`helpers.lakefs.open_store`).
         topics: one topic or several.
 
     Returns:
@@ -79,6 +95,11 @@ def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str,
     names = [topics] if isinstance(topics, str) else list(topics)
     out = []
     for topic in names:
+        if is_s3(str(root)):
+            for name, row in _s3_events(str(root), topic):
+                row["_bronze_file"] = name
+                out.append(row)
+            continue
         for path in bronze_files(root, topic):
             for row in _read_file(path):
                 row["_bronze_file"] = path.name

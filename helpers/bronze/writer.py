@@ -3,7 +3,9 @@
 :class:`BronzeWriter` writes each batch to
 ``<bronze>/<topic>/year=YYYY/month=MM/day=DD/<topic>+<first>+<last>+<digest>.<ext>`` (Avro or JSON
 lines) and returns only once the file is durable; only then may the capture engine commit its
-offsets. The layout, formats and redelivery: ``docs/architecture.md``, "Capture and the Bronze zone".
+offsets. ``<bronze>`` is a folder or an ``s3://`` URI (one ``PutObject`` per file, through
+:func:`helpers.lakefs.open_store`). The layout, formats and redelivery: ``docs/architecture.md``,
+"Capture and the Bronze zone".
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from helpers.bronze.events import (
     converted_fields,
     position_of,
 )
-from helpers.errors import BronzeError, BronzeNotWritableError
+from helpers.errors import BronzeError, BronzeNotWritableError, WorkbookError
+from helpers.lakefs import LakeStore, is_s3, join, open_store
 
 __all__ = ["BronzeFile", "BronzeFormat", "BronzeWriter"]
 
@@ -59,7 +62,7 @@ class BronzeFile:
     """A Bronze file made visible by :meth:`BronzeWriter.write_batch`."""
 
     topic: str
-    path: Path
+    path: Path | str  # a local path, or the object's s3:// URI
     events: int
     first: tuple[Any, ...]
     last: tuple[Any, ...]
@@ -71,22 +74,27 @@ class BronzeWriter:
     """Writes batches of change events to Bronze files, durably and idempotently (``docs/architecture.md``).
 
     Attributes:
-        root: the Bronze zone directory.
+        root: the Bronze zone directory, or an ``s3://`` URI.
         fmt: ``avro`` or ``jsonl``.
         codec: Avro block codec (``deflate`` is in every Avro reader, also EMR's).
     """
 
-    root: Path
+    root: Path | str
     fmt: BronzeFormat = "avro"
     codec: str = "deflate"
     _schemas: dict[Any, Any] = field(default_factory=dict, repr=False)
+    _store: LakeStore | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.fmt not in _EXT:
             raise BronzeError(
                 f"Failed to configure the Bronze writer: format {self.fmt!r} is not one of {sorted(_EXT)}"
             )
-        self.root = Path(self.root)
+        if is_s3(str(self.root)):
+            self.root = str(self.root).rstrip("/")
+            self._store = open_store(self.root)
+        else:
+            self.root = Path(self.root)
 
     def write_batch(self, events: Sequence[BronzeEvent]) -> list[BronzeFile]:
         """Write one batch of events (in log order) as one file per topic, day and schema.
@@ -128,10 +136,19 @@ class BronzeWriter:
         positions = [position_of(e.value) for e in events]
         first, last = min(positions), max(positions)
         digest = hashlib.blake2b(b"\n".join(e.raw for e in events), digest_size=6).hexdigest()
-        directory = (
-            self.root / topic / f"year={day.year:04d}" / f"month={day.month:02d}" / f"day={day.day:02d}"
-        )
+        folder = f"{topic}/year={day.year:04d}/month={day.month:02d}/day={day.day:02d}"
         name = f"{topic}+{_position_text(first)}+{_position_text(last)}+{digest}.{_EXT[self.fmt]}"
+        snapshot = sum(1 for e in events if e.value.get("__op") == "r")
+        if self._store is not None:  # S3: one PutObject, visible whole or not at all
+            data = self._encode(topic, events)
+            try:
+                location = self._store.write(f"{folder}/{name}", data)
+            except WorkbookError as exc:
+                raise BronzeError(
+                    f"Failed to write Bronze file {join(str(self.root), folder, name)}: {exc}"
+                ) from exc
+            return BronzeFile(topic, location, len(events), first, last, snapshot)
+        directory = Path(self.root, folder)
         try:
             self._makedirs(directory)
             data = self._encode(topic, events)
@@ -150,7 +167,6 @@ class BronzeWriter:
                     "was not marked processed: it is delivered again)"
                 ) from exc
             raise BronzeError(f"Failed to write Bronze file {directory / name}: {exc}") from exc
-        snapshot = sum(1 for e in events if e.value.get("__op") == "r")
         return BronzeFile(topic, directory / name, len(events), first, last, snapshot)
 
     def _makedirs(self, directory: Path) -> None:

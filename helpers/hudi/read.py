@@ -19,6 +19,7 @@ from hudi import HudiFileGroupReader, HudiQueryType, HudiReadOptions, HudiTableB
 
 from helpers.errors import HudiError, WorkbookError
 from helpers.instants import InstantInput, to_instant
+from helpers.lakefs import hudi_storage_options
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -221,7 +222,8 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
 
     Args:
         base_path: Table base path (local path or URI), the directory holding ``.hoodie/``.
-        hudi_options: Extra ``hoodie.*`` or storage options for the reader.
+        hudi_options: Extra ``hoodie.*`` or storage options for the reader (the lake's S3
+            endpoint and keys, :func:`helpers.lakefs.hudi_storage_options`, are added).
 
     Returns:
         The official reader's table handle.
@@ -231,11 +233,10 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
             unsupported table version, ...).
     """
 
+    options = {**hudi_storage_options(str(base_path)), **(hudi_options or {})}
     for attempt in range(_RETRIES + 1):
         try:
-            return (
-                HudiTableBuilder.from_base_uri(str(base_path)).with_options(dict(hudi_options or {})).build()
-            )
+            return HudiTableBuilder.from_base_uri(str(base_path)).with_options(options).build()
         except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
             if attempt < _RETRIES and _transient(exc):
                 time.sleep(_RETRY_PAUSE_S)
@@ -514,7 +515,8 @@ def read_file_slices(
     """
 
     read_options = spec.to_read_options()
-    reader = HudiFileGroupReader(str(base_path), dict(reader_options))
+    # the lake's S3 endpoint and keys are added here, not planned: reader_options may travel
+    reader = HudiFileGroupReader(str(base_path), {**hudi_storage_options(str(base_path)), **reader_options})
     for ref in slices:
         try:
             batch = reader.read_file_slice_from_paths(ref.base_file, list(ref.log_files), read_options)

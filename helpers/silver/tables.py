@@ -16,7 +16,7 @@ from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import commit_metadata_newest_first
-from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store
+from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import (
@@ -162,16 +162,15 @@ def bronze_store(params: WorkbookParams, s3: Any = None) -> BronzeStore:
     """Where Bronze is listed and read: the local folder or S3 (``lake.bronze``)."""
     root = lake_uri(params, params.lake.bronze)
     if is_s3(root):
-        if s3 is None:
-            import boto3
-
-            s3 = boto3.client("s3", region_name=params.aws.region if params.aws else None)
-        return S3Bronze(s3, root)
+        use_lake_s3(params)
+        region = params.aws.region if params.aws else None
+        return S3Bronze(s3 if s3 is not None else s3_client(region), root)
     return LocalBronze(root)
 
 
 def silver_store(params: WorkbookParams, s3: Any = None) -> LakeStore:
     """The Silver zone's files (tables' timelines, staging, tombstones, quarantine)."""
+    use_lake_s3(params)
     return open_store(lake_uri(params, params.lake.silver), s3)
 
 

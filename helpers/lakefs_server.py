@@ -1,0 +1,301 @@
+"""The local S3-compatible server of the lake: ``s3://`` Bronze and Silver on one machine.
+
+:class:`LocalS3Server` runs S3Proxy (Maven Central ``org.gaul:s3proxy``) on 127.0.0.1 when
+``local.s3.enabled``, so that boto3, Spark's s3a and the Rust Hudi reader reach
+``s3://<local.s3.bucket>/...`` exactly as on AWS. Its backend is jclouds' ``filesystem``: the newer
+``filesystem-nio2`` answers a HEAD of a key that is a folder on disk as if it were an object, and
+s3a then refuses to create the Hudi table's folder ("since it is a file").
+:func:`local_s3_connection` is what every client of the lake uses to find it (:mod:`helpers.lakefs`,
+:mod:`helpers.spark`, the Hudi reader).
+
+It is a foundation module beside :mod:`helpers.metastore` rather than a room of ``sources/local/``:
+the lake's clients (``lakefs``, ``spark``, ``hudi``) sit in the foundation and must import it.
+
+Its files live under ``<state_dir>/s3/``: ``keys.json`` (the generated access key and secret, 0600,
+never printed), ``s3proxy.properties`` (written on every start, 0600: S3Proxy reads its credentials
+from this file, so they are never on a command line), ``data/`` (one folder per bucket),
+``s3proxy.pid`` and ``s3proxy.log``. Why S3Proxy (one port, a bounded JVM heap) and not SeaweedFS:
+``docs/architecture.md``, "Foundation".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.jars import project_jars
+from helpers.params import WorkbookParams
+from helpers.poll import wait_until
+from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+
+__all__ = [
+    "REGION",
+    "S3PROXY_VERSION",
+    "LocalS3Server",
+    "S3Connection",
+    "local_s3_connection",
+    "boto3_s3_client",
+]
+
+S3PROXY_VERSION = "2.7.0"
+#: The region clients sign requests for (S3Proxy accepts any; s3a and object_store need one).
+REGION = "us-east-1"
+_LOOPBACK = "127.0.0.1"
+_JAR_SET = "s3"
+_SERVER_JAR = "s3proxy-"
+
+
+@dataclass(frozen=True)
+class S3Connection:
+    """How a client reaches the local S3 server: endpoint and generated keys (the secret is left
+    out of ``repr``, so it never reaches a log or a notebook output)."""
+
+    endpoint_url: str
+    access_key: str
+    secret_key: str = field(repr=False)
+    region: str = REGION
+
+
+class LocalS3Server:
+    """Start, stop and describe the local S3 server of a parameter set."""
+
+    def __init__(self, params: WorkbookParams) -> None:
+        self.params = params
+        self.settings = params.local.s3
+        self.home = params.state_path / "s3"
+        self.port = self.settings.port
+        self.bucket = self.settings.bucket
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://{_LOOPBACK}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The file-system backend's folder (one subfolder per bucket)."""
+        return self.home / "data"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's log."""
+        return self.home / "s3proxy.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.home / "s3proxy.pid"
+
+    @property
+    def _keys_file(self) -> Path:
+        return self.home / "keys.json"
+
+    @property
+    def _properties(self) -> Path:
+        return self.home / "s3proxy.properties"
+
+    def connection(self) -> S3Connection:
+        """The endpoint and the keys, generated into ``keys.json`` (0600) on first use.
+
+        Raises:
+            StackError: when the keys file is unreadable.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self._keys_file
+        if not path.exists():
+            access_key = f"WB{secrets.token_hex(9).upper()}"
+            keys = {"access_key": access_key, "secret_key": secrets.token_urlsafe(30)}
+            _write_private(path, json.dumps(keys))
+        try:
+            keys = json.loads(path.read_text(encoding="utf-8"))
+            return S3Connection(self.endpoint_url, str(keys["access_key"]), str(keys["secret_key"]))
+        except (OSError, ValueError, KeyError) as exc:
+            raise StackError(
+                f"Failed to read the local S3 server's keys from {path}: {type(exc).__name__}; delete "
+                "the file to generate new ones (the data stays)"
+            ) from None
+
+    def pid(self) -> int | None:
+        """The server's pid while it runs."""
+        return live_pid(self._pid_file)
+
+    def _accepts(self) -> bool:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex((_LOOPBACK, self.port)) == 0
+
+    def _write_properties(self, conn: S3Connection) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "# written by helpers.lakefs_server on every start: the local S3 server (S3Proxy)",
+            f"s3proxy.endpoint={self.endpoint_url}",
+            "s3proxy.authorization=aws-v2-or-v4",
+            f"s3proxy.identity={conn.access_key}",
+            f"s3proxy.credential={conn.secret_key}",
+            "jclouds.provider=filesystem",
+            f"jclouds.filesystem.basedir={self.data_dir}",
+            # the backend's own login (unused by the file system, required by S3Proxy)
+            f"jclouds.identity={conn.access_key}",
+            f"jclouds.credential={conn.secret_key}",
+            "",
+        ]
+        _write_private(self._properties, "\n".join(lines), replace=True)
+
+    def start(self) -> ServerStatus:
+        """Start the server unless it runs; wait until it answers; create the lake bucket.
+
+        Raises:
+            StackError: when the jar is missing (naming the set-up command), the port is taken by
+                another program, or the server does not come up (with its log's last lines).
+        """
+        if self.pid() is None:
+            self._launch()
+        self._create_bucket()
+        return self.status()
+
+    def _launch(self) -> None:
+        try:
+            jar = next(p for p in project_jars((_JAR_SET,)) if p.name.startswith(_SERVER_JAR))
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+        if port_in_use(self.port, _LOOPBACK):
+            raise StackError(
+                f"Failed to start the local S3 server: port {self.port} on {_LOOPBACK} is taken by another "
+                "program; set local.s3.port to a free port"
+            )
+        self._write_properties(self.connection())
+        argv = [
+            "java",
+            f"-Xmx{self.settings.heap}",
+            "-XX:+UseSerialGC",
+            "-Djava.net.preferIPv4Stack=true",
+            "-jar",
+            str(jar),
+            "--properties",
+            str(self._properties),
+        ]
+        with open(self.log_file, "ab") as out:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no secret in it
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.home,
+                start_new_session=True,
+            )
+        register_child(proc)
+        self._pid_file.write_text(str(proc.pid))
+        try:  # up once it accepts connections; gone for good if the process exited
+            wait_until(
+                lambda: self._accepts() or proc.poll() is not None,
+                timeout_s=self.params.local.start_timeout_s,
+                what="the local S3 server to accept connections",
+                max_interval_s=0.25,
+            )
+        except WaitTimeoutError:
+            pass
+        if proc.poll() is None and self._accepts():
+            return
+        raise StackError(
+            f"Failed to start the local S3 server on {_LOOPBACK}:{self.port} (see {self.log_file}):\n"
+            f"{log_tail(self.log_file, 10)}"
+        )
+
+    def client(self) -> Any:
+        """A boto3 S3 client of this server."""
+        return boto3_s3_client(self.connection())
+
+    def _create_bucket(self) -> None:
+        s3 = self.client()
+        try:
+            s3.head_bucket(Bucket=self.bucket)
+            return
+        except Exception:  # noqa: BLE001, S110 - botocore's 404: the bucket is created below
+            pass
+        try:
+            s3.create_bucket(Bucket=self.bucket)
+        except Exception as exc:  # noqa: BLE001 - botocore errors, re-raised with the place
+            if "BucketAlreadyOwnedByYou" not in str(exc):
+                raise StackError(
+                    f"Failed to create bucket {self.bucket!r} on the local S3 server {self.endpoint_url}: "
+                    f"{exc}\n{log_tail(self.log_file, 10)}"
+                ) from None
+
+    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
+        """Stop the server (SIGTERM; every object is a file, written before the PUT returned)."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout_s)
+        return self.status()
+
+    def status(self) -> ServerStatus:
+        """Running or stopped, pid, port, data folder and log."""
+        pid = self.pid()
+        return ServerStatus(
+            server="s3",
+            running=pid is not None,
+            pid=pid,
+            port=self.port,
+            version=f"s3proxy {S3PROXY_VERSION}",
+            data_dir=str(self.data_dir),
+            log_file=str(self.log_file),
+        )
+
+
+def boto3_s3_client(connection: S3Connection | None = None, region: str | None = None) -> Any:
+    """The one place a boto3 S3 client of the lake is made: boto3's defaults (credentials from the
+    environment or the instance profile) without ``connection``; else the local server's endpoint
+    and keys, path-style addressing, and checksums only where an operation requires them (S3Proxy
+    2.7.0 answers boto3's default CRC32 trailer with ``NotImplemented``). ``region``: AWS only."""
+    import boto3
+    from botocore.config import Config
+
+    if connection is None:
+        return boto3.client("s3", region_name=region)
+    return boto3.client(
+        "s3",
+        endpoint_url=connection.endpoint_url,
+        aws_access_key_id=connection.access_key,
+        aws_secret_access_key=connection.secret_key,
+        region_name=connection.region,
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+def local_s3_connection(params: WorkbookParams) -> S3Connection | None:
+    """How to reach the local S3 server: ``None`` unless ``local.s3.enabled`` (and not on AWS)."""
+    if params.environment == "aws" or not params.local.s3.enabled:
+        return None
+    return LocalS3Server(params).connection()
+
+
+def _write_private(path: Path, text: str, *, replace: bool = False) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from the start (a temporary name, then a link or
+    a rename: a concurrent first writer keeps its own file unless ``replace``)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if replace:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
