@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.params import load_params  # noqa: E402
+from helpers.params import load_params, parse_overrides  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.runner import GIB, RunResult, run_workbook  # noqa: E402
 
@@ -47,6 +47,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="tickit.scale")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="another parameter (repeatable)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wb-bench-run-", dir="/tmp"))
     work.chmod(0o755)  # the server users traverse it
@@ -59,6 +62,7 @@ def main() -> None:
         "local.postgres.port": _free_port(),
         "local.mariadb.port": _free_port(),
         "local.metastore.port": _free_port(),
+        **parse_overrides(args.set),
     }
     runs: list[RunResult] = []
     try:
@@ -76,7 +80,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     first, second = runs
     print(
-        f"\nWhole workbook at tickit.scale={args.scale} "
+        f"\nWhole workbook at tickit.scale={args.scale}{' with ' + ', '.join(args.set) if args.set else ''} "
         "(first run from an empty state; re-run: nothing new)\n"
     )
     print("| figure | first run | re-run | target |")
