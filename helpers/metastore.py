@@ -12,6 +12,7 @@ import secrets
 import socket
 import subprocess
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
 from helpers.jars import project_jars
@@ -94,20 +95,53 @@ class LocalMetastore:
             tmp.unlink(missing_ok=True)
         return password
 
+    @property
+    def client_conf_dir(self) -> Path:
+        """The folder holding the metastore client's ``hive-site.xml`` (put on the driver's class
+        path; see :meth:`write_client_conf`)."""
+        return self.home / "client"
+
+    def write_client_conf(self) -> Path:
+        """Write the client's connection settings, password included, to ``hive-site.xml`` (0600)
+        in :attr:`client_conf_dir`, and return that folder.
+
+        Spark loads ``hive-site.xml`` from the driver's class path into the Hive client's
+        configuration. Settings passed to the session builder would not do for the password:
+        PySpark hands each of them to ``spark-submit`` as ``--conf KEY=VALUE``, on a command line
+        that any local user sees in ``ps``.
+        """
+        settings = {
+            "javax.jdo.option.ConnectionURL": f"jdbc:derby://{_LOOPBACK}:{self.port}/{_DATABASE};create=true",
+            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.ClientDriver",
+            "javax.jdo.option.ConnectionUserName": _USER,
+            "javax.jdo.option.ConnectionPassword": self._password(),
+            "datanucleus.schema.autoCreateAll": "true",
+            "hive.metastore.schema.verification": "false",
+        }
+        body = "".join(
+            f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+            for k, v in settings.items()
+        )
+        text = f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
+        folder = self.client_conf_dir
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        target = folder / "hive-site.xml"
+        tmp = folder / ".hive-site.xml.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+        return folder
+
     def spark_conf(self) -> dict[str, str]:
         """Spark settings that make a session's Hive catalog (and Hudi's Hive sync) use this
-        metastore. The password is in a ``...Password`` key, which Spark redacts in its logs."""
+        metastore. They hold no secret: the connection, password included, is in the client's
+        ``hive-site.xml`` (:meth:`write_client_conf`), whose folder the caller puts on the
+        driver's class path."""
         return {
             "spark.sql.catalogImplementation": "hive",
             "spark.sql.warehouse.dir": str(self.warehouse),
-            "spark.hadoop.javax.jdo.option.ConnectionURL": (
-                f"jdbc:derby://{_LOOPBACK}:{self.port}/{_DATABASE};create=true"
-            ),
-            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.ClientDriver",
-            "spark.hadoop.javax.jdo.option.ConnectionUserName": _USER,
-            "spark.hadoop.javax.jdo.option.ConnectionPassword": self._password(),
-            "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
-            "spark.hadoop.hive.metastore.schema.verification": "false",
         }
 
     def pid(self) -> int | None:

@@ -110,6 +110,10 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
                 "spark.catalog: none for a session without catalog"
             )
         settings.update(metastore.spark_conf())
+        client_conf = str(metastore.write_client_conf())  # hive-site.xml: the connection and password
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(
+            [client_conf, *filter(None, [settings.get("spark.driver.extraClassPath", "")])]
+        )
     elif params.spark.catalog == "cluster":
         settings["spark.sql.catalogImplementation"] = "hive"
     if local_s3 is not None:

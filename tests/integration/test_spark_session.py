@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,3 +36,26 @@ def test_the_official_bundle_is_loaded_from_the_project_jars(spark: Any) -> None
     assert source.getImplementationVersion() == "1.0.2"
     assert HUDI_DATASOURCE_CLASS == "org.apache.hudi.DefaultSource"
     assert spark.version == "3.5.6"
+
+
+def test_the_metastore_password_is_in_no_command_line(spark: Any, spark_params: Any) -> None:
+    """The catalog works through the session's metastore, yet its password is on no process's
+    command line (PySpark passes builder settings to spark-submit as --conf arguments): it is in
+    the client's hive-site.xml, readable by its owner only."""
+    home = spark_params.state_path / "metastore"
+    props = (home / "derby.properties").read_text(encoding="utf-8")
+    password = next(line.split("=", 1)[1] for line in props.splitlines() if line.startswith("derby.user."))
+    assert len(password) >= 16
+    spark.sql("CREATE DATABASE IF NOT EXISTS password_probe")
+    assert "password_probe" in {r[0] for r in spark.sql("SHOW DATABASES").collect()}
+    seen = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if password.encode() in cmdline.read_bytes():
+                seen.append(cmdline.parent.name)
+        except OSError:
+            continue
+    assert seen == [], f"the metastore password is on the command line of pid(s) {seen}"
+    client = home / "client" / "hive-site.xml"
+    assert password in client.read_text(encoding="utf-8")
+    assert client.stat().st_mode & 0o777 == 0o600
