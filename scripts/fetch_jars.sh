@@ -30,7 +30,7 @@ mvn_run() {  # mvn_run WHAT ARGS...: Maven with the project-local repository; on
   local what="$1" out
   shift
   # shellcheck disable=SC2086 # WORKBOOK_MVN_FLAGS: extra Maven flags, e.g. -o (offline)
-  if ! out=$(mvn -B -q -C ${WORKBOOK_MVN_FLAGS:-} -Dmaven.repo.local="$m2" "$@" 2>&1); then
+  if ! out=$(mvn -B -q ${WORKBOOK_MVN_FLAGS:-} -Dmaven.repo.local="$m2" "$@" 2>&1); then
     log "Failed to fetch $what with Maven:"
     printf '%s\n' "$out" | grep -E 'ERROR' | head -5 >&2
     exit 1
@@ -50,7 +50,9 @@ fetch_tree() {  # fetch_tree POM SUMS
   need_mvn "the $name tree ($pom)"
   log "fetching the dependency tree of $pom from Maven Central"
   rm -rf "$dir"
-  mvn_run "$pom" -f "$ROOT/$pom" dependency:copy-dependencies -DincludeScope=runtime \
+  # -C: Central's own checksums too (a tree's jars all have them; single artifacts are checked
+  # against their pinned SHA-256 only, since some archives, e.g. the Apicurio converter's, have none)
+  mvn_run "$pom" -C -f "$ROOT/$pom" dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$ROOT/$dir"
   if ! tree_ok "$dir" "$sums"; then
     log "Failed to verify the $name tree against $sums (a jar differs, is missing or is extra):"
