@@ -24,16 +24,22 @@ import json
 import os
 import secrets
 import socket
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_jars
 from helpers.params import WorkbookParams
-from helpers.poll import wait_until
-from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.proc import (
+    ServerStatus,
+    live_pid,
+    log_tail,
+    port_in_use,
+    spawn_server,
+    stop_process,
+    wait_started,
+)
 
 __all__ = [
     "REGION",
@@ -180,27 +186,14 @@ class LocalS3Server:
             "--properties",
             str(self._properties),
         ]
-        with open(self.log_file, "ab") as out:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no secret in it
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.home,
-                start_new_session=True,
-            )
-        register_child(proc)
-        self._pid_file.write_text(str(proc.pid))
-        try:  # up once it accepts connections; gone for good if the process exited
-            wait_until(
-                lambda: self._accepts() or proc.poll() is not None,
-                timeout_s=self.params.local.start_timeout_s,
-                what="the local S3 server to accept connections",
-                max_interval_s=0.25,
-            )
-        except WaitTimeoutError:
-            pass
-        if proc.poll() is None and self._accepts():
+        proc = spawn_server(argv, log_file=self.log_file, pid_file=self._pid_file, cwd=self.home)
+        if wait_started(
+            proc,
+            self._accepts,
+            timeout_s=self.params.local.start_timeout_s,
+            what="the local S3 server to accept connections",
+            max_interval_s=0.25,
+        ):
             return
         raise StackError(
             f"Failed to start the local S3 server on {_LOOPBACK}:{self.port} (see {self.log_file}):\n"

@@ -10,15 +10,21 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import subprocess
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_jars
 from helpers.params import WorkbookParams
-from helpers.poll import wait_until
-from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.proc import (
+    ServerStatus,
+    live_pid,
+    log_tail,
+    port_in_use,
+    spawn_server,
+    stop_process,
+    wait_started,
+)
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
 
@@ -187,27 +193,13 @@ class LocalMetastore:
             str(self.port),
             "-noSecurityManager",
         ]
-        with open(self.home / "server.out", "ab") as out:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.home,
-                start_new_session=True,
-            )
-        register_child(proc)
-        self._pid_file.write_text(str(proc.pid))
-        try:  # up once it accepts connections; gone for good if the process exited
-            wait_until(
-                lambda: self._accepts() or proc.poll() is not None,
-                timeout_s=self.params.local.start_timeout_s,
-                what="the local metastore to accept connections",
-                max_interval_s=0.5,
-            )
-        except WaitTimeoutError:
-            pass
-        if proc.poll() is None and self._accepts():
+        proc = spawn_server(argv, log_file=self.home / "server.out", pid_file=self._pid_file, cwd=self.home)
+        if wait_started(
+            proc,
+            self._accepts,
+            timeout_s=self.params.local.start_timeout_s,
+            what="the local metastore to accept connections",
+        ):
             return self.status()
         tail = "\n".join(
             log_tail(log, 10) for log in (self.home / "server.out", self.log_file) if log.exists()

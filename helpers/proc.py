@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,9 @@ __all__ = [
     "read_status",
     "register_child",
     "spawn_module",
+    "spawn_server",
     "stop_process",
+    "wait_started",
     "workbook_processes",
     "write_status",
 ]
@@ -126,6 +129,62 @@ def spawn_module(
         )
     pid_file.write_text(str(proc.pid))
     return proc.pid
+
+
+def spawn_server(
+    argv: Sequence[str],
+    *,
+    log_file: Path,
+    pid_file: Path,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a local server detached (its own session), output appended to ``log_file``, its pid
+    written to ``pid_file`` and its exit status collected later (:func:`register_child`).
+
+    Returns:
+        The process (see :func:`wait_started`).
+    """
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(  # noqa: S603 - the caller's fixed argv, no secret in it
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,
+        )
+    register_child(proc)
+    pid_file.write_text(str(proc.pid))
+    return proc
+
+
+def wait_started(
+    proc: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    *,
+    timeout_s: float,
+    what: str,
+    interval_s: float = 0.2,
+    max_interval_s: float = 0.5,
+) -> bool:
+    """Wait until a server started by :func:`spawn_server` is ready, or has exited for good.
+
+    Returns:
+        Whether it runs and is ready (False: it exited, or was not ready within ``timeout_s``).
+    """
+    try:
+        wait_until(
+            lambda: proc.poll() is not None or ready(),
+            timeout_s=timeout_s,
+            what=what,
+            interval_s=interval_s,
+            max_interval_s=max_interval_s,
+        )
+    except WaitTimeoutError:
+        pass
+    return proc.poll() is None and ready()
 
 
 def _reap(pid: int) -> None:

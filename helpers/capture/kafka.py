@@ -36,7 +36,15 @@ from helpers.errors import CaptureError, JarsMissingError, StackError, WaitTimeo
 from helpers.jars import connect_plugin_dirs, jar_tree
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.proc import (
+    ServerStatus,
+    live_pid,
+    log_tail,
+    port_in_use,
+    spawn_server,
+    stop_process,
+    wait_started,
+)
 from helpers.sources.local.stack import LocalStack
 
 __all__ = [
@@ -187,20 +195,6 @@ class LocalKafka:
             *main,
         ]
 
-    def _spawn(self, argv: list[str], cwd: Path, out: Path, pid_file: Path) -> subprocess.Popen[bytes]:
-        with open(out, "ab") as handle:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
-                argv,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        register_child(proc)
-        pid_file.write_text(str(proc.pid))
-        return proc
-
     def _check_ports(self, what: str, ports: Mapping[str, int]) -> None:
         for key, port in ports.items():
             if port_in_use(port, _LOOPBACK):
@@ -308,11 +302,11 @@ class LocalKafka:
                     f"Failed to format the Kafka broker's storage in {self.broker_dir / 'data'}:\n"
                     f"{(done.stdout + done.stderr).strip()[-2000:]}"
                 )
-        proc = self._spawn(
+        proc = spawn_server(
             self._java(s.broker_heap, log4j, ["kafka.Kafka", str(props)]),
-            self.broker_dir,
-            self.broker_dir / "server.out",
-            self.broker_dir / "broker.pid",
+            log_file=self.broker_dir / "server.out",
+            pid_file=self.broker_dir / "broker.pid",
+            cwd=self.broker_dir,
         )
         self._wait(
             proc, self._broker_answers, "the Kafka broker", f"{_LOOPBACK}:{s.broker_port}", self.broker_log
@@ -402,31 +396,28 @@ class LocalKafka:
         props.write_text(_properties(self._connect_properties()), encoding="utf-8")
         log4j = self.connect_dir / "log4j2.properties"
         log4j.write_text(_log4j2(self.connect_log), encoding="utf-8")
-        proc = self._spawn(
+        proc = spawn_server(
             self._java(
                 self.settings.connect_heap,
                 log4j,
                 ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)],
             ),
-            self.connect_dir,
-            self.connect_dir / "connect.out",
-            self.connect_dir / "connect.pid",
+            log_file=self.connect_dir / "connect.out",
+            pid_file=self.connect_dir / "connect.pid",
+            cwd=self.connect_dir,
         )
         self._wait(proc, self._worker_ready, "the Kafka Connect worker", self.url, self.connect_log)
         return self.connect_status()
 
     def _wait(self, proc: subprocess.Popen[bytes], ready: Any, what: str, where: str, log: Path) -> None:
-        try:
-            wait_until(
-                lambda: proc.poll() is not None or ready(),
-                timeout_s=self.settings.start_timeout_s,
-                what=f"{what} to answer",
-                interval_s=0.5,
-                max_interval_s=2.0,
-            )
-        except WaitTimeoutError:
-            pass
-        if proc.poll() is None and ready():
+        if wait_started(
+            proc,
+            ready,
+            timeout_s=self.settings.start_timeout_s,
+            what=f"{what} to answer",
+            interval_s=0.5,
+            max_interval_s=2.0,
+        ):
             return
         if proc.poll() is None:
             stop_process(proc.pid, 10)

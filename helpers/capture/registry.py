@@ -38,11 +38,18 @@ import requests
 from psycopg import sql
 from pydantic import SecretStr
 
-from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_archive
 from helpers.params import WorkbookParams
-from helpers.poll import wait_until
-from helpers.proc import ServerStatus, live_pid, log_tail, port_in_use, register_child, stop_process
+from helpers.proc import (
+    ServerStatus,
+    live_pid,
+    log_tail,
+    port_in_use,
+    spawn_server,
+    stop_process,
+    wait_started,
+)
 from helpers.sources.local.credentials import load_secret
 from helpers.sources.local.stack import LOOPBACK, LocalStack
 
@@ -343,28 +350,10 @@ class LocalRegistry:
             "-jar",
             str(app / "quarkus-run.jar"),
         ]
-        with open(self.log_file, "ab") as out:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.home,
-                env=env,
-                start_new_session=True,
-            )
-        register_child(proc)
-        self._pid_file.write_text(str(proc.pid))
-        try:  # ready once the health check says UP; gone for good if the process exited
-            wait_until(
-                lambda: proc.poll() is not None or self.ready(),
-                timeout_s=self.settings.start_timeout_s,
-                what="the schema registry to be ready",
-                max_interval_s=0.5,
-            )
-        except WaitTimeoutError:
-            pass
-        if proc.poll() is None and self.ready():
+        proc = spawn_server(argv, log_file=self.log_file, pid_file=self._pid_file, cwd=self.home, env=env)
+        if wait_started(
+            proc, self.ready, timeout_s=self.settings.start_timeout_s, what="the schema registry to be ready"
+        ):
             return self.status()
         if proc.poll() is None:
             stop_process(proc.pid, 30.0)
