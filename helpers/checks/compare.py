@@ -18,7 +18,15 @@ from helpers.checks.digests import canonical_column
 SOFT_FLAG = "__deleted"
 """The soft-delete flag column of Silver rows (Debezium's ``__deleted``)."""
 
-__all__ = ["SOFT_FLAG", "compare_frames", "compare_rows", "compare_tables", "is_flagged", "rows_equal"]
+__all__ = [
+    "SOFT_FLAG",
+    "compare_frames",
+    "compare_rows",
+    "compare_tables",
+    "is_flagged",
+    "rows_equal",
+    "split_soft_deleted",
+]
 
 
 def _comparable(value: Any) -> Any:
@@ -192,8 +200,9 @@ def rows_equal(
     return not compare_rows(source, rows, key)
 
 
-def _live_and_flagged(silver: pa.Table, soft: bool) -> tuple[pa.Table, pa.Table]:
-    if not soft or SOFT_FLAG not in silver.column_names:
+def split_soft_deleted(silver: pa.Table, delete_mode: str) -> tuple[pa.Table, pa.Table]:
+    """Silver's live rows and, in soft mode, the rows flagged ``__deleted=true`` (hard mode: none)."""
+    if delete_mode != "soft" or SOFT_FLAG not in silver.column_names:
         return silver, silver.slice(0, 0)
     flag = silver.column(SOFT_FLAG)
     if pa.types.is_boolean(flag.type):
@@ -344,7 +353,7 @@ def compare_tables(
         One sentence per kind of problem, naming up to ``cap`` keys (empty: equal).
     """
     soft = delete_mode == "soft"
-    live, flagged = _live_and_flagged(silver, soft)
+    live, flagged = split_soft_deleted(silver, delete_mode)
     missing_keys = [k for k in key if k not in live.column_names]
     if missing_keys:
         return [f"Silver lacks the key column(s) {missing_keys}"]

@@ -17,10 +17,9 @@ from helpers.bronze.read import bronze_files, read_bronze_arrow
 from helpers.bronze.replay import replay_arrow
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, local_endpoints
-from helpers.checks.compare import compare_frames, compare_tables
+from helpers.checks.compare import compare_frames, compare_tables, split_soft_deleted
 from helpers.checks.snapshot import source_snapshot
 from helpers.hudi.api import read_hudi_df
-from helpers.hudi.config import SOFT_DELETE_FIELD
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
 from helpers.lakefs import is_s3
@@ -156,7 +155,7 @@ def silver_vs_source(
         else:
             silver = read_snapshot(base)
         if params.source(table.source).engine == "sqlserver":
-            live = 0 if silver is None else silver.num_rows - _flagged(silver, table.delete_mode)
+            live = 0 if silver is None else split_soft_deleted(silver, table.delete_mode)[0].num_rows
             out.append({"table": table.name, "source_rows": None, "silver_rows": live, "equal": None})
             continue
         snap = source_snapshot(params, table.source, [table.table])
@@ -174,18 +173,11 @@ def silver_vs_source(
             {
                 "table": table.name,
                 "source_rows": source.num_rows,
-                "silver_rows": silver.num_rows - _flagged(silver, table.delete_mode),
+                "silver_rows": split_soft_deleted(silver, table.delete_mode)[0].num_rows,
                 "equal": not problems,
             }
         )
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
-
-
-def _flagged(silver: pa.Table, delete_mode: str) -> int:
-    """How many rows of a soft-delete table carry the delete flag."""
-    if delete_mode != "soft" or SOFT_DELETE_FIELD not in silver.column_names:
-        return 0
-    return sum(1 for f in silver.column(SOFT_DELETE_FIELD).to_pylist() if f in (True, "true"))
 
 
 def source_revenue_by_customer(params: WorkbookParams) -> pd.DataFrame:

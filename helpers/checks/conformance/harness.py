@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
-from helpers.checks.compare import SOFT_FLAG, compare_tables
+from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
 from helpers.checks.conformance.model import (
     CATEGORY,
     CATEGORY_BY_GROUP,
@@ -231,8 +231,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
             caught = bool(compare_tables(source, tampered, target.key, **options))
             if not caught:
                 problems.append("negative check: a tampered copy of Silver was not reported")
-            flags = silver.column(SOFT_FLAG).to_pylist() if SOFT_FLAG in silver.column_names else []
-            n_flagged = sum(1 for f in flags if f in (True, "true")) if table.delete_mode == "soft" else 0
+            n_flagged = split_soft_deleted(silver, table.delete_mode)[1].num_rows
             n_live = silver.num_rows - n_flagged
             detail = (
                 "; ".join(problems)
