@@ -178,6 +178,10 @@ class KafkaParams(_Strict):
     connect_port: Annotated[int, Field(ge=1024, le=65535)] = 18083
     broker_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
     connect_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "384m"
+    #: the Bronze sink's Spark driver (:mod:`helpers.capture.kafka_sink`): heap, and the most
+    #: records one micro-batch takes (bounds its memory; a snapshot is several batches)
+    sink_driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "512m"
+    sink_max_records: Annotated[int, Field(ge=100, le=1_000_000)] = 20_000
     start_timeout_s: Annotated[float, Field(gt=0)] = 120.0
 
 

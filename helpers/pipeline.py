@@ -12,6 +12,7 @@ import pandas as pd
 
 from helpers.capture.backends import ConnectorStatus, stop_all_workers
 from helpers.capture.kafka import LocalKafka
+from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.registry import LocalRegistry
@@ -38,7 +39,8 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the schema
     registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
     server of the lake when ``local.s3.enabled``; and, when the capture backend is
-    ``kafka_connect`` with the local worker, the Kafka broker and Connect worker.
+    ``kafka_connect`` with the local worker, the Kafka broker and Connect worker, and the Bronze
+    sink that lands their topics in Bronze (:mod:`helpers.capture.kafka_sink`).
 
     Returns:
         The status of every server.
@@ -46,10 +48,11 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     statuses = LocalStack(params).start()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
+    if params.local.s3.enabled:  # before the sink, which may write Bronze to it
+        statuses.append(LocalS3Server(params).start())
     if _local_kafka(params):
         statuses += LocalKafka(params).start()
-    if params.local.s3.enabled:
-        statuses.append(LocalS3Server(params).start())
+        BronzeSink(params).start()
     return statuses
 
 
@@ -103,6 +106,7 @@ def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     """
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
+    BronzeSink(params).stop()
     kafka = LocalKafka(params).stop() if _local_kafka(params) else []
     registry = LocalRegistry(params).stop()
     statuses = kafka + LocalStack(params).stop()
@@ -174,9 +178,24 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
         ]
     )
     lag = pd.DataFrame([{"table": table, **figures} for table, figures in pending_lag(params).items()])
-    return PipelineStatus(
-        servers=servers, connectors=pd.DataFrame(connectors), silver_job=silver_job, lag=lag
-    )
+    frames = {"servers": servers, "connectors": pd.DataFrame(connectors)}
+    if _local_kafka(params):
+        sink = BronzeSink(params).status()
+        frames["bronze_sink"] = pd.DataFrame(
+            [
+                {
+                    "state": sink.get("state", "NOT STARTED"),
+                    "pid": sink.get("pid"),
+                    "batches": sink.get("batches"),
+                    "events": sink.get("events"),
+                    "files": sink.get("files"),
+                    "replayed_batches": sink.get("replayed_batches"),
+                    "updated_s_ago": _age(sink.get("updated_at")),
+                    "error": sink.get("error"),
+                }
+            ]
+        )
+    return PipelineStatus(**frames, silver_job=silver_job, lag=lag)
 
 
 def _age(at: Any) -> float | None:

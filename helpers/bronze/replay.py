@@ -108,6 +108,22 @@ def replay_arrow(events: pa.Table, key: Sequence[str]) -> pa.Table:
     return rows
 
 
+def redelivered(events: pa.Table, key: Sequence[str]) -> int:
+    """How many events repeat one already in ``events`` (same log position and key): the change
+    events an at-least-once capture delivered again; Silver takes each once. (A snapshot's reads
+    share one position, so the key is part of an event's identity.)"""
+    if not events.num_rows:
+        return 0
+    names = [n for f in _POSITION_COLUMNS for n, _, _ in f if n in events.column_names]
+    if not names:
+        raise BronzeError(
+            f"Failed to count redeliveries: no __lsn / __file / __commit_lsn column in {events.column_names}"
+        )
+    identity = [*names, *(k for k in key if k not in names)]
+    distinct = events.select(identity).group_by(identity, use_threads=False).aggregate([]).num_rows
+    return events.num_rows - distinct
+
+
 def replay_topic_arrow(bronze_root: str | Path, topic: str, key: Sequence[str]) -> pa.Table:
     """:func:`replay_arrow` of every event of ``topic`` under ``bronze_root``."""
     return replay_arrow(read_bronze_arrow(bronze_files(bronze_root, topic)), key)

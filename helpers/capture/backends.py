@@ -300,14 +300,18 @@ class KafkaConnectRestBackend:
         url: worker URL, e.g. ``http://connect:8083``.
         session: a ``requests.Session`` (auth, TLS) or ``None`` for a plain one.
         timeout_s: per-request timeout.
-        start_worker: called before a registration (the local-kafka profile starts its broker and
-            worker there, idempotently); ``None`` for a worker someone else runs.
+        start_worker: called before a registration (the local-kafka profile starts its broker,
+            worker and Bronze sink there, idempotently); ``None`` for a worker someone else runs.
+        bronze_sink_status: the status of the sink that lands the topics in Bronze, when it is
+            the workbook's own (:class:`helpers.capture.kafka_sink.BronzeSink`): snapshot rows per
+            topic, for the snapshot's progress.
     """
 
     url: str
     session: Any = None
     timeout_s: float = 30.0
     start_worker: Callable[[], object] | None = None
+    bronze_sink_status: Callable[[], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.session is None:

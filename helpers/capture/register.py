@@ -28,6 +28,7 @@ from helpers.capture.connectors import (
     sqlserver_source_config,
 )
 from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url, secret_reference
+from helpers.capture.kafka_sink import BronzeSink
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
@@ -205,9 +206,16 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
             max_batch_size=cap.max_batch_size,
         )
     if cap.backend == "kafka_connect":
-        local = not cap.kafka_connect.url  # the local-kafka profile's own worker
+        if cap.kafka_connect.url:  # a worker someone else runs, and its own sink
+            return KafkaConnectRestBackend(connect_url(params))
+        sink = BronzeSink(params)  # the local-kafka profile: its own broker, worker and sink
+
+        def start_local() -> None:
+            LocalKafka(params).start()
+            sink.start()
+
         return KafkaConnectRestBackend(
-            connect_url(params), start_worker=LocalKafka(params).start if local else None
+            connect_url(params), start_worker=start_local, bronze_sink_status=sink.status
         )
     if cap.msk_connect is None or params.aws is None:
         raise CaptureError("Failed to open MSK Connect: set capture.msk_connect and aws in the parameters")
@@ -344,8 +352,9 @@ def wait_for_snapshots(
         CaptureError: when a connector fails or the timeout passes (naming the tables behind).
     """
 
-    if not isinstance(backend, EmbeddedBackend):  # Connect reports no snapshot counts
-        return capture_status_frame(backend, specs)
+    sink_status = getattr(backend, "bronze_sink_status", None)
+    if not isinstance(backend, EmbeddedBackend) and sink_status is None:
+        return capture_status_frame(backend, specs)  # Connect reports no snapshot counts
     total = sum(expected_rows.values())
     behind: list[str] = []
     with tqdm(total=total, desc="initial snapshot", unit="rows") as bar:
@@ -353,12 +362,24 @@ def wait_for_snapshots(
         def snapshotted() -> bool:
             done = 0
             behind.clear()
+            sink = sink_status() if sink_status is not None else None
+            if sink is not None and sink.get("state") in ("FAILED", "DEAD"):
+                raise CaptureError(f"Failed to land the snapshot in Bronze: the Bronze sink is "
+                                   f"{sink['state']}: {sink.get('error') or 'see its sink.log'}")
             for spec in specs:
                 st = backend.status(spec.name)
                 if st.state == "FAILED":
                     raise CaptureError(f"Failed to snapshot with connector {spec.name}: {st.error}")
-                snap = dict(st.details.get("snapshot_rows") or {})
-                if st.details.get("streaming"):  # past its snapshot (the source may have grown since)
+                if sink is None:
+                    snap = dict(st.details.get("snapshot_rows") or {})
+                    streaming = bool(st.details.get("streaming"))
+                else:  # what the Bronze sink landed of this connector's topics
+                    snap = {
+                        t.split(".", 1)[-1]: n for t, n in (sink.get("snapshot_rows") or {}).items()
+                    }
+                    seen = set(sink.get("streaming_topics") or [])
+                    streaming = any(t in seen for t in spec.topics.values())
+                if streaming:  # past its snapshot (the source may have grown since)
                     done += sum(expected_rows.get(t, 0) for t in spec.topics.values())
                     continue
                 for topic in spec.topics.values():

@@ -14,7 +14,7 @@ import pyarrow as pa
 from psycopg import sql as pgsql
 
 from helpers.bronze.read import bronze_files, read_bronze_arrow
-from helpers.bronze.replay import replay_arrow
+from helpers.bronze.replay import redelivered, replay_arrow
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, local_endpoints
 from helpers.checks.compare import compare_frames, compare_tables, split_soft_deleted
@@ -39,7 +39,7 @@ __all__ = [
     "source_revenue_by_customer",
 ]
 
-_BRONZE_COLUMNS = ["topic", "source_rows", "bronze_rows", "events", "equal"]
+_BRONZE_COLUMNS = ["topic", "source_rows", "bronze_rows", "events", "redelivered", "equal"]
 
 
 def bronze_vs_source(
@@ -53,7 +53,8 @@ def bronze_vs_source(
     last comparison is returned either way.
 
     Returns:
-        One row per topic: ``source_rows``, ``bronze_rows`` (replayed), ``events``, ``equal``.
+        One row per topic: ``source_rows``, ``bronze_rows`` (replayed), ``events``,
+        ``redelivered`` (events seen before, same position and key: delivered again), ``equal``.
     """
     sources = open_sources(params)
     last: list[pd.DataFrame] = []
@@ -94,6 +95,7 @@ def _bronze_vs_source_once(
                     "source_rows": snap.tables[table].num_rows,
                     "bronze_rows": replayed.num_rows,
                     "events": events.num_rows,
+                    "redelivered": redelivered(events, key),
                     "equal": not problems,
                 }
             )
@@ -103,7 +105,7 @@ def _bronze_vs_source_once(
 def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     """Whether Bronze holds what the sources hold, before ingesting.
 
-    With the embedded connectors Bronze is replayed and compared with each source table
+    With the embedded connectors, or the local-kafka profile's sink, Bronze is replayed and compared with each source table
     (:func:`bronze_vs_source`, waiting up to ``wait_s`` for capture to catch up). With a sink that
     lands Bronze on S3 all the time (Kafka Connect, MSK Connect) the Bronze files of each Silver
     table's topic are listed with the number its checkpoint has not taken yet.
@@ -112,7 +114,8 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
         Embedded: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. Otherwise:
         ``table``, ``topic``, ``bronze_files``, ``pending_files`` and ``equal`` None.
     """
-    if params.environment != "aws" and params.capture.backend == "embedded":
+    local_sink = params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
+    if params.environment != "aws" and (params.capture.backend == "embedded" or local_sink):
         return bronze_vs_source(params, connector_specs(params, local_endpoints(params)), wait_s=wait_s)
     store = bronze_store(params)
     rows = []
