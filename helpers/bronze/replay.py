@@ -120,8 +120,8 @@ def redelivered(events: pa.Table, key: Sequence[str]) -> int:
             f"Failed to count redeliveries: no __lsn / __file / __commit_lsn column in {events.column_names}"
         )
     identity = [*names, *(k for k in key if k not in names)]
-    distinct = events.select(identity).group_by(identity, use_threads=False).aggregate([]).num_rows
-    return events.num_rows - distinct
+    distinct: int = events.select(identity).group_by(identity, use_threads=False).aggregate([]).num_rows
+    return int(events.num_rows) - distinct
 
 
 def replay_topic_arrow(bronze_root: str | Path, topic: str, key: Sequence[str]) -> pa.Table:

@@ -273,10 +273,11 @@ def run(directory: Path) -> int:
 
     def handle(frame: Any, batch_id: int) -> None:
         rows = frame.select("topic", "partition", "offset", "value").collect()
-        batch = write_records(
-            writer,
-            [(r.topic, int(r.partition), int(r.offset), None if r.value is None else bytes(r.value)) for r in rows],
-        )
+        records = [
+            (r.topic, int(r.partition), int(r.offset), None if r.value is None else bytes(r.value))
+            for r in rows
+        ]
+        batch = write_records(writer, records)
         _merge(status, batch_id, batch)
         status["state"] = "RUNNING"
         write_status(directory, status)
@@ -287,8 +288,8 @@ def run(directory: Path) -> int:
     error: str | None = None
     while not stopping["flag"]:
         if not query.isActive:
-            exc = query.exception()
-            error = _query_error(exc) if exc is not None else "the streaming query stopped"
+            failure = query.exception()
+            error = _query_error(failure) if failure is not None else "the streaming query stopped"
             break
         query.awaitTermination(0.5)
     if query.isActive:

@@ -188,9 +188,17 @@ def _schema_history(params: WorkbookParams, name: str) -> dict[str, str]:
 
 
 def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> ConnectorSpec:
-    """The key and value converter of the parameters (``capture.kafka_connect.converter``)."""
+    """The key and value converter of the parameters (``capture.kafka_connect.converter``), and a
+    metric tag naming the connector: connectors of one topic prefix (``tickit``) in one worker JVM
+    would otherwise register the same MBean, and Debezium waits up to a minute (12 tries, 5 s
+    apart) for the name to become free before a later one takes its snapshot."""
     converter = params.capture.kafka_connect.converter
-    config = {**spec.config, "key.converter": converter, "value.converter": converter}
+    config = {
+        **spec.config,
+        "key.converter": converter,
+        "value.converter": converter,
+        "custom.metric.tags": f"connector={spec.name}",
+    }
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
 
@@ -364,8 +372,10 @@ def wait_for_snapshots(
             behind.clear()
             sink = sink_status() if sink_status is not None else None
             if sink is not None and sink.get("state") in ("FAILED", "DEAD"):
-                raise CaptureError(f"Failed to land the snapshot in Bronze: the Bronze sink is "
-                                   f"{sink['state']}: {sink.get('error') or 'see its sink.log'}")
+                raise CaptureError(
+                    f"Failed to land the snapshot in Bronze: the Bronze sink is "
+                    f"{sink['state']}: {sink.get('error') or 'see its sink.log'}"
+                )
             for spec in specs:
                 st = backend.status(spec.name)
                 if st.state == "FAILED":
@@ -374,9 +384,7 @@ def wait_for_snapshots(
                     snap = dict(st.details.get("snapshot_rows") or {})
                     streaming = bool(st.details.get("streaming"))
                 else:  # what the Bronze sink landed of this connector's topics
-                    snap = {
-                        t.split(".", 1)[-1]: n for t, n in (sink.get("snapshot_rows") or {}).items()
-                    }
+                    snap = {t.split(".", 1)[-1]: n for t, n in (sink.get("snapshot_rows") or {}).items()}
                     seen = set(sink.get("streaming_topics") or [])
                     streaming = any(t in seen for t in spec.topics.values())
                 if streaming:  # past its snapshot (the source may have grown since)

@@ -105,10 +105,11 @@ def _bronze_vs_source_once(
 def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     """Whether Bronze holds what the sources hold, before ingesting.
 
-    With the embedded connectors, or the local-kafka profile's sink, Bronze is replayed and compared with each source table
-    (:func:`bronze_vs_source`, waiting up to ``wait_s`` for capture to catch up). With a sink that
-    lands Bronze on S3 all the time (Kafka Connect, MSK Connect) the Bronze files of each Silver
-    table's topic are listed with the number its checkpoint has not taken yet.
+    With the embedded connectors, or the local-kafka profile's sink, Bronze is replayed and
+    compared with each source table (:func:`bronze_vs_source`, waiting up to ``wait_s`` for
+    capture to catch up). With a sink that lands Bronze on S3 all the time (Kafka Connect, MSK
+    Connect) the Bronze files of each Silver table's topic are listed with the number its
+    checkpoint has not taken yet.
 
     Returns:
         Embedded: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. Otherwise:

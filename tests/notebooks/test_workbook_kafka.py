@@ -52,8 +52,9 @@ def kafka_run() -> Iterator[RunResult]:
     }
     params = load_params("ci", overrides)
     try:
-        result = run_workbook("ci", overrides=overrides, only=("01", "02", "03", "04"),
-                              run_dir=scratch / "run", progress=False)
+        result = run_workbook(
+            "ci", overrides=overrides, only=("01", "02", "03", "04"), run_dir=scratch / "run", progress=False
+        )
         assert result.ok, result.summary()
         yield result
     finally:
