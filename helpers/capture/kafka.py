@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.serializer import Deserializer
 
+from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
 from helpers.errors import CaptureError, JarsMissingError, StackError, WaitTimeoutError
 from helpers.jars import connect_plugin_dirs, jar_tree
 from helpers.params import WorkbookParams
@@ -54,6 +56,7 @@ __all__ = [
     "LocalKafka",
     "connect_url",
     "bootstrap_servers",
+    "converter_settings",
     "read_topic",
     "secret_reference",
 ]
@@ -81,6 +84,27 @@ def connect_url(params: WorkbookParams) -> str:
 def bootstrap_servers(params: WorkbookParams) -> str:
     """The Kafka cluster: ``capture.kafka_connect.bootstrap_servers``, or the local broker's."""
     return params.capture.kafka_connect.bootstrap_servers or f"{_LOOPBACK}:{params.local.kafka.broker_port}"
+
+
+def converter_settings(params: WorkbookParams) -> dict[str, str]:
+    """The key and value converters' own settings: for Apicurio's Avro converter the local schema
+    registry's (``key.converter.apicurio.registry.url`` ...), for the JSON converter none.
+
+    Raises:
+        CaptureError: for the Avro converter without the local registry (``local.registry.enabled``).
+    """
+    if params.capture.kafka_connect.converter != CONVERTER_CLASS:
+        return {}
+    if not params.local.registry.enabled:
+        raise CaptureError(
+            f"Failed to configure the converter {CONVERTER_CLASS}: it needs the schema registry; set "
+            "local.registry.enabled: true (params/local-kafka.yaml does)"
+        )
+    registry = LocalRegistry(params)
+    return {
+        **registry.converter_settings("key.converter."),
+        **registry.converter_settings("value.converter."),
+    }
 
 
 def secret_reference(params: WorkbookParams, kind: str) -> str:
@@ -315,16 +339,19 @@ class LocalKafka:
 
     def _connect_properties(self) -> dict[str, str]:
         s = self.settings
+        converter = self.params.capture.kafka_connect.converter
         try:
-            plugins = connect_plugin_dirs(_JAR_SET)
+            plugins = [*connect_plugin_dirs(_JAR_SET).values()]
+            if converter == CONVERTER_CLASS:  # Apicurio's Avro converter: a plugin of its own
+                plugins.append(self._converter_plugin().parent)  # a folder of plugin folders
         except JarsMissingError as exc:
             raise StackError(str(exc)) from None
-        converter = self.params.capture.kafka_connect.converter
         return {
             "bootstrap.servers": self.bootstrap,
             "group.id": f"{self.params.project}-connect",
             "key.converter": converter,
             "value.converter": converter,
+            **converter_settings(self.params),
             "config.storage.topic": "connect-configs",
             "offset.storage.topic": "connect-offsets",
             "status.storage.topic": "connect-status",
@@ -338,7 +365,7 @@ class LocalKafka:
             "listeners": f"http://{_LOOPBACK}:{s.connect_port}",
             "rest.advertised.host.name": _LOOPBACK,
             "rest.advertised.port": str(s.connect_port),
-            "plugin.path": ",".join(str(p) for p in plugins.values()),
+            "plugin.path": ",".join(str(p) for p in plugins),
             # every Debezium plugin ships ServiceLoader manifests: no reflective scan (faster start)
             "plugin.discovery": "service_load",
             "config.providers": "file",
@@ -347,6 +374,45 @@ class LocalKafka:
             # a restarted worker takes its tasks back at once instead of after the default 5 min
             "scheduled.rebalance.max.delay.ms": "0",
         }
+
+    def _converter_plugin(self) -> Path:
+        """Apicurio's converter plugin as the worker can find it (made once per state directory).
+
+        The worker finds plugins by their ServiceLoader manifests only (``plugin.discovery=
+        service_load``: no reflective scan of every plugin jar at start), and the converter's
+        archive has none. Kafka's own tool ``connect-plugin-path sync-manifests`` (the class
+        ``org.apache.kafka.tools.ConnectPluginPath``) writes them, into a copy of the plugin, so
+        the checked archive under ``.jars/`` stays as fetched. The archive's ``connect-json`` 2.4.0
+        is left out: the worker's own JsonConverter stays the only one.
+
+        Raises:
+            StackError: when the tool fails (with its output).
+        """
+        source = converter_plugin_dir()
+        target = self.connect_dir / "plugins" / source.name
+        done = target / ".manifests-synced"
+        if done.exists():
+            return target
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for jar in sorted(source.glob("*.jar")):
+            if not jar.name.startswith("connect-json-"):
+                shutil.copy2(jar, target / jar.name)
+        log4j = self.connect_dir / "log4j2.properties"
+        log4j.write_text(_log4j2(self.connect_log), encoding="utf-8")
+        argv = self._java(
+            "256m",
+            log4j,
+            ["org.apache.kafka.tools.ConnectPluginPath", "sync-manifests", "--plugin-location", str(target)],
+        )
+        ran = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 - fixed argv
+        if ran.returncode != 0 or not list(target.glob("connect-plugin-path-shim-*.jar")):
+            raise StackError(
+                f"Failed to write the ServiceLoader manifests of the converter plugin {target} "
+                f"(exit {ran.returncode}):\n{(ran.stdout + ran.stderr).strip()[-2000:]}"
+            )
+        done.write_text(f"{source}\n", encoding="utf-8")
+        return target
 
     def write_secrets(self) -> Path:
         """(Re)write the worker's secrets file (0600) from the local stack's credentials."""

@@ -40,7 +40,10 @@ from typing import Any
 
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
+from helpers.capture.avro_events import AvroEventDecoder
+from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.kafka import bootstrap_servers
+from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.errors import CaptureError
 from helpers.params import WorkbookParams
 from helpers.proc import (
@@ -54,10 +57,21 @@ from helpers.proc import (
 )
 from helpers.spark import build_spark_session
 
-__all__ = ["BronzeSink", "SinkBatch", "main", "topic_pattern"]
+__all__ = ["BronzeSink", "Decoder", "SinkBatch", "event_decoder", "main", "topic_pattern"]
+
+#: Turns a message value of a topic into its change event (``None`` for a tombstone).
+Decoder = Callable[[str, bytes | None], BronzeEvent | None]
 
 #: The jar set of Spark's Kafka source (``scripts/jars.tsv``).
 JAR_SET = "kafka-spark"
+
+
+def event_decoder(params: WorkbookParams) -> Decoder:
+    """How the sink reads a message: Avro in the wire format against the local schema registry
+    when the connectors use Apicurio's converter, else the JSON converter's schema and payload."""
+    if params.capture.kafka_connect.converter == CONVERTER_CLASS:
+        return AvroEventDecoder(SchemaRegistryClient(LocalRegistry(params).ccompat_url))
+    return event_from_json
 
 
 def topic_pattern(project: str) -> str:
@@ -175,8 +189,13 @@ class SinkBatch:
     last_position: list[Any] | None
 
 
-def write_records(writer: BronzeWriter, records: list[tuple[str, int, int, bytes | None]]) -> SinkBatch:
-    """Write one micro-batch's records ``(topic, partition, offset, value)`` to Bronze.
+def write_records(
+    writer: BronzeWriter,
+    records: list[tuple[str, int, int, bytes | None]],
+    decode: Decoder = event_from_json,
+) -> SinkBatch:
+    """Write one micro-batch's records ``(topic, partition, offset, value)`` to Bronze, each value
+    read by ``decode`` (:func:`event_decoder`).
 
     The records are put in log order (topic, partition, offset) first, so that a replayed batch
     gives the very same files.
@@ -191,7 +210,7 @@ def write_records(writer: BronzeWriter, records: list[tuple[str, int, int, bytes
     offsets: dict[str, int] = {}
     for topic, partition, offset, value in records:
         offsets[f"{topic}/{partition}"] = offset + 1
-        event = event_from_json(topic, value)
+        event = decode(topic, value)
         if event is None:
             tombstones += 1
             continue
@@ -270,6 +289,7 @@ def run(directory: Path) -> int:
         write_status(directory, status)
         return 1
     writer = BronzeWriter(params.path(params.lake.bronze), params.capture.bronze_format)
+    decode = event_decoder(params)
 
     def handle(frame: Any, batch_id: int) -> None:
         rows = frame.select("topic", "partition", "offset", "value").collect()
@@ -277,7 +297,7 @@ def run(directory: Path) -> int:
             (r.topic, int(r.partition), int(r.offset), None if r.value is None else bytes(r.value))
             for r in rows
         ]
-        batch = write_records(writer, records)
+        batch = write_records(writer, records, decode)
         _merge(status, batch_id, batch)
         status["state"] = "RUNNING"
         write_status(directory, status)
@@ -287,11 +307,15 @@ def run(directory: Path) -> int:
     write_status(directory, status)
     error: str | None = None
     while not stopping["flag"]:
+        try:
+            query.awaitTermination(0.5)  # raises the query's exception once it failed
+        except Exception as exc:  # noqa: BLE001 - the failure goes to the status
+            error = _query_error(exc)
+            break
         if not query.isActive:
             failure = query.exception()
             error = _query_error(failure) if failure is not None else "the streaming query stopped"
             break
-        query.awaitTermination(0.5)
     if query.isActive:
         query.stop()
     status.update(state="FAILED" if error else "STOPPED", error=error)
@@ -327,9 +351,15 @@ def start_query(
     )
 
 
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?\w*(?:Error|Exception): .+$", re.M)
+
+
 def _query_error(exc: Any) -> str:
+    """The cause of a failed query in one line: the last ``...Error: message`` line of the
+    exception's text (the Python handler's own error inside Spark's wrapper), else its start."""
     text = str(exc.desc) if hasattr(exc, "desc") else str(exc)
-    return " ".join(text.split())[:2000]
+    causes = [m.group(0) for m in _ERROR_LINE.finditer(text)]
+    return " ".join((causes[-1] if causes else text).split())[:2000]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,8 +27,15 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
-from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url, secret_reference
+from helpers.capture.kafka import (
+    LocalKafka,
+    bootstrap_servers,
+    connect_url,
+    converter_settings,
+    secret_reference,
+)
 from helpers.capture.kafka_sink import BronzeSink
+from helpers.capture.registry import LocalRegistry
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
@@ -188,7 +195,8 @@ def _schema_history(params: WorkbookParams, name: str) -> dict[str, str]:
 
 
 def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> ConnectorSpec:
-    """The key and value converter of the parameters (``capture.kafka_connect.converter``), and a
+    """The key and value converter of the parameters (``capture.kafka_connect.converter``, with the
+    schema registry's settings for the Avro converter), and a
     metric tag naming the connector: connectors of one topic prefix (``tickit``) in one worker JVM
     would otherwise register the same MBean, and Debezium waits up to a minute (12 tries, 5 s
     apart) for the name to become free before a later one takes its snapshot."""
@@ -197,6 +205,7 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
         **spec.config,
         "key.converter": converter,
         "value.converter": converter,
+        **converter_settings(params),
         "custom.metric.tags": f"connector={spec.name}",
     }
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
@@ -219,6 +228,8 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
         sink = BronzeSink(params)  # the local-kafka profile: its own broker, worker and sink
 
         def start_local() -> None:
+            if params.local.registry.enabled:  # the Avro converter's schemas
+                LocalRegistry(params).start()
             LocalKafka(params).start()
             sink.start()
 

@@ -199,14 +199,18 @@ class LocalRegistry:
         each key behind ``prefix`` (e.g. ``"value.converter."`` in a connector's configuration).
 
         The 2.5.11.Final plugin calls the v2 API; ``as-confluent`` with ``use-id=contentId``
-        makes it write the Confluent wire format with the ids the ccompat API serves, under
-        the subject ``<topic>-value`` (``-key``). Nothing here is secret.
+        and headers off makes it write the Confluent wire format (magic byte, 4-byte id, body)
+        with the ids the ccompat API serves, under the subject ``<topic>-value`` (``-key``).
+        Nothing here is secret.
         """
         settings = {
             "apicurio.registry.url": f"{self.url}/apis/registry/v2",
             "apicurio.registry.auto-register": "true",
             "apicurio.registry.as-confluent": "true",
             "apicurio.registry.use-id": "contentId",
+            # the id in the message, not in a Kafka header (the serde's default inside a worker,
+            # which passes headers): Confluent-format readers, Hudi's included, read it there
+            "apicurio.registry.headers.enabled": "false",
         }
         return {f"{prefix}{key}": value for key, value in settings.items()}
 

@@ -1,7 +1,9 @@
 """The local-kafka profile end to end on its real parts: the local PostgreSQL and MariaDB with the CI
 sample data, Debezium's connectors in a real Kafka Connect worker, a KRaft broker, and the Bronze
 sink (Spark Structured Streaming with Spark's official Kafka source, ``helpers.capture.kafka_sink``)
-that lands the topics in Bronze; then the official Hudi writer takes Bronze to Silver.
+that lands the topics in Bronze; then the official Hudi writer takes Bronze to Silver. As in the
+profile (``params/local-kafka.yaml``), the connectors write Avro with Apicurio's converter and the
+schemas live in the local Apicurio Registry (the JSON converter's path: the unit tests).
 
 Checked row by row against the sources: Bronze after the snapshot; Bronze and Silver after a
 ``kill -9`` of the sink, of the Connect worker and of the broker while rows are being inserted,
@@ -34,6 +36,7 @@ from helpers.capture.register import (
     register_connectors,
     wait_for_snapshots,
 )
+from helpers.capture.registry import CONVERTER_CLASS
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
 from helpers.params import WorkbookParams
 from helpers.pipeline import pipeline_status, start_servers
@@ -75,6 +78,11 @@ def world(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFa
         "local.kafka.broker_port": _free_port(),
         "local.kafka.controller_port": _free_port(),
         "local.kafka.connect_port": _free_port(),
+        # as params/local-kafka.yaml: Apicurio's Avro converter, schemas in the local registry
+        "capture.kafka_connect.converter": CONVERTER_CLASS,
+        "local.registry.enabled": True,
+        "local.registry.port": _free_port(),
+        "local.registry.management_port": _free_port(),
         "lake.bronze": str(lake / "bronze"),
         "lake.silver": str(lake / "silver"),
         "silver.database": "wb_kafka_sink",
@@ -266,14 +274,15 @@ def test_kill_9_of_the_worker_and_the_broker_then_bronze_and_silver_equal_the_so
 
 
 def test_a_message_that_is_no_change_event_fails_the_sink_naming_the_topic(world: World) -> None:
-    """Last here, since it stops the sink: a value on a change topic that is not a JSON-converted
-    change event turns the sink FAILED with the topic in its error, and nothing of that batch is
+    """Last here, since it stops the sink: a value on a change topic that is not a change event of
+    the converter (a schema id the registry does not have) turns the sink FAILED with the topic in
+    its error, and nothing of that batch is
     in Bronze (the batch is not committed: a restart meets it again, nothing is skipped)."""
     from kafka import KafkaProducer
 
     topic = f"{world.params.project}.bad.values"
     producer = KafkaProducer(bootstrap_servers=LocalKafka(world.params).bootstrap)
-    producer.send(topic, b"not a change event").get(timeout=30)
+    producer.send(topic, b"\x00\x00\x00\x7f\xffnot Avro").get(timeout=30)  # an unknown schema id
     producer.close()
     sink = BronzeSink(world.params)
 

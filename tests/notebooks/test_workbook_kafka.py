@@ -1,6 +1,7 @@
 """Notebook tier, local-kafka profile: notebooks 01 to 04 under papermill with the CI parameters
-and the profile's settings (a real KRaft broker, a Kafka Connect worker with Debezium's plugins,
-and the Bronze sink on Spark's Kafka source), on a throw-away stack with free ports. The
+and the profile's settings (a real KRaft broker, a Kafka Connect worker with Debezium's plugins
+writing Avro with Apicurio's converter, Apicurio Registry, and the Bronze sink on Spark's Kafka
+source), on a throw-away stack with free ports. The
 notebooks are the same files as the default profile's; only parameters differ. Their artefacts
 are checked here against the sources: Bronze after notebook 02, Silver after notebook 03.
 """
@@ -49,6 +50,10 @@ def kafka_run() -> Iterator[RunResult]:
         "local.kafka.broker_port": _free_port(),
         "local.kafka.controller_port": _free_port(),
         "local.kafka.connect_port": _free_port(),
+        "capture.kafka_connect.converter": "io.apicurio.registry.utils.converter.AvroConverter",
+        "local.registry.enabled": True,
+        "local.registry.port": _free_port(),
+        "local.registry.management_port": _free_port(),
     }
     params = load_params("ci", overrides)
     try:
