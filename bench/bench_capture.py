@@ -21,38 +21,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import socket
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.capture import connector_specs, open_backend, read_bronze  # noqa: E402
+from _common import quantiles, source_to_bronze, temporary_params  # noqa: E402
+
+from helpers.capture import connector_specs, open_backend  # noqa: E402
 from helpers.capture.backends import wait_until_running  # noqa: E402
 from helpers.capture.register import local_endpoints  # noqa: E402
-from helpers.params import load_params  # noqa: E402
-from helpers.pipeline import stop_all  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
-from helpers.sources.local.stack import LocalStack  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _visible(topic_dir: Path, known: set[str]) -> list[Path]:
-    out = []
-    for dirpath, _, files in os.walk(topic_dir):
-        for name in files:
-            if not name.startswith(".") and name not in known:
-                out.append(Path(dirpath) / name)
-    return out
 
 
 def main() -> int:
@@ -61,24 +41,8 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=100, help="single-row commits per source")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="bench_capture_", dir="/tmp"))
-    work.chmod(0o711)
-    bronze = work / "bronze"
-    params = load_params(
-        "local",
-        overrides={
-            "state_dir": str(work / "st"),
-            "local.postgres.port": _free_port(),
-            "local.mariadb.port": _free_port(),
-            "lake.bronze": str(bronze),
-            "tickit.scale": args.scale,
-        },
-    )
-    stack = LocalStack(params)
-    sources = LocalSources(params)
-    backend = None
-    specs = []
-    try:
+    with temporary_params("bench_capture_", {"tickit.scale": args.scale}) as params:
+        sources = LocalSources(params)
         sources.start()
         sources.load_sample_data()
         sources.enable_cdc()
@@ -126,50 +90,11 @@ def main() -> int:
         for source in ("ems", "ecomm"):
             spec = next(s for s in specs if s.name.endswith(f"-{source}"))
             wait_until_running(backend, spec.name, timeout_s=60)
-            sp = params.source(source)
-            topic = (
-                f"{params.project}.{sp.namespace}.category"
-                if source == "ems"
-                else f"{params.project}.ecomm.sale"
-            )
-            topic_dir = bronze / topic
-            known = {p.name for p in _visible(topic_dir, set())}
-            latencies = []
-            pg = stack.connect_postgres(sp.database, autocommit=True) if source == "ems" else None
-            my = stack.connect_mariadb(sp.database, autocommit=True) if source == "ecomm" else None
-            for i in range(args.changes):
-                if pg is not None:
-                    pg.execute("UPDATE ems.category SET catdesc = %s WHERE catid = 1", (f"bench {i}",))
-                else:
-                    assert my is not None
-                    with my.cursor() as cur:
-                        cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = 1", (1 + i % 8,))
-                committed = time.monotonic()
-                while True:
-                    new = _visible(topic_dir, known)
-                    if new:
-                        break
-                    if time.monotonic() - committed > 30:
-                        raise SystemExit(f"change {i} on {topic} not visible after 30 s")
-                    time.sleep(0.002)
-                latencies.append(time.monotonic() - committed)
-                known.update(p.name for p in new)
-            if pg is not None:
-                pg.close()
-            if my is not None:
-                my.close()
-            updates = [r for r in read_bronze(bronze, topic) if r["__op"] == "u"]
-            assert len(updates) >= args.changes, f"{topic}: {len(updates)} updates in Bronze"
-            q = statistics.quantiles(latencies, n=20)
-            p50, p95 = statistics.median(latencies), q[18]
+            latencies = source_to_bronze(params, source, args.changes)
+            p50, p95, top = quantiles(latencies)
             verdict = "met" if p50 <= 0.5 and p95 <= 2 else "NOT met"
-            print(f"| {sp.engine} ({source}) | {p50:.3f} | {p95:.3f} | {max(latencies):.3f} | {verdict} |")
-    finally:
-        if backend is not None:
-            for spec in specs:
-                backend.stop(spec.name)  # type: ignore[attr-defined]
-        stop_all(stack.params)
-        shutil.rmtree(work, ignore_errors=True)
+            engine = params.source(source).engine
+            print(f"| {engine} ({source}) | {p50:.3f} | {p95:.3f} | {top:.3f} | {verdict} |")
     return 0
 
 

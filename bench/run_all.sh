@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every benchmark, one after the other (see bench/README.md); each prints its figures beside the
-# baseline measured in the same run. The peers' jars (Delta Lake, Iceberg) are fetched first.
+# baseline measured in the same run. The peers' jars (Delta Lake, Iceberg) and the local-kafka
+# profile's (broker, Connect worker, Spark's Kafka source) are fetched first.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 py=".venv/bin/python"
-bash scripts/fetch_jars.sh spark metastore bench
+bash scripts/fetch_jars.sh spark metastore bench kafka kafka-spark
 echo "== bench/bench_load.py: TICKIT full-scale bulk load into the local servers"
 "$py" bench/bench_load.py
 echo
@@ -14,6 +15,9 @@ echo "== bench/bench_capture.py: commit-to-Bronze latency and snapshot throughpu
 echo
 echo "== bench/bench_silver.py: (a) full load from Bronze, (b) commit-to-Silver latency (own servers)"
 "$py" bench/bench_silver.py
+echo
+echo "== bench/bench_profiles.py: the embedded capture profile (baseline) vs the local-kafka profile (own servers)"
+"$py" bench/bench_profiles.py
 echo
 echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO"
 "$py" bench/bench_upsert.py
