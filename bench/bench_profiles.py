@@ -80,6 +80,7 @@ from helpers.capture.register import (  # noqa: E402
     register_connectors,
     wait_for_snapshots,
 )
+from helpers.capture.registry import LocalRegistry  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.naming import table_topic  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
@@ -121,6 +122,8 @@ def profile_overrides(name: str) -> tuple[str, dict[str, Any]]:
         "local.kafka.broker_port": free_port(),
         "local.kafka.controller_port": free_port(),
         "local.kafka.connect_port": free_port(),
+        "local.registry.port": free_port(),
+        "local.registry.management_port": free_port(),
     }
 
 
@@ -166,6 +169,8 @@ def components(
         out["capture: kafka broker"] = kafka.broker_pid()
         out["capture: kafka connect worker"] = kafka.connect_pid()
         out["capture: bronze sink"] = BronzeSink(params).pid()
+        if params.local.registry.enabled:  # the Avro converter's schemas
+            out["capture: schema registry"] = LocalRegistry(params).pid()
     out["silver job"] = SilverJob(params).pid()
     missing = [label for label, pid in out.items() if pid is None]
     if missing:

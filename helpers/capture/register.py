@@ -207,6 +207,9 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
         "value.converter": converter,
         **converter_settings(params),
         "custom.metric.tags": f"connector={spec.name}",
+        # as the embedded engine: a change leaves Debezium's queue within the flush interval
+        # (Debezium's default poll interval is 500 ms)
+        "poll.interval.ms": str(params.capture.flush_interval_ms),
     }
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
