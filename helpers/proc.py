@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from helpers.errors import WaitTimeoutError
 from helpers.poll import wait_until
 
 __all__ = [
+    "ModuleJob",
     "PeakMemory",
     "STATUS_FILE",
     "ServerStatus",
@@ -129,6 +130,67 @@ def spawn_module(
         )
     pid_file.write_text(str(proc.pid))
     return proc.pid
+
+
+class ModuleJob:
+    """A long-running ``python -m <module> <directory>`` of the workbook: ``config.json``, a pid
+    file, a log and ``status.json`` in its directory (the continuous Silver job, the Bronze sink).
+
+    Subclasses set :attr:`module`, :attr:`pid_name`, :attr:`log_name` and :attr:`directory`.
+    """
+
+    module: ClassVar[str]
+    pid_name: ClassVar[str]
+    log_name: ClassVar[str]
+
+    @property
+    def directory(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / self.log_name
+
+    def pid(self) -> int | None:
+        return live_pid(self.directory / self.pid_name)
+
+    def launch(self, config: dict[str, Any], status: dict[str, Any]) -> int:
+        """Start the process unless it runs, with ``config`` and a first ``status``; its pid."""
+        running = self.pid()
+        if running:
+            return running
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "config.json").write_text(json.dumps(config))
+        write_status(self.directory, status)
+        return spawn_module(
+            self.module, self.directory, log_file=self.log_file, pid_file=self.directory / self.pid_name
+        )
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop after the current round (SIGTERM), or kill after ``timeout_s``."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout_s)
+
+    def kill(self) -> int | None:
+        """``kill -9`` of the process and its Spark driver JVM at once (crash tests): its process
+        group, as a machine or container crash would."""
+        pid = self.pid()
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if pid_alive(pid):
+                kill_process(pid)
+        return pid
+
+    def status(self) -> dict[str, Any]:
+        """The last status; ``state`` is ``DEAD`` when the process is gone unexpectedly."""
+        st = read_status(self.directory)
+        if st.get("state") in ("STARTING", "RUNNING") and self.pid() is None:
+            st["state"] = "DEAD"
+        return st
 
 
 def spawn_server(

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
@@ -46,18 +46,10 @@ from helpers.capture.kafka import bootstrap_servers
 from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.errors import CaptureError
 from helpers.params import WorkbookParams
-from helpers.proc import (
-    kill_process,
-    live_pid,
-    pid_alive,
-    read_status,
-    spawn_module,
-    stop_process,
-    write_status,
-)
+from helpers.proc import ModuleJob, read_status, write_status
 from helpers.spark import build_spark_session
 
-__all__ = ["BronzeSink", "Decoder", "SinkBatch", "event_decoder", "main", "topic_pattern"]
+__all__ = ["BronzeSink", "Decoder", "SinkBatch", "event_decoder", "main", "merge_batch", "topic_pattern"]
 
 #: Turns a message value of a topic into its change event (``None`` for a tombstone).
 Decoder = Callable[[str, bytes | None], BronzeEvent | None]
@@ -81,69 +73,30 @@ def topic_pattern(project: str) -> str:
 
 
 @dataclass
-class BronzeSink:
-    """Start, stop and watch the Bronze sink of a parameter set.
+class BronzeSink(ModuleJob):
+    """Start, stop and watch the Bronze sink of a parameter set (:class:`helpers.proc.ModuleJob`).
 
     Attributes:
         params: the workbook parameters (``local.kafka`` for the sink's memory).
     """
 
     params: WorkbookParams
+    module: ClassVar[str] = "helpers.capture.kafka_sink"
+    pid_name: ClassVar[str] = "sink.pid"
+    log_name: ClassVar[str] = "sink.log"
 
     @property
     def directory(self) -> Path:
         return self.params.state_path / "kafka" / "bronze-sink"
 
-    @property
-    def log_file(self) -> Path:
-        return self.directory / "sink.log"
-
-    def pid(self) -> int | None:
-        return live_pid(self.directory / "sink.pid")
-
     def start(self) -> int:
         """Start the sink unless it runs; returns its pid (the query starts a few seconds later:
-        ``status()["state"]`` turns ``RUNNING``)."""
-        running = self.pid()
-        if running:
-            return running
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "config.json").write_text(
-            json.dumps(self.params.model_dump(mode="json", by_alias=True))
-        )
+        ``status()["state"]`` turns ``RUNNING``). The counters go on from the last run's."""
         previous = read_status(self.directory)
-        write_status(self.directory, {**previous, "state": "STARTING", "error": None})
-        return spawn_module(
-            "helpers.capture.kafka_sink",
-            self.directory,
-            log_file=self.log_file,
-            pid_file=self.directory / "sink.pid",
+        return self.launch(
+            self.params.model_dump(mode="json", by_alias=True),
+            {**previous, "state": "STARTING", "error": None},
         )
-
-    def stop(self, timeout_s: float = 60.0) -> None:
-        """Stop after the current micro-batch (SIGTERM), or kill after ``timeout_s``."""
-        pid = self.pid()
-        if pid is not None:
-            stop_process(pid, timeout_s)
-
-    def kill(self) -> int | None:
-        """``kill -9`` of the sink and its Spark driver JVM (its process group), for crash tests."""
-        pid = self.pid()
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if pid_alive(pid):
-                kill_process(pid)
-        return pid
-
-    def status(self) -> dict[str, Any]:
-        """The sink's last status; ``state`` is ``DEAD`` when its process is gone unexpectedly."""
-        st = read_status(self.directory)
-        if st.get("state") in ("STARTING", "RUNNING") and self.pid() is None:
-            st["state"] = "DEAD"
-        return st
 
     def wait_running(self, timeout_s: float = 120.0) -> dict[str, Any]:
         """Wait until the streaming query runs.
@@ -232,7 +185,7 @@ def write_records(
     )
 
 
-def _merge(status: dict[str, Any], batch_id: int, batch: SinkBatch) -> None:
+def merge_batch(status: dict[str, Any], batch_id: int, batch: SinkBatch) -> None:
     """Add a committed batch to the status counters (a replayed batch is counted once more in
     ``replayed_batches`` only)."""
     if batch_id <= int(status.get("last_batch_id", -1)):
@@ -298,7 +251,7 @@ def run(directory: Path) -> int:
             for r in rows
         ]
         batch = write_records(writer, records, decode)
-        _merge(status, batch_id, batch)
+        merge_batch(status, batch_id, batch)
         status["state"] = "RUNNING"
         write_status(directory, status)
 

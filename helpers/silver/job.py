@@ -16,19 +16,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
-from helpers.proc import (
-    kill_process,
-    live_pid,
-    pid_alive,
-    read_status,
-    spawn_module,
-    stop_process,
-    write_status,
-)
+from helpers.proc import ModuleJob, read_status, write_status
 from helpers.silver.ingest import ingest_all
 from helpers.silver.tables import bronze_store, pending_bronze
 from helpers.spark import build_spark_session
@@ -37,68 +29,29 @@ __all__ = ["SilverJob", "main", "pending_lag"]
 
 
 @dataclass
-class SilverJob:
+class SilverJob(ModuleJob):
     """Start, stop and watch the continuous Silver job of a parameter set (the job process gets
-    the same, already validated parameters).
+    the same, already validated parameters; :class:`helpers.proc.ModuleJob` has the rest).
 
     Attributes:
         params: the workbook parameters.
     """
 
     params: WorkbookParams
+    module: ClassVar[str] = "helpers.silver.job"
+    pid_name: ClassVar[str] = "job.pid"
+    log_name: ClassVar[str] = "job.log"
 
     @property
     def directory(self) -> Path:
         return self.params.state_path / "silver"
 
-    def pid(self) -> int | None:
-        return live_pid(self.directory / "job.pid")
-
     def start(self) -> int:
         """Start the job unless it runs; returns its pid."""
-        running = self.pid()
-        if running:
-            return running
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "config.json").write_text(
-            json.dumps(self.params.model_dump(mode="json", by_alias=True))
-        )
-        write_status(
-            self.directory,
+        return self.launch(
+            self.params.model_dump(mode="json", by_alias=True),
             {"state": "STARTING", "run_id": uuid.uuid4().hex, "loops": 0, "last_commit": {}, "error": None},
         )
-        return spawn_module(
-            "helpers.silver.job",
-            self.directory,
-            log_file=self.directory / "job.log",
-            pid_file=self.directory / "job.pid",
-        )
-
-    def stop(self, timeout_s: float = 60.0) -> None:
-        """Stop after the current loop (SIGTERM), or kill after ``timeout_s``."""
-        pid = self.pid()
-        if pid is not None:
-            stop_process(pid, timeout_s)
-
-    def kill(self) -> int | None:
-        """``kill -9`` of the job and its Spark driver JVM at once (crash tests): its process
-        group, as a machine or container crash would."""
-        pid = self.pid()
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if pid_alive(pid):
-                kill_process(pid)
-        return pid
-
-    def status(self) -> dict[str, Any]:
-        """The job's last status; ``state`` is ``DEAD`` when its process is gone unexpectedly."""
-        st = read_status(self.directory)
-        if st.get("state") in ("STARTING", "RUNNING") and self.pid() is None:
-            st["state"] = "DEAD"
-        return st
 
 
 def pending_lag(params: WorkbookParams, store: Any = None) -> dict[str, Any]:

@@ -14,7 +14,8 @@ may (Debezium's at-least-once), and Silver absorbs them.
 
 from __future__ import annotations
 
-import socket
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
 from helpers.capture.backends import ConnectorBackend
 from helpers.capture.connectors import ConnectorSpec
@@ -36,7 +38,6 @@ from helpers.capture.register import (
     register_connectors,
     wait_for_snapshots,
 )
-from helpers.capture.registry import CONVERTER_CLASS
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
 from helpers.params import WorkbookParams
 from helpers.pipeline import pipeline_status, start_servers
@@ -48,12 +49,6 @@ from helpers.sources.changes import apply_scenario
 from helpers.sources.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -72,17 +67,7 @@ class World:
 def world(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     lake = tmp_path_factory.mktemp("kafka-lake")
     overrides = {
-        "capture.backend": "kafka_connect",
-        "capture.kafka_connect.url": "",
-        "capture.kafka_connect.bootstrap_servers": "",
-        "local.kafka.broker_port": _free_port(),
-        "local.kafka.controller_port": _free_port(),
-        "local.kafka.connect_port": _free_port(),
-        # as params/local-kafka.yaml: Apicurio's Avro converter, schemas in the local registry
-        "capture.kafka_connect.converter": CONVERTER_CLASS,
-        "local.registry.enabled": True,
-        "local.registry.port": _free_port(),
-        "local.registry.management_port": _free_port(),
+        **kafka_overrides(avro=True),  # as params/local-kafka.yaml: Avro, schemas in the registry
         "lake.bronze": str(lake / "bronze"),
         "lake.silver": str(lake / "silver"),
         "silver.database": "wb_kafka_sink",
@@ -109,30 +94,6 @@ def world(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFa
                 print(f"[kafka sink figures] {name} = {value:.1f}")
 
 
-def _insert_venues(world: World, keys: range) -> None:
-    with world.stack.connect_postgres(world.params.source("ems").database, autocommit=True) as conn:
-        for key in keys:
-            conn.execute(
-                "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
-                " VALUES (%s, %s, 'c', 'ST', 1)",
-                (key, f"ks{key}"),
-            )
-
-
-def _insert_dates(world: World, keys: range) -> None:
-    conn = world.stack.connect_mariadb(world.params.source("ecomm").database, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for key in keys:
-                cur.execute(
-                    "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
-                    " VALUES (%s, '2032-01-01', 'MO', 1, 'JAN', '1', 2032, 0)",
-                    (key,),
-                )
-    finally:
-        conn.close()
-
-
 def _while_rows_flow(world: World, first_key: int, crash: Callable[[], None]) -> int:
     """Insert a venue and a date per 20 ms from ``first_key``; ``crash`` runs after 40 of them,
     and the inserts go on until 120 more have been made. Returns how many rows per table."""
@@ -144,8 +105,8 @@ def _while_rows_flow(world: World, first_key: int, crash: Callable[[], None]) ->
         key = first_key
         try:
             while not stop.is_set() and key < first_key + 1000:
-                _insert_venues(world, range(key, key + 1))
-                _insert_dates(world, range(key, key + 1))
+                insert_venues(world.stack, range(key, key + 1), "ks")
+                insert_dates(world.stack, range(key, key + 1), 2032)
                 made.append(key)
                 key += 1
                 time.sleep(0.02)
@@ -232,31 +193,19 @@ def test_kill_9_of_the_worker_and_the_broker_then_bronze_and_silver_equal_the_so
     re-inserts and rapid updates."""
     kafka = LocalKafka(world.params)
 
-    def crash_worker() -> None:
-        pid = kafka.connect_pid()
-        assert pid is not None
-        import os
-        import signal
+    def crash(pid: int | None, start: Callable[[], object]) -> Callable[[], None]:
+        def kill_and_restart() -> None:
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: not pid_alive(pid), timeout_s=10, what=f"process {pid} to die")
+            time.sleep(2)  # rows keep coming while it is down
+            start()
 
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(pid), timeout_s=10, what="the worker to die")
-        time.sleep(2)
-        kafka.start_connect()
+        return kill_and_restart
 
-    def crash_broker() -> None:
-        pid = kafka.broker_pid()
-        assert pid is not None
-        import os
-        import signal
-
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pid_alive(pid), timeout_s=10, what="the broker to die")
-        time.sleep(2)
-        kafka.start_broker()
-
-    _while_rows_flow(world, 22_000, crash_worker)
+    _while_rows_flow(world, 22_000, crash(kafka.connect_pid(), kafka.start_connect))
     redelivered = _bronze_equal(world, "after a kill -9 of the Connect worker")
-    _while_rows_flow(world, 23_000, crash_broker)
+    _while_rows_flow(world, 23_000, crash(kafka.broker_pid(), kafka.start_broker))
     redelivered = _bronze_equal(world, "after a kill -9 of the broker")
     print(f"[kafka sink figures] redelivered per topic after the worker and broker kills: {redelivered}")
     world.figures["worker_broker_kill_redelivered"] = sum(redelivered.values())

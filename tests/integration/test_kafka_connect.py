@@ -29,11 +29,13 @@ from typing import Any
 
 import pytest
 import requests
+from support.kafka_profile import free_port, insert_dates, insert_venues, kafka_overrides
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
-from helpers.capture.kafka import CONNECTOR_CLASSES, LocalKafka, read_topic
+from helpers.capture.kafka import CONNECTOR_CLASSES, LocalKafka
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.capture.topics import read_topic
 from helpers.errors import CaptureError
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
@@ -65,25 +67,9 @@ class KafkaWorld:
         return self.stack.params
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def world(stack_factory: Callable[..., Any]) -> Iterator[KafkaWorld]:
-    overrides = {
-        "capture.backend": "kafka_connect",
-        "capture.kafka_connect.url": "",
-        "capture.kafka_connect.bootstrap_servers": "",
-        "capture.kafka_connect.mariadb_connector": "mysql",
-        "local.kafka.broker_port": _free_port(),
-        "local.kafka.controller_port": _free_port(),
-        "local.kafka.connect_port": _free_port(),
-    }
+    overrides = {**kafka_overrides(avro=False), "capture.kafka_connect.mariadb_connector": "mysql"}
     with stack_factory("wb-kc-", overrides) as stack:
         params = stack.params
         sources = LocalSources(params)
@@ -147,31 +133,6 @@ def _wait_for(world: KafkaWorld, topic: str, key_field: str, check: Callable[[di
 
     wait_until(arrived, timeout_s=120, what=f"events on {topic}", interval_s=0.5, max_interval_s=2)
     return seen[0]
-
-
-def _insert_venues(world: KafkaWorld, keys: range) -> None:
-    db = world.params.source("ems").database
-    with world.stack.connect_postgres(db, autocommit=True) as conn:
-        for key in keys:
-            conn.execute(
-                "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
-                " VALUES (%s, %s, 'c', 'ST', 1)",
-                (key, f"kc{key}"),
-            )
-
-
-def _insert_dates(world: KafkaWorld, keys: range) -> None:
-    conn = world.stack.connect_mariadb(world.params.source("ecomm").database, autocommit=True)
-    try:
-        with conn.cursor() as cur:
-            for key in keys:
-                cur.execute(
-                    "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
-                    " VALUES (%s, '2031-01-01', 'MO', 1, 'JAN', '1', 2031, 0)",
-                    (key,),
-                )
-    finally:
-        conn.close()
 
 
 # ------------------------------------------------------------------------------- the worker
@@ -243,8 +204,8 @@ def test_postgres_and_mariadb_connectors_run_and_changes_reach_their_topics(worl
         seen = _wait_for(world, topic, key, lambda got, want=want: len(got) >= want)
         assert len(seen) == want
         assert {e[-1]["__op"] for e in seen.values()} == {"r"}
-    _insert_venues(world, range(30_001, 30_002))
-    _insert_dates(world, range(30_001, 30_002))
+    insert_venues(world.stack, range(30_001, 30_002))
+    insert_dates(world.stack, range(30_001, 30_002))
     with world.stack.connect_postgres(world.params.source("ems").database, autocommit=True) as conn:
         conn.execute("UPDATE ems.venue SET venueseats = 7 WHERE venueid = 30001")
         conn.execute("DELETE FROM ems.venue WHERE venueid = 30001")
@@ -420,8 +381,8 @@ def test_kill_9_of_the_worker_then_a_restart_loses_no_event(world: KafkaWorld) -
     def writer() -> None:
         key = 31_000
         while not stop.is_set() and key < 31_400:
-            _insert_venues(world, range(key, key + 1))
-            _insert_dates(world, range(key, key + 1))
+            insert_venues(world.stack, range(key, key + 1))
+            insert_dates(world.stack, range(key, key + 1))
             written["venue"].append(key)
             written["date"].append(key)
             key += 1
@@ -503,7 +464,7 @@ def test_rest_backend_is_idempotent_pauses_resumes_restarts_deletes_and_reports_
     # the worker's message lists the configuration with the password resolved: the client masks it
     assert world.stack.credentials.postgres_password.get_secret_value() not in str(refused.value)
     assert "database.password=********" in str(refused.value)
-    unreachable = KafkaConnectRestBackend(f"http://127.0.0.1:{_free_port()}", timeout_s=2)
+    unreachable = KafkaConnectRestBackend(f"http://127.0.0.1:{free_port()}", timeout_s=2)
     with pytest.raises(CaptureError, match="Failed to reach Kafka Connect at http://127.0.0.1:"):
         unreachable.status("x")
 
@@ -521,13 +482,13 @@ def test_kill_9_of_the_broker_then_a_restart_loses_no_event(world: KafkaWorld) -
     assert pid is not None
     kill_process(pid)
     assert not pid_alive(pid)
-    _insert_venues(world, range(32_000, 32_050))
-    _insert_dates(world, range(32_000, 32_050))
+    insert_venues(world.stack, range(32_000, 32_050))
+    insert_dates(world.stack, range(32_000, 32_050))
     started = time.monotonic()
     world.kafka.start_broker()
     world.figures["broker_restart_s"] = time.monotonic() - started
-    _insert_venues(world, range(32_050, 32_100))
-    _insert_dates(world, range(32_050, 32_100))
+    insert_venues(world.stack, range(32_050, 32_100))
+    insert_dates(world.stack, range(32_050, 32_100))
     keys = set(range(32_000, 32_100))
     for source, table, key in (("ems", "venue", "venueid"), ("ecomm", "date", "dateid")):
         topic = table_topic(world.params, source, table)
@@ -556,8 +517,8 @@ def test_stack_stop_and_start_bring_the_broker_and_worker_down_and_back(world: K
     assert set(rows[rows["server"].isin(["kafka", "kafka-connect"])]["state"]) == {"running"}
     for spec in (world.specs["ems"], world.specs["ecomm"]):
         wait_until_running(world.backend, spec.name, timeout_s=180)
-    _insert_venues(world, range(32_200, 32_201))
-    _insert_dates(world, range(32_200, 32_201))
+    insert_venues(world.stack, range(32_200, 32_201))
+    insert_dates(world.stack, range(32_200, 32_201))
     for source, table, key in (("ems", "venue", "venueid"), ("ecomm", "date", "dateid")):
         topic = table_topic(params, source, table)
         seen = _wait_for(world, topic, key, lambda got: 32_200 in got)

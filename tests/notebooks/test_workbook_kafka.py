@@ -9,7 +9,6 @@ are checked here against the sources: Bronze after notebook 02, Silver after not
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,18 +16,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.kafka_profile import free_port, kafka_overrides
 
 from helpers.params import load_params
 from helpers.pipeline import stop_all
 from helpers.runner import RunResult, run_workbook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -40,20 +34,10 @@ def kafka_run() -> Iterator[RunResult]:
         "runs_dir": str(scratch / "runs"),
         "lake.bronze": str(scratch / "lake" / "bronze"),
         "lake.silver": str(scratch / "lake" / "silver"),
-        "local.postgres.port": _free_port(),
-        "local.mariadb.port": _free_port(),
-        "local.metastore.port": _free_port(),
-        # the local-kafka profile's settings (params/local-kafka.yaml) at CI scale
-        "capture.backend": "kafka_connect",
-        "capture.kafka_connect.url": "",
-        "capture.kafka_connect.bootstrap_servers": "",
-        "local.kafka.broker_port": _free_port(),
-        "local.kafka.controller_port": _free_port(),
-        "local.kafka.connect_port": _free_port(),
-        "capture.kafka_connect.converter": "io.apicurio.registry.utils.converter.AvroConverter",
-        "local.registry.enabled": True,
-        "local.registry.port": _free_port(),
-        "local.registry.management_port": _free_port(),
+        "local.postgres.port": free_port(),
+        "local.mariadb.port": free_port(),
+        "local.metastore.port": free_port(),
+        **kafka_overrides(avro=True),  # params/local-kafka.yaml's settings at CI scale
     }
     params = load_params("ci", overrides)
     try:

@@ -113,6 +113,15 @@ def test_worker_messages_are_scrubbed_and_traces_keep_their_root_cause() -> None
     assert trace_summary("java.lang.IllegalStateException: x\n\tat y") == "java.lang.IllegalStateException: x"
 
 
+def _unused_port() -> int:
+    """A port nothing listens on (the profile's own may be held by a running local-kafka stack)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _project_copy(tmp_path: Path) -> Path:
     (tmp_path / "scripts" / "poms").mkdir(parents=True)
     for name in ("jars.tsv", "fetch_jars.sh", "poms/kafka.xml", "poms/kafka.sha256"):
@@ -129,7 +138,8 @@ def test_missing_kafka_jars_name_the_set_up_command(tmp_path: Path, monkeypatch:
         jar_tree("kafka", "kafka")
     with pytest.raises(JarsMissingError, match=r"debezium-connector-postgres:3.6.3.Final.*setup kafka"):
         connect_plugin_dirs("kafka")
-    params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st")})
+    ports = {f"local.kafka.{k}": _unused_port() for k in ("broker_port", "controller_port")}
+    params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st"), **ports})
     with pytest.raises(StackError, match="Failed to find 92 jar"):
         LocalKafka(params).start_broker()
 

@@ -15,7 +15,7 @@ import pytest
 from helpers.bronze.read import bronze_files, read_bronze_arrow
 from helpers.bronze.replay import redelivered
 from helpers.bronze.writer import BronzeWriter
-from helpers.capture.kafka_sink import _merge, topic_pattern, write_records
+from helpers.capture.kafka_sink import merge_batch, topic_pattern, write_records
 from helpers.errors import BronzeError
 
 _SCHEMA = {
@@ -71,8 +71,8 @@ def test_a_replayed_batch_writes_the_same_files_and_counts_once(tmp_path: Path) 
     assert again == first
 
     status: dict[str, Any] = {}
-    _merge(status, 0, first)
-    _merge(status, 0, again)  # a batch the sink ran again after a crash
+    merge_batch(status, 0, first)
+    merge_batch(status, 0, again)  # a batch the sink ran again after a crash
     assert status["events"] == 3 and status["batches"] == 1 and status["replayed_batches"] == 1
     assert status["snapshot_rows"] == {"tickit.ems.category": 2}
 
