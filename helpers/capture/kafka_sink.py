@@ -49,13 +49,24 @@ from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, write_status
 from helpers.spark import build_spark_session
 
-__all__ = ["BronzeSink", "Decoder", "SinkBatch", "event_decoder", "main", "merge_batch", "topic_pattern"]
+__all__ = [
+    "HOLD_ENV",
+    "BronzeSink",
+    "Decoder",
+    "SinkBatch",
+    "event_decoder",
+    "main",
+    "merge_batch",
+    "topic_pattern",
+]
 
 #: Turns a message value of a topic into its change event (``None`` for a tombstone).
 Decoder = Callable[[str, bytes | None], BronzeEvent | None]
 
 #: The jar set of Spark's Kafka source (``scripts/jars.tsv``).
 JAR_SET = "kafka-spark"
+#: Crash tests: seconds each micro-batch waits after writing its files, before Spark commits it.
+HOLD_ENV = "WORKBOOK_FAULT_SINK_HOLD_S"
 
 
 def event_decoder(params: WorkbookParams) -> Decoder:
@@ -243,6 +254,9 @@ def run(directory: Path) -> int:
         return 1
     writer = BronzeWriter(params.path(params.lake.bronze), params.capture.bronze_format)
     decode = event_decoder(params)
+    # crash tests only: hold each batch this long after its files are written and before Spark
+    # commits it, so that a kill lands in that window for certain
+    hold_s = float(os.environ.get(HOLD_ENV, "0") or 0)
 
     def handle(frame: Any, batch_id: int) -> None:
         rows = frame.select("topic", "partition", "offset", "value").collect()
@@ -254,6 +268,8 @@ def run(directory: Path) -> int:
         merge_batch(status, batch_id, batch)
         status["state"] = "RUNNING"
         write_status(directory, status)
+        if hold_s and batch.events:  # fault injection: a crash here makes Spark run the batch again
+            time.sleep(hold_s)
 
     query = start_query(spark, params, directory / "checkpoint", handle)
     status["state"] = "RUNNING"

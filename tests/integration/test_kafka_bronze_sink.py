@@ -29,7 +29,7 @@ from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 from helpers.capture.backends import ConnectorBackend
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka import LocalKafka
-from helpers.capture.kafka_sink import BronzeSink
+from helpers.capture.kafka_sink import HOLD_ENV, BronzeSink
 from helpers.capture.register import (
     connector_specs,
     expected_rows,
@@ -159,26 +159,42 @@ def test_the_snapshot_lands_in_bronze_equal_to_the_sources_by_day(world: World) 
     assert servers["kafka"] == servers["kafka-connect"] == "running"
 
 
-def test_kill_9_of_the_sink_while_rows_flow_loses_and_doubles_nothing(world: World) -> None:
-    """The sink's process group is killed mid-stream and started again: Bronze equals the sources
-    and no event is in Bronze twice (the interrupted micro-batch ran again and rewrote its own
-    files); the status counts the replayed batch."""
+def test_kill_9_of_the_sink_while_rows_flow_loses_and_doubles_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sink's process group is killed after a micro-batch wrote its files and before Spark
+    committed it (a fault-injection pause holds the batch there), while rows are inserted, and is
+    started again: that batch runs again (``replayed_batches``), rewrites its own files, and
+    Bronze equals the sources with no event in it twice."""
     sink = BronzeSink(world.params)
+    sink.stop()
+    monkeypatch.setenv(HOLD_ENV, "5")  # the sink started next holds each batch 5 s before its commit
+    sink.start()
+    sink.wait_running(timeout_s=180)
+    monkeypatch.delenv(HOLD_ENV)
     before = sink.status()
 
     def crash() -> None:
-        pid = sink.kill()
+        seen = sink.status().get("last_batch_id")
+        wait_until(
+            lambda: sink.status().get("last_batch_id") != seen,
+            timeout_s=60,
+            what="a micro-batch to write its files",
+            interval_s=0.05,
+        )
+        pid = sink.kill()  # within its 5 s hold: written, not committed
         assert pid is not None and not pid_alive(pid)
         assert sink.status()["state"] == "DEAD"
         time.sleep(2)  # rows keep coming while the sink is down
         started = time.monotonic()
-        sink.start()
+        sink.start()  # without the hold
         sink.wait_running(timeout_s=180)
         world.figures["sink_restart_s"] = time.monotonic() - started
 
     rows = _while_rows_flow(world, 21_000, crash)
     assert _bronze_equal(world, "after a kill -9 of the sink") == {}
     after = sink.status()
+    assert after.get("replayed_batches", 0) >= int(before.get("replayed_batches") or 0) + 1
     assert after["events"] >= before["events"] + 2 * rows
     world.figures["sink_kill_rows_per_table"] = rows
     world.figures["sink_kill_replayed_batches"] = after.get("replayed_batches", 0)
