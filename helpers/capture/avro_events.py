@@ -16,17 +16,15 @@ and precision), ``connect.type`` (``int8``/``int16``, which Avro writes as ``int
 from __future__ import annotations
 
 import decimal
-import io
 import json
-import struct
 from collections.abc import Mapping
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader
+from fastavro import parse_schema
 from fastavro.types import Schema
 
 from helpers.bronze.events import BronzeEvent
-from helpers.capture.wire import SchemaSource, split_message
+from helpers.capture.wire import SchemaSource, read_body, split_message
 from helpers.errors import BronzeError, WorkbookError
 
 __all__ = ["AvroEventDecoder", "connect_schema_from_avro"]
@@ -143,22 +141,14 @@ class AvroEventDecoder:
         try:
             schema_id, body = split_message(value)
             connect, reader = self._schemas_of(schema_id, topic)
+            record = read_body(schema_id, body, reader)
         except BronzeError:
             raise
-        except WorkbookError as exc:  # the wire format, or the registry
+        except WorkbookError as exc:  # the wire format, the registry, or a body of another schema
             raise BronzeError(f"Failed to parse change event of topic {topic}: {exc}") from None
-        buffer = io.BytesIO(body)
-        try:
-            record = schemaless_reader(buffer, reader, None)
-        except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError, struct.error) as exc:
+        if not isinstance(record, dict):
             raise BronzeError(
-                f"Failed to parse change event of topic {topic}: the Avro body does not match schema "
-                f"{schema_id} ({type(exc).__name__}: {exc})"
-            ) from None
-        if buffer.tell() != len(body) or not isinstance(record, dict):
-            raise BronzeError(
-                f"Failed to parse change event of topic {topic}: the Avro body does not match schema "
-                f"{schema_id} ({len(body) - buffer.tell()} byte(s) left over)"
+                f"Failed to parse change event of topic {topic}: the Avro value is not a record"
             )
         for fld in connect["fields"]:
             raw = record.get(fld["field"])

@@ -4,9 +4,11 @@
 bronze-sink/``): one long-lived local Spark session whose streaming query reads every change topic
 of the project (``<project>.<database>.<table>``; heartbeats, schema changes and schema history
 are other topics) with Spark's official Kafka source (``spark-sql-kafka-0-10``, jar set
-``kafka-spark``) and hands each micro-batch to :class:`helpers.bronze.writer.BronzeWriter` — the
+``kafka-spark``) and hands each micro-batch to :class:`helpers.bronze.writer.BronzeWriter`, the
 writer the embedded engine uses, so both profiles' Bronze files have the same layout, names and
-content (Avro or JSON lines, ``year=/month=/day=`` of the source commit time).
+content (Avro or JSON lines, ``year=/month=/day=`` of the source commit time). Messages are read
+by :func:`event_decoder`: the JSON converter's schema and payload, or Avro in the Confluent wire
+format against the registry (Apicurio's converter, :mod:`helpers.capture.avro_events`).
 
 Why this and not a Kafka Connect S3 sink: Aiven's S3 sink needs Confluent's Avro converter at run
 time, which Central does not serve, and writes only to S3; Spark's Kafka source is the official,

@@ -24,7 +24,15 @@ from fastavro.types import Schema
 from helpers.capture.ccompat import avro_text
 from helpers.errors import WireFormatError
 
-__all__ = ["HEADER_SIZE", "MAGIC_BYTE", "SchemaSource", "WireCodec", "frame_message", "split_message"]
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC_BYTE",
+    "SchemaSource",
+    "WireCodec",
+    "frame_message",
+    "read_body",
+    "split_message",
+]
 
 MAGIC_BYTE = 0
 #: Magic byte plus the 4-byte schema id.
@@ -73,6 +81,29 @@ def frame_message(schema_id: int, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC_BYTE, schema_id) + body
 
 
+def read_body(schema_id: int, body: bytes, writer: Schema, reader: Schema | None = None) -> Any:
+    """The record in the Avro ``body`` of a message with schema ``schema_id`` (parsed ``writer``),
+    optionally resolved to ``reader``; the whole body must be the one record.
+
+    Raises:
+        WireFormatError: for a body that does not match the schema.
+    """
+    buffer = io.BytesIO(body)
+    try:
+        record = schemaless_reader(buffer, writer, reader)
+    except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError, struct.error) as exc:
+        raise WireFormatError(
+            f"Failed to decode a wire-format message with schema id {schema_id}: the Avro body "
+            f"does not match that schema ({type(exc).__name__}: {exc})"
+        ) from None
+    if buffer.tell() != len(body):
+        raise WireFormatError(
+            f"Failed to decode a wire-format message with schema id {schema_id}: "
+            f"{len(body) - buffer.tell()} byte(s) left after the record; the writer used another schema"
+        )
+    return record
+
+
 class WireCodec:
     """Encode and decode Avro records in the wire format against a schema registry.
 
@@ -108,20 +139,7 @@ class WireCodec:
         schema_id, body = split_message(message)
         writer = self.writer_schema(schema_id)
         reader = parse_schema(reader_schema) if reader_schema is not None else None
-        buffer = io.BytesIO(body)
-        try:
-            record = schemaless_reader(buffer, writer, reader)
-        except (EOFError, ValueError, IndexError, TypeError, UnicodeDecodeError, struct.error) as exc:
-            raise WireFormatError(
-                f"Failed to decode a wire-format message with schema id {schema_id}: the Avro body "
-                f"does not match that schema ({type(exc).__name__}: {exc})"
-            ) from None
-        if buffer.tell() != len(body):
-            raise WireFormatError(
-                f"Failed to decode a wire-format message with schema id {schema_id}: "
-                f"{len(body) - buffer.tell()} byte(s) left after the record; the writer used another schema"
-            )
-        return record
+        return read_body(schema_id, body, writer, reader)
 
     def schema_id(self, subject: str, schema: dict[str, Any] | list[Any] | str) -> int:
         """The id of ``schema`` under ``subject``, registering it on first use."""

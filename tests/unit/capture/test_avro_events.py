@@ -175,7 +175,7 @@ def test_avro_and_json_messages_make_the_same_bronze_rows(tmp_path: Path) -> Non
         (b"{}", "magic byte"),
         (b"\x00\x00", "fewer than the 5-byte header"),
         (frame_message(99, b"\x02"), "Schema not found"),
-        (frame_message(7, b"\x02"), "does not match schema 7"),
+        (frame_message(7, b"\x02"), "schema id 7: the Avro body does not match"),
     ],
 )
 def test_a_bad_message_names_the_topic_and_the_cause(message: bytes, says: str) -> None:
