@@ -75,7 +75,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
+def temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
     state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     state.chmod(0o711)
     params = load_params(
@@ -103,11 +103,11 @@ def _temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> It
 def stack_factory() -> Callable[..., Any]:
     """``with stack_factory("prefix-", {"dotted.key": value}) as stack:`` -> a started LocalStack
     (``stack.params`` holds its parameters); stopped and deleted on exit."""
-    return _temporary_stack
+    return temporary_stack
 
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Any]:
     """A started :class:`helpers.sources.local.stack.LocalStack` shared by the session's integration tests."""
-    with _temporary_stack("wb-session-") as stack:
+    with temporary_stack("wb-session-") as stack:
         yield stack

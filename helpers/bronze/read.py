@@ -31,6 +31,7 @@ __all__ = [
     "jsonl_tables",
     "read_bronze",
     "read_bronze_arrow",
+    "read_topic_arrow",
 ]
 
 
@@ -270,13 +271,16 @@ class _DecodedFiles:
 
 
 def _decode_file(path: Path) -> list[pa.Table]:
-    data = path.read_bytes()
-    if path.suffix == ".jsonl":
-        return jsonl_tables(path.name, data)
+    return _decode(str(path), path.name, path.read_bytes())
+
+
+def _decode(where: str, name: str, data: bytes) -> list[pa.Table]:
+    if name.endswith(".jsonl"):
+        return jsonl_tables(name, data)
     try:
         return [avro_table(data, numbered=False)]
     except UnreadableBronzeError as exc:
-        raise HudiError(f"Failed to read Bronze file {path}: {exc}") from None
+        raise HudiError(f"Failed to read Bronze file {where}: {exc}") from None
 
 
 _DECODED = _DecodedFiles(budget_bytes=512 * 1024 * 1024)
@@ -291,6 +295,28 @@ def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
         HudiError: naming the file, when one cannot be decoded.
     """
     tables = [t for path in paths for t in _DECODED.get(Path(path))]
+    if not tables:
+        return pa.table({})
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def read_topic_arrow(root: str | Path, topic: str) -> pa.Table:
+    """Every Bronze event of ``topic`` as one Arrow table: :func:`read_bronze_arrow` of the local
+    files, or, under an ``s3://`` root, each object read through :func:`helpers.lakefs.open_store`
+    and decoded the same way (not cached: objects are listed and read each time).
+
+    Raises:
+        HudiError: naming the file or object, when one cannot be decoded.
+    """
+    if not is_s3(str(root)):
+        return read_bronze_arrow(bronze_files(root, topic))
+    store = open_store(str(root))
+    tables = [
+        t
+        for entry in sorted(store.list(topic, recursive=True), key=lambda e: e.location)
+        if not entry.name.startswith(".") and entry.name.endswith((".avro", ".jsonl"))
+        for t in _decode(entry.location, entry.name, store.read(entry.location))
+    ]
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")

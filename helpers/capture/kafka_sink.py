@@ -47,6 +47,7 @@ from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.kafka import bootstrap_servers
 from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.errors import CaptureError
+from helpers.lakefs import lake_uri
 from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, write_status
 from helpers.spark import build_spark_session
@@ -254,7 +255,7 @@ def run(directory: Path) -> int:
         status.update(state="FAILED", error=f"{type(exc).__name__}: {exc}")
         write_status(directory, status)
         return 1
-    writer = BronzeWriter(params.path(params.lake.bronze), params.capture.bronze_format)
+    writer = BronzeWriter(lake_uri(params, params.lake.bronze), params.capture.bronze_format)
     decode = event_decoder(params)
     # crash tests only: hold each batch this long after its files are written and before Spark
     # commits it, so that a kill lands in that window for certain

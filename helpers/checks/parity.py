@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 from psycopg import sql as pgsql
 
-from helpers.bronze.read import bronze_files, read_bronze_arrow
+from helpers.bronze.read import read_topic_arrow
 from helpers.bronze.replay import redelivered, replay_arrow
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, local_endpoints
@@ -22,7 +22,7 @@ from helpers.checks.snapshot import source_snapshot
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
-from helpers.lakefs import is_s3
+from helpers.lakefs import is_s3, lake_uri, use_lake_s3
 from helpers.naming import silver_topic, source_of_connector
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -76,7 +76,8 @@ def bronze_vs_source(
 def _bronze_vs_source_once(
     params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources
 ) -> pd.DataFrame:
-    bronze = params.path(params.lake.bronze)
+    bronze = lake_uri(params, params.lake.bronze)  # a folder, or s3:// (the Kafka profile's sink)
+    use_lake_s3(params)  # the local S3 server's endpoint and keys, when the lake is on it
     rows = []
     for spec in specs:
         source = source_of_connector(spec.name)
@@ -84,7 +85,7 @@ def _bronze_vs_source_once(
             table = table_key.split(".", 1)[1]
             key = primary_key(params, source, table, sources=sources)
             snap = source_snapshot(params, source, [table])
-            events = read_bronze_arrow(bronze_files(bronze, topic))
+            events = read_topic_arrow(bronze, topic)
             replayed = replay_arrow(events, key)
             problems = compare_tables(
                 snap.tables[table], replayed, key, json_columns=snap.json_columns[table]
