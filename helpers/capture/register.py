@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from helpers.bronze.read import bronze_files
 from helpers.capture.backends import (
     ConnectorBackend,
     EmbeddedBackend,
@@ -37,6 +36,7 @@ from helpers.capture.kafka import (
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.registry import LocalRegistry
 from helpers.errors import CaptureError, WaitTimeoutError
+from helpers.lakefs import open_store
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -308,20 +308,26 @@ def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpe
 
 
 def bronze_frame(bronze_root: str | Path, topics: Sequence[str]) -> pd.DataFrame:
-    """Bronze files per topic: count, bytes, newest file and its age."""
+    """Bronze files per topic: count, bytes, newest file and its age (a folder, or an ``s3://``
+    URI listed through :func:`helpers.lakefs.open_store`)."""
+    store = open_store(bronze_root)
     rows = []
     now = time.time()
     for topic in topics:
-        files = bronze_files(bronze_root, topic)
-        newest = max(files, key=lambda p: p.stat().st_mtime) if files else None
+        files = [
+            e
+            for e in store.list(topic, recursive=True)
+            if not e.name.startswith(".") and e.name.endswith((".avro", ".jsonl"))
+        ]
+        newest = max(files, key=lambda e: e.modified) if files else None
         rows.append(
             {
                 "topic": topic,
                 "files": len(files),
-                "bytes": sum(p.stat().st_size for p in files),
-                "partitions": len({p.parent for p in files}),
-                "newest": newest.relative_to(Path(bronze_root)).as_posix() if newest else None,
-                "newest_age_s": round(now - newest.stat().st_mtime, 1) if newest else None,
+                "bytes": sum(e.size for e in files),
+                "partitions": len({e.location.rsplit("/", 1)[0] for e in files}),
+                "newest": f"{topic}/{newest.location.split(f'/{topic}/', 1)[-1]}" if newest else None,
+                "newest_age_s": round(now - newest.modified, 1) if newest else None,
             }
         )
     return pd.DataFrame(rows)

@@ -37,6 +37,9 @@ def test_bronze_and_silver_on_s3_equal_the_sources(tmp_path: Path) -> None:
     avro = [o for o in seen["bronze_objects"] if o.endswith(".avro")]
     assert avro and all(o.startswith("s3://wb-kafka-lake/bronze/") and "/year=" in o for o in avro)
     assert seen["local_leftovers"] == []  # nothing written to a local folder named "s3:"
+    listed = seen["bronze_frame"]  # notebook 02's listing, from S3
+    assert len(listed) == 11 and sum(r["files"] for r in listed) == len(avro), listed
+    assert all(r["files"] and r["newest"].startswith(f"{r['topic']}/year=") for r in listed), listed
     assert seen["ingested_files"] >= len(avro)
     silver = seen["silver"]
     assert len(silver) == 12 and all(row["equal"] for row in silver), silver

@@ -19,6 +19,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).res
 from conftest import temporary_stack  # noqa: E402
 
 from helpers.capture.register import (  # noqa: E402
+    bronze_frame,
     connector_specs,
     expected_rows,
     local_endpoints,
@@ -60,6 +61,7 @@ def main(out: Path) -> int:
         use_lake_s3(params)
         objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
         local_leftovers = [str(p) for p in Path.cwd().glob("s3:*")]
+        listed = bronze_frame(params.lake.bronze, [t for s in specs for t in s.topics.values()])
         ingested = ingest_all(params)
         silver = silver_vs_source(params)
         out.write_text(
@@ -67,6 +69,7 @@ def main(out: Path) -> int:
                 {
                     "bronze": bronze.to_dict("records"),
                     "bronze_objects": objects,
+                    "bronze_frame": listed.to_dict("records"),
                     "local_leftovers": local_leftovers,
                     "ingested_files": int(ingested["files"].sum()),
                     "silver": silver.to_dict("records"),
