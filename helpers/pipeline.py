@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.capture.backends import ConnectorStatus, stop_all_workers
-from helpers.capture.kafka import LocalKafka
+from helpers.capture.kafka import LocalKafka, local_worker
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
@@ -50,7 +50,7 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
         statuses.append(LocalRegistry(params).start())
     if params.local.s3.enabled:  # before the sink, which may write Bronze to it
         statuses.append(LocalS3Server(params).start())
-    if _local_kafka(params):
+    if local_worker(params):
         statuses += LocalKafka(params).start()
         BronzeSink(params).start()
     return statuses
@@ -66,13 +66,9 @@ def server_statuses(params: WorkbookParams) -> list[ServerStatus]:
     s3 = LocalS3Server(params)
     if params.local.s3.enabled or s3.pid() is not None:
         statuses.append(s3.status())
-    if _local_kafka(params):
+    if local_worker(params):
         statuses += LocalKafka(params).status()
     return statuses
-
-
-def _local_kafka(params: WorkbookParams) -> bool:
-    return params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
 
 
 def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.DataFrame:
@@ -107,7 +103,7 @@ def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     SilverJob(params).stop()
     stop_all_workers(params.state_path)
     BronzeSink(params).stop()
-    kafka = LocalKafka(params).stop() if _local_kafka(params) else []
+    kafka = LocalKafka(params).stop() if local_worker(params) else []
     registry = LocalRegistry(params).stop()
     statuses = kafka + LocalStack(params).stop()
     s3 = LocalS3Server(params).stop()
@@ -179,7 +175,7 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     )
     lag = pd.DataFrame([{"table": table, **figures} for table, figures in pending_lag(params).items()])
     frames = {"servers": servers, "connectors": pd.DataFrame(connectors)}
-    if _local_kafka(params):
+    if local_worker(params):
         sink = BronzeSink(params).status()
         frames["bronze_sink"] = pd.DataFrame(
             [

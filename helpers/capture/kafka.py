@@ -53,6 +53,7 @@ __all__ = [
     "connect_url",
     "bootstrap_servers",
     "converter_settings",
+    "local_worker",
     "secret_reference",
 ]
 
@@ -69,6 +70,13 @@ CONNECTOR_CLASSES = (
 
 #: Keys of the secrets file (``${file:<path>:<key>}``) per engine kind.
 _SECRET_KEYS = {"postgres": "postgres.password", "mysql": "mariadb.password"}
+
+
+def local_worker(params: WorkbookParams) -> bool:
+    """Whether capture runs on the project's own broker and Connect worker (the local-kafka
+    profile: ``capture.backend: kafka_connect`` with an empty ``capture.kafka_connect.url``), and
+    so also its registry and Bronze sink."""
+    return params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
 
 
 def connect_url(params: WorkbookParams) -> str:

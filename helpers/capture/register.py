@@ -31,6 +31,7 @@ from helpers.capture.kafka import (
     bootstrap_servers,
     connect_url,
     converter_settings,
+    local_worker,
     secret_reference,
 )
 from helpers.capture.kafka_sink import BronzeSink
@@ -226,7 +227,7 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
             max_batch_size=cap.max_batch_size,
         )
     if cap.backend == "kafka_connect":
-        if cap.kafka_connect.url:  # a worker someone else runs, and its own sink
+        if not local_worker(params):  # a worker someone else runs, and its own sink
             return KafkaConnectRestBackend(connect_url(params))
         sink = BronzeSink(params)  # the local-kafka profile: its own broker, worker and sink
 

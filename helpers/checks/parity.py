@@ -16,6 +16,7 @@ from psycopg import sql as pgsql
 from helpers.bronze.read import read_topic_arrow
 from helpers.bronze.replay import redelivered, replay_arrow
 from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.kafka import local_worker
 from helpers.capture.register import connector_specs, local_endpoints
 from helpers.checks.compare import compare_frames, compare_tables, split_soft_deleted
 from helpers.checks.snapshot import source_snapshot
@@ -116,8 +117,7 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
         Embedded: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. Otherwise:
         ``table``, ``topic``, ``bronze_files``, ``pending_files`` and ``equal`` None.
     """
-    local_sink = params.capture.backend == "kafka_connect" and not params.capture.kafka_connect.url
-    if params.environment != "aws" and (params.capture.backend == "embedded" or local_sink):
+    if params.environment != "aws" and (params.capture.backend == "embedded" or local_worker(params)):
         return bronze_vs_source(params, connector_specs(params, local_endpoints(params)), wait_s=wait_s)
     store = bronze_store(params)
     rows = []
