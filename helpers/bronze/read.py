@@ -20,13 +20,14 @@ from helpers.bronze.events import (
     event_from_json,
 )
 from helpers.errors import BronzeError, HudiError, UnreadableBronzeError
-from helpers.lakefs import is_s3, open_store
+from helpers.lakefs import LakeEntry, LakeStore, is_s3, open_store
 
 __all__ = [
     "DEBEZIUM_FIELDS",
     "RECORD_COLUMN",
     "arrow_type",
     "avro_table",
+    "bronze_entries",
     "bronze_files",
     "jsonl_tables",
     "read_bronze",
@@ -68,12 +69,21 @@ def _read_stream(where: str, jsonl: bool, handle: BinaryIO) -> Iterator[dict[str
         yield dict(record)  # type: ignore[arg-type]
 
 
+def bronze_entries(store: LakeStore, topic: str) -> list[LakeEntry]:
+    """The visible Bronze files of a topic in a lake store (a folder or ``s3://``), sorted by
+    location: Avro and JSON lines, hidden temporary files left out (:func:`bronze_files` for
+    local paths)."""
+    return [
+        e
+        for e in store.list(topic, recursive=True)
+        if not e.name.startswith(".") and e.name.endswith((".avro", ".jsonl"))
+    ]
+
+
 def _s3_events(root: str, topic: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(file name, event)`` of a topic's visible Bronze objects under an ``s3://`` root."""
     store = open_store(root)
-    for entry in store.list(topic, recursive=True):
-        if entry.name.startswith(".") or not entry.name.endswith((".avro", ".jsonl")):
-            continue
+    for entry in bronze_entries(store, topic):
         data = io.BytesIO(store.read(entry.location))
         for row in _read_stream(entry.location, entry.name.endswith(".jsonl"), data):
             yield entry.name, row
@@ -313,8 +323,7 @@ def read_topic_arrow(root: str | Path, topic: str) -> pa.Table:
     store = open_store(str(root))
     tables = [
         t
-        for entry in sorted(store.list(topic, recursive=True), key=lambda e: e.location)
-        if not entry.name.startswith(".") and entry.name.endswith((".avro", ".jsonl"))
+        for entry in bronze_entries(store, topic)
         for t in _decode(entry.location, entry.name, store.read(entry.location))
     ]
     if not tables:

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from helpers.bronze.read import bronze_entries
 from helpers.capture.backends import (
     ConnectorBackend,
     EmbeddedBackend,
@@ -315,11 +316,7 @@ def bronze_frame(bronze_root: str | Path, topics: Sequence[str]) -> pd.DataFrame
     rows = []
     now = time.time()
     for topic in topics:
-        files = [
-            e
-            for e in store.list(topic, recursive=True)
-            if not e.name.startswith(".") and e.name.endswith((".avro", ".jsonl"))
-        ]
+        files = bronze_entries(store, topic)
         newest = max(files, key=lambda e: e.modified) if files else None
         rows.append(
             {
