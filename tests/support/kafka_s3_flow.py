@@ -24,12 +24,11 @@ from helpers.capture.register import (  # noqa: E402
     expected_rows,
     local_endpoints,
     open_backend,
-    register_connectors,
     wait_for_snapshots,
 )
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.lakefs import open_store, use_lake_s3  # noqa: E402
-from helpers.pipeline import start_servers  # noqa: E402
+from helpers.pipeline import ensure_pipeline  # noqa: E402
 from helpers.silver.ingest import ingest_all  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 from support.kafka_profile import free_port, kafka_overrides  # noqa: E402
@@ -49,14 +48,11 @@ def main(out: Path) -> int:
     }
     with temporary_stack("wb-kafkas3-", overrides) as stack:
         params = stack.params
-        sources = LocalSources(params)
-        sources.load_sample_data()
-        sources.enable_cdc()
-        start_servers(params)
+        ensure_pipeline(params, timeout_s=300)  # servers, sample data, CDC, connectors registered
         backend = open_backend(params)
         specs = connector_specs(params, local_endpoints(params))
-        register_connectors(backend, specs, timeout_s=300)
-        wait_for_snapshots(backend, specs, expected_rows(params, sources.row_counts()), timeout_s=600)
+        counts = LocalSources(params).row_counts()
+        wait_for_snapshots(backend, specs, expected_rows(params, counts), timeout_s=600)
         bronze = bronze_vs_source(params, specs, wait_s=120)
         use_lake_s3(params)
         objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
