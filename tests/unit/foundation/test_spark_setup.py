@@ -57,6 +57,18 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
     assert "spark.sql.catalogImplementation" not in conf
 
 
+def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
+    """Local mode: the driver (its own executor) runs the serial collector, after the UTC and IPv4
+    options; with spark.master empty (EMR, spark-submit) the cluster's collector is left alone."""
+    local = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
+    options = local["spark.driver.extraJavaOptions"].split()
+    assert options[:2] == ["-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true"]
+    assert options[-1] == "-XX:+UseSerialGC"
+    assert "-XX:+UseSerialGC" not in local["spark.executor.extraJavaOptions"]
+    cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
+    assert "GC" not in cluster["spark.driver.extraJavaOptions"]
+
+
 def test_the_local_catalog_needs_a_running_metastore(tmp_path: Path) -> None:
     """spark.catalog: local with no metastore running in the state directory: a clear error."""
     params = load_params("ci", overrides={"state_dir": str(tmp_path / "st"), "local.metastore.port": 15999})
