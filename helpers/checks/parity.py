@@ -19,7 +19,7 @@ from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka import local_worker
 from helpers.capture.register import connector_specs, local_endpoints
 from helpers.checks.compare import compare_frames, compare_tables, split_soft_deleted
-from helpers.checks.snapshot import source_snapshot
+from helpers.checks.snapshot import source_table
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
@@ -85,16 +85,14 @@ def _bronze_vs_source_once(
         for table_key, topic in spec.topics.items():
             table = table_key.split(".", 1)[1]
             key = primary_key(params, source, table, sources=sources)
-            snap = source_snapshot(params, source, [table])
+            rows_now, json_columns = source_table(params, source, table)
             events = read_topic_arrow(bronze, topic)
             replayed = replay_arrow(events, key)
-            problems = compare_tables(
-                snap.tables[table], replayed, key, json_columns=snap.json_columns[table]
-            )
+            problems = compare_tables(rows_now, replayed, key, json_columns=json_columns)
             rows.append(
                 {
                     "topic": topic,
-                    "source_rows": snap.tables[table].num_rows,
+                    "source_rows": rows_now.num_rows,
                     "bronze_rows": replayed.num_rows,
                     "events": events.num_rows,
                     "redelivered": redelivered(events, key),
@@ -163,8 +161,7 @@ def silver_vs_source(
             live = 0 if silver is None else split_soft_deleted(silver, table.delete_mode)[0].num_rows
             out.append({"table": table.name, "source_rows": None, "silver_rows": live, "equal": None})
             continue
-        snap = source_snapshot(params, table.source, [table.table])
-        source = snap.tables[table.table]
+        source, json_columns = source_table(params, table.source, table.table)
         if silver is None:
             silver = source.slice(0, 0)
         problems = compare_tables(
@@ -172,7 +169,7 @@ def silver_vs_source(
             silver,
             table.record_key,
             delete_mode=table.delete_mode,
-            json_columns=snap.json_columns[table.table],
+            json_columns=json_columns,
         )
         out.append(
             {

@@ -8,14 +8,23 @@ the log position it corresponds to, and how far Silver (or capture) has got.
 
 The connection comes from :func:`helpers.sources.connect.connect`; the tables are read on it
 rather than by ``read_table`` (one connection each) so that they all share the one snapshot.
+
+:func:`source_table` reads one table without a position, for the checks that compare a table with
+Bronze or Silver and wait for them. PyMySQL is pure Python: it took 1.8 s for the 173,081 rows of
+``sale``, where ``connectorx`` (Rust, straight into Arrow) took 0.08 s with the same content. It is
+used for local MariaDB tables whose decimals fit its Arrow type; anything else takes the exact path.
 """
 
 from __future__ import annotations
 
+import logging
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import connectorx
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,6 +38,7 @@ from helpers.naming import connector_name, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.tables import pending_bronze, table_config
 from helpers.sources.connect import connect
+from helpers.sources.local.stack import LocalStack
 from helpers.sources.positions import SourcePosition, binlog_index, parse_lsn
 from helpers.sources.sql import engine_kind, quote_mariadb
 
@@ -39,7 +49,19 @@ __all__ = [
     "silver_position",
     "silver_rows",
     "source_snapshot",
+    "source_table",
 ]
+
+log = logging.getLogger(__name__)
+
+#: connectorx reads MySQL decimals as Arrow decimal128(38, 10): exact only within these bounds.
+_CX_DECIMAL_PRECISION, _CX_DECIMAL_SCALE = 38, 10
+#: Column types connectorx reads to the values PyMySQL gives (checked on the TICKIT tables); a
+#: table with any other (FLOAT widens from 32 bits, TIME, BIT, JSON...) takes the PyMySQL path.
+_CX_TYPES = frozenset(
+    ["tinyint", "smallint", "mediumint", "int", "bigint", "decimal", "numeric", "double", "char", "varchar"]
+    + ["tinytext", "text", "mediumtext", "longtext", "date", "datetime", "timestamp"]
+)
 
 _POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
 
@@ -130,6 +152,77 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
     except Exception as exc:  # noqa: BLE001 - the database's message, with the place
         raise ReconcileError(f"Failed to read source {source} ({sp.database}): {exc}") from None
     return SourceSnapshot(position, out, json_cols)
+
+
+def source_table(params: WorkbookParams, source: str, table: str) -> tuple[pa.Table, frozenset[str]]:
+    """Every row of one source table now (one statement, so one consistent read) and its JSON
+    columns; the same values and Arrow types as :func:`source_snapshot` (a decimal column may carry
+    its declared precision where that infers it from the values), without a position.
+
+    Raises:
+        ReconcileError: when the source cannot be read (the database's message).
+    """
+    sp = params.source(source)
+    if _engine_kind(sp.engine) == "mysql" and params.environment == "local":
+        fast = _mariadb_arrow(params, source, table)
+        if fast is not None:
+            return fast, frozenset()
+    snap = source_snapshot(params, source, [table])
+    return snap.tables[table], snap.json_columns[table]
+
+
+def _mariadb_arrow(params: WorkbookParams, source: str, table: str) -> pa.Table | None:
+    """``table`` of the local MariaDB through connectorx, typed as the PyMySQL path types it
+    (integers as int64, decimals at their declared precision and scale); None when a column does
+    not fit (the caller then takes the exact path)."""
+    database = params.source(source).database
+    info = LocalStack(params).mariadb_conninfo(database)
+    try:
+        with connect(params, source, autocommit=True) as conn:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT COLUMN_NAME, DATA_TYPE, NUMERIC_PRECISION, NUMERIC_SCALE FROM "
+                    "information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                    "ORDER BY ORDINAL_POSITION",
+                    (database, table),
+                )
+                declared = {str(r[0]): (str(r[1]).lower(), r[2], r[3]) for r in cur.fetchall()}
+    except WorkbookError:
+        return None
+    for column, (kind, precision, scale) in declared.items():
+        if kind not in _CX_TYPES or (
+            kind in ("decimal", "numeric")
+            and (int(precision or 0) > _CX_DECIMAL_PRECISION or int(scale or 0) > _CX_DECIMAL_SCALE)
+        ):
+            log.debug("%s.%s takes the PyMySQL path: column %s is %s", database, table, column, kind)
+            return None
+    password = str(info["password"])
+    uri = (
+        f"mysql://{urllib.parse.quote(str(info['user']), safe='')}:{urllib.parse.quote(password, safe='')}"
+        f"@{info['host']}:{info['port']}/{urllib.parse.quote(database, safe='')}"
+    )
+    try:
+        rows: Any = connectorx.read_sql(uri, f"SELECT * FROM {quote_mariadb(table)}", return_type="arrow")  # noqa: S608
+        return _as_declared(rows, declared)
+    except Exception as exc:  # noqa: BLE001 - any surprise: the exact (PyMySQL) path decides
+        log.debug(
+            "connectorx read of %s.%s fell back: %s", database, table, str(exc).replace(password, "***")
+        )
+        return None
+
+
+def _as_declared(rows: pa.Table, declared: dict[str, tuple[str, Any, Any]]) -> pa.Table:
+    if rows.column_names != list(declared):
+        raise ValueError(f"columns {rows.column_names} are not the declared {list(declared)}")
+    columns = []
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        kind, precision, scale = declared[name]
+        if pa.types.is_integer(column.type) and not pa.types.is_int64(column.type):
+            column = column.cast(pa.int64())
+        elif kind in ("decimal", "numeric"):
+            column = column.cast(pa.decimal128(max(int(precision), 1), int(scale)))
+        columns.append(column)
+    return pa.table(columns, names=rows.column_names)
 
 
 def _is_table(base: str) -> bool:

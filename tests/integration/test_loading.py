@@ -7,6 +7,7 @@ Scale 0.01 (4,616 TICKIT rows) keeps the module well under a minute.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import shutil
 import socket
 import tempfile
@@ -19,6 +20,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
+from helpers.checks.snapshot import source_snapshot, source_table
 from helpers.errors import SourceError
 from helpers.params import WorkbookParams, load_params
 from helpers.sources.connect import read_table
@@ -327,3 +329,50 @@ def test_outbox_follows_insert_update_and_delete(stack: LocalStack, params: Work
     assert restored.loaded_tables and restored.tables[0].reason.startswith("orders:")
     with stack.connect_postgres("orders") as conn:
         assert len(_assert_outbox_matches(conn)) == params.orders.orders
+
+
+def test_source_table_reads_mariadb_tables_as_the_consistent_snapshot_does(
+    stack: LocalStack, params: WorkbookParams, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``source_table`` (connectorx for the column types it reads exactly, else PyMySQL) returns
+    the same values and types as ``source_snapshot`` (decimals at their declared precision, where
+    the PyMySQL path infers it from the values): on every ecomm table and on a probe with NULLs,
+    6-digit timestamps, decimals on both sides of connectorx's limits, FLOAT and TIME (which must
+    take the PyMySQL path)."""
+    load_tickit(stack, params)
+    with stack.connect_mariadb("ecomm") as conn, conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS `ecomm`.`read_probe`")
+        cur.execute(
+            "CREATE TABLE `ecomm`.`read_probe` (id BIGINT PRIMARY KEY, small DECIMAL(12,4), "
+            "wide DECIMAL(40,20), f FLOAT, t TIME, at DATETIME(6), note TEXT, flag BOOLEAN)"
+        )
+        cur.execute(
+            "INSERT INTO `ecomm`.`read_probe` VALUES "
+            "(1, 12345678.1234, 12345678901234567890.12345678901234567890, 1.1, '01:02:03', "
+            "'2008-02-29 23:59:59.999999', 'ünï\\tcode', TRUE), "
+            "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL), "
+            "(3, -0.0001, -0.00000000000000000001, -2.5, '-838:59:59', '1970-01-01 00:00:00', '', FALSE)"
+        )
+        conn.commit()
+    caplog.set_level(logging.DEBUG, logger="helpers.checks.snapshot")
+    for table in ["date", "listing", "sale", "read_probe"]:
+        caplog.clear()
+        fast, json_columns = source_table(params, "ecomm", table)
+        paths = [r.getMessage() for r in caplog.records]
+        if table == "read_probe":
+            assert paths == ["ecomm.read_probe takes the PyMySQL path: column wide is decimal"], paths
+        else:
+            assert paths == [], paths  # connectorx read it
+        exact = source_snapshot(params, "ecomm", [table])
+        for mine, theirs in zip(fast.schema, exact.tables[table].schema, strict=True):
+            assert mine.name == theirs.name, table
+            if pa.types.is_decimal(mine.type):
+                assert pa.types.is_decimal(theirs.type) and mine.type.scale == theirs.type.scale, mine
+            else:
+                assert mine.type == theirs.type, (table, mine, theirs)
+        assert fast.equals(exact.tables[table].cast(fast.schema)), table
+        assert json_columns == exact.json_columns[table]
+    assert fast.column("wide").to_pylist()[0] == Decimal("12345678901234567890.12345678901234567890")
+    narrow = source_table(params, "ecomm", "listing")[0]
+    assert narrow.schema.field("priceperticket").type == pa.decimal128(8, 2)
+    assert narrow.num_rows == expected_row_counts(params.tickit.scale)["listing"]

@@ -34,7 +34,7 @@ from helpers.checks.conformance.model import (
     Target,
     conformance_params,
 )
-from helpers.checks.snapshot import source_snapshot
+from helpers.checks.snapshot import source_table
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
@@ -208,8 +208,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
 
     rows = []
     for target in scenario.targets:
-        snap = source_snapshot(ctx.params, target.source, [target.table])
-        source, json_columns = snap.tables[target.table], snap.json_columns[target.table]
+        source, json_columns = source_table(ctx.params, target.source, target.table)
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
         for table in target.variants():
             base = table_config(ctx.cparams, table).base_path

@@ -15,7 +15,7 @@ from typing import Any
 from helpers.bronze.read import bronze_files
 from helpers.bronze.replay import replay_topic_arrow
 from helpers.checks.compare import compare_tables
-from helpers.checks.snapshot import source_snapshot
+from helpers.checks.snapshot import source_table
 from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams
@@ -133,12 +133,12 @@ def scratch_params(cparams: WorkbookParams, scratch: Path) -> WorkbookParams:
 
 def bronze_differences(params: WorkbookParams, target: Target, root: str | Path) -> list[str]:
     """How the Bronze under ``root`` replayed differs from the source table now (empty: equal)."""
-    snap = source_snapshot(params, target.source, [target.table])
+    source, json_columns = source_table(params, target.source, target.table)
     return compare_tables(
-        snap.tables[target.table],
+        source,
         replay_topic_arrow(root, target.topic(params), target.key),
         target.key,
-        json_columns=snap.json_columns[target.table],
+        json_columns=json_columns,
     )
 
 
