@@ -346,7 +346,7 @@ class CaptureParams(_Strict):
     backend: Literal["embedded", "kafka_connect", "msk_connect"] = "embedded"
     bronze_format: Literal["avro", "jsonl"] = "avro"
     flush_interval_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
-    max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 2048
+    max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 8192
     heartbeat_ms: Annotated[int, Field(ge=1000)] = 10_000
     mysql_server_id: Annotated[int, Field(ge=2)] = 184_054
     start_timeout_s: Annotated[float, Field(gt=0)] = 120.0

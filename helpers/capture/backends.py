@@ -136,7 +136,7 @@ class EmbeddedBackend:
     bronze_root: Path
     bronze_format: str = "avro"
     flush_interval_ms: int = 250
-    max_batch_size: int = 2048
+    max_batch_size: int = 8192
     #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
     #: collector keeps a small heap's footprint small)
     jvm_opts: tuple[str, ...] = ("-Xms64m", "-Xmx512m", "-XX:-UseG1GC", "-XX:+UseSerialGC")
@@ -159,6 +159,8 @@ class EmbeddedBackend:
                 "offset.flush.interval.ms": "1000",
                 "poll.interval.ms": str(self.flush_interval_ms),
                 "max.batch.size": str(self.max_batch_size),
+                # Debezium wants its queue larger than a batch (its default, 8192, is not)
+                "max.queue.size": str(4 * self.max_batch_size),
             }
         )
         if spec.engine in ("mysql", "sqlserver"):
