@@ -27,6 +27,30 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+# --- the project's own lake stays untouched -----------------------------------------------------
+
+_PROJECT_LAKE = Path(__file__).resolve().parent.parent / "lake"
+
+
+def _lake_files() -> dict[str, float]:
+    if not _PROJECT_LAKE.exists():
+        return {}
+    return {str(p): p.stat().st_mtime for p in _PROJECT_LAKE.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def project_lake_untouched() -> Iterator[None]:
+    """Fails the session when a test wrote into the project's own ``lake/`` (the user's Bronze
+    and Silver zones): every test's stack and pipeline must use a lake of its own. A Kafka test
+    once left venue and date events of its own database in ``lake/bronze``."""
+    before = _lake_files()
+    yield
+    after = _lake_files()
+    changed = sorted(p for p in after if before.get(p) != after[p])
+    if changed:
+        pytest.fail(f"tests wrote into the project's lake/: {changed[:5]} ({len(changed)} files)")
+
+
 # --- Spark (helpers.spark) ------------------------------------------------------------------
 
 
@@ -82,6 +106,9 @@ def temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Ite
         "ci",
         overrides={
             "state_dir": str(state / "st"),
+            # never the project's own lake/: a sink or worker started with this stack writes here
+            "lake.bronze": str(state / "lake" / "bronze"),
+            "lake.silver": str(state / "lake" / "silver"),
             "local.postgres.port": _free_port(),
             "local.mariadb.port": _free_port(),
             "local.metastore.port": _free_port(),
