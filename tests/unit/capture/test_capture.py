@@ -220,7 +220,7 @@ def test_msk_connect_create_then_update_and_status_via_botocore_stubs() -> None:
 
 def test_a_capture_worker_process_loads_neither_pandas_nor_pyarrow() -> None:
     """``python -m helpers.capture.worker`` imports the package first; its names load lazily, so
-    each of the four worker processes stays about 100 MiB smaller (56 against 156 MiB after
+    each of the four worker processes stays about 100 MiB smaller (55 against 156 MiB after
     import). The package's names still resolve for notebooks."""
     code = (
         "import sys, helpers.capture.worker\n"
