@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,11 @@ class LakeStore(Protocol):
         """Remove a file (no error if it is gone)."""
         ...
 
+    def copy(self, source: str, relative: str) -> str:
+        """Copy a file of the same kind of store (a path, or an ``s3://`` URI) to ``relative``,
+        atomically, without its bytes passing through Python; its full location."""
+        ...
+
 
 class LocalStore:
     """The local file system under ``root``."""
@@ -187,6 +193,17 @@ class LocalStore:
     def delete(self, location: str) -> None:
         """Unlink."""
         Path(location).unlink(missing_ok=True)
+
+    def copy(self, source: str, relative: str) -> str:
+        """A kernel copy to a temporary name, fsync, rename."""
+        path = Path(self.root, relative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        shutil.copyfile(source, tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return str(path)
 
 
 class S3Store:
@@ -250,6 +267,20 @@ class S3Store:
         """``DeleteObject``."""
         bucket, key = split_s3(location)
         self.s3.delete_object(Bucket=bucket, Key=key)
+
+    def copy(self, source: str, relative: str) -> str:
+        """A server-side ``CopyObject`` (atomic on S3).
+
+        Raises:
+            WorkbookError: when the object cannot be copied.
+        """
+        bucket, key = split_s3(source)
+        target = self._key(relative)
+        try:
+            self.s3.copy_object(Bucket=self.bucket, Key=target, CopySource={"Bucket": bucket, "Key": key})
+        except Exception as exc:  # noqa: BLE001
+            raise WorkbookError(f"Failed to copy {source} to s3://{self.bucket}/{target}: {exc}") from None
+        return f"s3://{self.bucket}/{target}"
 
 
 def open_store(root: str | Path, s3: Any = None) -> LakeStore:

@@ -8,7 +8,7 @@ remember deleted keys (:mod:`helpers.silver.tombstones`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,7 +16,10 @@ import pyarrow.compute as pc
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
 
-__all__ = ["COMMIT_TIME_COL", "META_COLUMNS", "RECORD_KEY_COL", "record_keys"]
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import Column
+
+__all__ = ["COMMIT_TIME_COL", "META_COLUMNS", "RECORD_KEY_COL", "record_key_column", "record_keys"]
 
 COMMIT_TIME_COL = "_hoodie_commit_time"
 RECORD_KEY_COL = "_hoodie_record_key"
@@ -73,3 +76,18 @@ def record_keys(table: pa.Table, config: HudiTableConfig) -> pa.ChunkedArray:
         parts.append(pc.binary_join_element_wise(f"{name}:", values, ""))
     joined = pc.binary_join_element_wise(*parts, ",")
     return pa.chunked_array([joined]) if isinstance(joined, pa.Array) else joined
+
+
+def record_key_column(config: HudiTableConfig) -> Column:
+    """``_hoodie_record_key`` of each row as a Spark expression (the same strings as
+    :func:`record_keys`; a null part of a several-field key is ``__null__``)."""
+    from pyspark.sql import functions as F
+
+    if len(config.record_key_fields) == 1:
+        return F.col(config.record_key_fields[0]).cast("string")
+    parts = []
+    for name in config.record_key_fields:
+        text = F.col(name).cast("string")
+        value = F.when(text.isNull(), F.lit(_NULL_PART)).when(text == "", F.lit(_EMPTY_PART)).otherwise(text)
+        parts.append(F.concat(F.lit(f"{name}:"), value))
+    return F.concat_ws(",", *parts)

@@ -1,32 +1,40 @@
-"""Reading a table's new Bronze files with checks: types against the stored table, op codes, keys and
-positions; bad input goes to quarantine."""
+"""The checks of a Silver round: which Bronze input is bad, and why.
+
+Two kinds, both decided without Bronze rows in the driver:
+
+* per writer schema (:func:`schema_verdicts`, pure, on the layouts the executors found): a schema
+  that lacks the record key, a log position or a Debezium field, or whose column types no longer
+  match the table (text where the table holds a decimal, ...), makes all its events bad input;
+* per event (:func:`check_events`, Spark expressions run by the executors): an unknown ``__op``
+  or a null record key or log position field.
+
+Bad input is set aside by :mod:`helpers.silver.quarantine`; what counts as bad:
+``docs/architecture.md``, "Quarantine".
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from helpers.bronze.read import (
-    DEBEZIUM_FIELDS,
-    RECORD_COLUMN,
-    arrow_type,
-    avro_table,
-    jsonl_tables,
-)
-from helpers.errors import UnreadableBronzeError
+from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN, FileLayout
+from helpers.bronze.read import DEBEZIUM_FIELDS, arrow_type
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.timeline import commit_metadata_newest_first
-from helpers.silver.checkpoint import (
-    BronzeObject,
-    BronzeStore,
-)
-from helpers.silver.quarantine import VALID_OPS, BadRecord
+from helpers.silver.quarantine import VALID_OPS
 
-__all__ = []
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import DataFrame
+
+__all__ = ["UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
+
+#: What an unknown ``__op`` reason says about Debezium's other op codes.
+UNKNOWN_OP_HINT = (
+    "only c, u, d, r are applied (t = truncate: re-snapshot the table; m = logical decoding message: "
+    "not a row)"
+)
 
 
 def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
@@ -50,120 +58,108 @@ def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
     return any(kind(incoming) and kind(stored) for kind in kinds)
 
 
-def stored_types(base_path: str) -> dict[str, pa.DataType]:
-    """The Silver table's column types, from the writer schema of its newest commit (empty for a
-    table not written yet)."""
-    for meta in commit_metadata_newest_first(base_path):
-        schema = (meta.get("extraMetadata") or {}).get("schema")
-        if not schema:
-            continue
-        out = {}
-        for f in json.loads(schema).get("fields", []):
-            try:
-                out[f["name"]] = arrow_type(f["type"])
-            except (KeyError, StopIteration, TypeError):
-                continue  # a type the events never carry (fixed without a logical type, ...)
-        return out
-    return {}
+def _fields(schema: str) -> dict[str, pa.DataType | None]:
+    out: dict[str, pa.DataType | None] = {}
+    for f in json.loads(schema).get("fields", []):
+        try:
+            out[f["name"]] = arrow_type(f["type"])
+        except (KeyError, StopIteration, TypeError):
+            out[f["name"]] = None  # a type the checks do not compare
+    return out
 
 
-def _check_events(
-    table: pa.Table, config: HudiTableConfig, positions: tuple[str, ...], reference: dict[str, pa.DataType]
-) -> tuple[pa.Table, list[Any]]:
-    """Split one file's events (with ``_bronze_record``) into those to apply and bad ones."""
+def schema_verdicts(
+    layouts: Sequence[FileLayout],
+    config: HudiTableConfig,
+    positions: tuple[str, ...],
+    stored: Mapping[str, pa.DataType],
+) -> dict[str, str]:
+    """The writer schemas whose events are bad input as a whole, with the reason.
 
-    required = (*DEBEZIUM_FIELDS, *config.record_key_fields, *positions)
+    Schemas are judged in the order their first file sorts by name; the table's stored types are
+    the reference, and the first accepted type of a new column is the reference for the schemas
+    after it.
 
-    def all_bad(reason: str) -> tuple[pa.Table, list[Any]]:
-        rows = table.to_pylist()
-        return table.slice(0, 0), [BadRecord(r.pop(RECORD_COLUMN), reason, r) for r in rows]
-
-    missing = [f for f in dict.fromkeys(required) if f not in table.column_names]
-    if missing:
-        return all_bad(
-            f"event lacks field(s) {missing} (record key, log position and Debezium fields of table "
-            f"{config.table_name})"
-        )
-    mismatched = [
-        f"column {f.name!r} is {f.type} in this event but {reference[f.name]} in table {config.table_name}"
-        for f in table.schema
-        if f.name in reference
-        and not f.name.startswith("_hoodie")
-        and f.name not in DEBEZIUM_FIELDS
-        and not _compatible(f.type, reference[f.name])
-    ]
-    if mismatched:
-        return all_bad("schema no longer matches the table: " + "; ".join(mismatched))
-    ops = table.column("__op")
-    valid = pc.fill_null(pc.is_in(ops, value_set=pa.array(sorted(VALID_OPS))), False)
-    for name in dict.fromkeys((*config.record_key_fields, *positions)):
-        valid = pc.and_(valid, pc.is_valid(table.column(name)))
-    if pc.all(valid).as_py():
-        good = table
-        bad: list[Any] = []
-    else:
-        good = table.filter(valid)
-        bad = []
-        for row in table.filter(pc.invert(valid)).to_pylist():
-            number = row.pop(RECORD_COLUMN)
-            op = row.get("__op")
-            if op not in VALID_OPS:
-                reason = (
-                    f"unknown __op {op!r}: only c, u, d, r are applied (t = truncate: re-snapshot the "
-                    "table; m = logical decoding message: not a row)"
-                )
-            else:
-                nulls = [n for n in (*config.record_key_fields, *positions) if row.get(n) is None]
-                reason = f"null record key / log position field(s) {nulls}"
-            bad.append(BadRecord(number, reason, row))
-    for f in good.schema:  # the first good type of a new column is the reference for the rest
-        if f.name != RECORD_COLUMN and not pa.types.is_null(f.type):
-            reference.setdefault(f.name, f.type)
-    return good, bad
-
-
-def read_checked(
-    store: BronzeStore, objects: Sequence[BronzeObject], config: HudiTableConfig, positions: tuple[str, ...]
-) -> tuple[pa.Table, dict[BronzeObject, tuple[list[Any], bool]], set[BronzeObject]]:
-    """Bronze files read like :func:`read_bronze_arrow`, bad input separated instead of raising.
+    Args:
+        layouts: the round's files (:func:`helpers.bronze.frames.inspect_files`).
+        config: the table.
+        positions: its log position fields.
+        stored: the stored column types (:class:`helpers.silver.state.TableState`).
 
     Returns:
-        The events to apply (``_bronze_record`` removed), the bad input per file as
-        ``(records, whole file unreadable)``, and the files that have events to apply.
-
-    Raises:
-        OSError: when a file cannot be read at all (permissions, S3 errors: not bad input).
+        Schema text to reason, for the rejected schemas only.
     """
-
-    reference = stored_types(config.base_path)
-    tables: list[pa.Table] = []
-    bad: dict[BronzeObject, tuple[list[Any], bool]] = {}
-    with_good: set[BronzeObject] = set()
-    for obj in objects:
-        data = store.read(obj)
-        records: list[Any] = []
-        if obj.name.endswith(".jsonl"):
-            bad_lines: list[tuple[int, str]] = []
-            parts = jsonl_tables(obj.name, data, bad_lines)
-            records += [BadRecord(number, reason) for number, reason in bad_lines]
-        else:
-            try:
-                parts = [avro_table(data, numbered=True)]
-            except UnreadableBronzeError as exc:
-                reason = (
-                    f"unreadable Avro file ({exc}); Bronze files are written atomically, so this is "
-                    "corruption after the write: the whole file is set aside, no block of it is applied"
-                )
-                bad[obj] = ([BadRecord(None, reason)], True)
+    required = list(dict.fromkeys((*DEBEZIUM_FIELDS, *config.record_key_fields, *positions)))
+    reference = dict(stored)
+    rejected: dict[str, str] = {}
+    seen: set[str] = set()
+    for lay in sorted(layouts, key=lambda item: item.file.name):
+        for part in lay.parts:
+            if part.schema in seen:
                 continue
-        for part in parts:
-            good, wrong = _check_events(part, config, positions, reference)
-            records += wrong
-            if good.num_rows:
-                tables.append(good.drop_columns([RECORD_COLUMN]))
-                with_good.add(obj)
-        if records:
-            bad[obj] = (sorted(records, key=lambda r: r.record or 0), False)
-    if not tables:
-        return pa.table({}), bad, with_good
-    return pa.concat_tables(tables, promote_options="permissive"), bad, with_good
+            seen.add(part.schema)
+            fields = _fields(part.schema)
+            missing = [f for f in required if f not in fields]
+            if missing:
+                rejected[part.schema] = (
+                    f"event lacks field(s) {missing} (record key, log position and Debezium fields of table "
+                    f"{config.table_name})"
+                )
+                continue
+            mismatched = [
+                f"column {name!r} is {kind} in this event but {reference[name]} in table {config.table_name}"
+                for name, kind in fields.items()
+                if kind is not None
+                and name in reference
+                and not name.startswith("_hoodie")
+                and name not in DEBEZIUM_FIELDS
+                and not _compatible(kind, reference[name])
+            ]
+            if mismatched:
+                rejected[part.schema] = "schema no longer matches the table: " + "; ".join(mismatched)
+                continue
+            for name, kind in fields.items():
+                if kind is not None and not pa.types.is_null(kind):
+                    reference.setdefault(name, kind)
+    return rejected
+
+
+def data_columns(frame: DataFrame) -> list[str]:
+    """The event's own columns (the Bronze read's helper columns left out)."""
+    helpers = (FILE_COLUMN, ROW_COLUMN, BAD_REASON, BAD_EVENT)
+    return [c for c in frame.columns if c not in helpers]
+
+
+def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[str, ...]) -> DataFrame:
+    """``events`` with ``_bad_reason`` and ``_bad_event`` set for events that fail the per-event
+    checks (an event already set aside keeps its first reason). Lazy: the executors run it."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    columns = data_columns(events)
+    if "__op" not in columns:  # every schema was rejected: nothing to check
+        return events
+    op = F.col("__op")
+    fields = list(dict.fromkeys((*config.record_key_fields, *positions)))
+    nulls: list[Column] = [F.when(F.col(f).isNull(), F.lit(repr(f))) for f in fields if f in columns]
+    missing = [f for f in fields if f not in columns]
+    null_names = F.concat_ws(", ", *nulls, *[F.lit(repr(f)) for f in missing])
+    reason: Any = F.when(
+        op.isNull() | ~op.isin(*sorted(VALID_OPS)),
+        F.concat(
+            F.lit("unknown __op "),
+            F.coalesce(F.concat(F.lit("'"), op, F.lit("'")), F.lit("None")),
+            F.lit(f": {UNKNOWN_OP_HINT}"),
+        ),
+    ).when(
+        null_names != "", F.concat(F.lit("null record key / log position field(s) ["), null_names, F.lit("]"))
+    )
+    current = F.col(BAD_REASON)
+    return events.withColumns(
+        {
+            BAD_REASON: F.coalesce(current, reason),
+            BAD_EVENT: F.when(
+                current.isNull() & reason.isNotNull(), F.to_json(F.struct(*[F.col(c) for c in columns]))
+            ).otherwise(F.col(BAD_EVENT)),
+        }
+    )

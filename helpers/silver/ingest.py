@@ -1,73 +1,93 @@
-"""Bronze change events into Silver Hudi tables with the official Hudi writer (the DeltaStreamer
-step), the same function locally and on EMR.
+"""Bronze change events into Silver Hudi tables: a Spark pipeline whose executors do the data work
+(the DeltaStreamer step), the same function locally, on a Spark cluster and on EMR.
 
-:func:`ingest_table` takes a table's new Bronze files, reads them with checks, prepares the rows
-and writes them in one commit together with the checkpoint; :func:`ingest_all` does every
-configured table. The steps and their guarantees: ``docs/architecture.md``, "Silver ingestion".
-Continuous mode is :mod:`helpers.silver.job`.
+:func:`ingest_table` is one round of one table, as a short sequence of named steps. The driver
+holds only metadata (the file listing, the table's state, per-file counts); every Bronze row is
+read, checked, prepared and written by the executors:
+
+1. read the table's state once (:func:`helpers.silver.state.read_table_state`) and plan the round
+   (:func:`helpers.silver.tables.pending_bronze`);
+2. inspect the new files on the executors (:func:`helpers.bronze.frames.inspect_files`) and judge
+   their writer schemas (:func:`helpers.silver.checked.schema_verdicts`);
+3. read, check and prepare the events (Spark's Avro source, :mod:`helpers.silver.checked`,
+   :mod:`helpers.silver.prepare`), flag changes older than their key's delete
+   (:mod:`helpers.silver.tombstones`), and count per file (one aggregation);
+4. set bad input aside (:mod:`helpers.silver.quarantine`, written by the executors);
+5. fill TOAST placeholders, compute the next tombstones, and write with the official Hudi
+   datasource in one commit that carries the checkpoint.
+
+:func:`ingest_all` does every configured table. The guarantees: ``docs/architecture.md``,
+"Silver ingestion". Continuous mode is :mod:`helpers.silver.job`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from helpers.errors import HudiError
+from helpers.bronze.frames import inspect_files, read_events
+from helpers.bronze.layout import (
+    BAD_EVENT,
+    BAD_REASON,
+    FILE_COLUMN,
+    ROW_COLUMN,
+    FileLayout,
+    record_numbers,
+)
+from helpers.bronze.store import BronzeObject, BronzeStore
+from helpers.errors import BronzeError, HudiError
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.timeline import commit_metadata_newest_first, completed_instants
-from helpers.lakefs import LakeStore, lake_uri
+from helpers.lakefs import lake_uri, open_store
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.checked import read_checked, stored_types
-from helpers.silver.checkpoint import (
-    CHECKPOINT_KEY,
-    FILES_KEY,
-    BronzeStore,
-)
+from helpers.silver.checked import check_events, data_columns, schema_verdicts
+from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY
 from helpers.silver.prepare import (
+    DELETED,
+    KEY,
     fill_unavailable,
     latest_per_key,
     prepare_events,
-    stored_rows_reader,
+    toast_columns,
 )
-from helpers.silver.quarantine import quarantine_dir, write_quarantine
+from helpers.silver.quarantine import BadRecord, quarantine_dir, quarantine_events, write_quarantine
+from helpers.silver.state import TOMBSTONES_KEY, TOMBSTONES_OLDEST_KEY, TableState, read_table_state
 from helpers.silver.tables import (
     QUARANTINE_KEY,
     bronze_store,
     pending_bronze,
     position_fields,
-    silver_store,
     silver_write_options,
     table_config,
     table_lock,
 )
 from helpers.silver.tombstones import (
-    TOMBSTONES_KEY,
-    drop_late_events,
+    LATE,
+    STONE_HIT,
+    flag_late,
     next_tombstones,
     prune_tombstone_files,
     read_tombstones,
-    tombstone_file_of,
     write_tombstones,
 )
 from helpers.spark import build_spark_session
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "CHECKPOINT_KEY",
     "FILES_KEY",
     "IngestResult",
+    "file_groups",
     "ingest_all",
     "ingest_table",
     "ingest_tables",
@@ -75,6 +95,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Columns of the round that Hudi does not write.
+_ROUND_COLUMNS = (FILE_COLUMN, ROW_COLUMN, BAD_REASON, BAD_EVENT, KEY, DELETED, LATE, STONE_HIT)
 
 
 @dataclass(frozen=True)
@@ -96,33 +119,18 @@ class IngestResult:
     write_seconds: float = 0.0  # of which the Hudi write (Spark job and commit)
 
 
-# ------------------------------------------------------------------------------------------------
-# tables, locations, options
+@dataclass(frozen=True)
+class _FileCounts:
+    """What one aggregation over a round's events tells of one Bronze file."""
 
-
-# ------------------------------------------------------------------------------------------------
-# reading Bronze (Arrow, in the driver)
-
-
-# ------------------------------------------------------------------------------------------------
-# preparing events
-
-
-# ------------------------------------------------------------------------------------------------
-# the write
-
-
-def _staged_frame(spark: Any, store: LakeStore, table: str, events: pa.Table) -> tuple[Any, str]:
-    """The events as a Spark DataFrame, through a Parquet file staged in ``<silver>/.staging/``."""
-    buffer = io.BytesIO()
-    pq.write_table(events, buffer, compression="snappy")
-    location = store.write(f".staging/{table}/{uuid.uuid4().hex}.parquet", buffer.getvalue())
-    spark_location = (
-        "s3a://" + location[len("s3://") :]
-        if location.startswith("s3://") and _is_local_spark(spark)
-        else location
-    )
-    return spark.read.parquet(spark_location), location
+    events: int
+    bad: int
+    late: int
+    deletes: int
+    stone_hits: int
+    min_row: int
+    max_row: int
+    placeholders: dict[str, int]
 
 
 def file_groups(frame: Any, rows: int, config: HudiTableConfig, per_group: int) -> Any:
@@ -135,8 +143,147 @@ def file_groups(frame: Any, rows: int, config: HudiTableConfig, per_group: int) 
     return frame.repartitionByRange(groups, *config.record_key_fields)
 
 
-def _is_local_spark(spark: Any) -> bool:
-    return str(spark.sparkContext.master).startswith("local")
+def _count_files(events: DataFrame, toast: dict[str, Any]) -> tuple[dict[str, _FileCounts], int]:
+    """One Spark job: per Bronze file, its events, bad ones, late ones, deletes, events of
+    tombstoned keys, the rows' range (record numbers) and the TOAST placeholders per column; and
+    over the whole round (the rollup's total row) an estimate of the distinct keys applied."""
+    from pyspark.sql import functions as F
+
+    good = F.col(BAD_REASON).isNull()
+    applied = good & ~F.col(LATE)
+    aggregates = [
+        F.count(F.lit(1)).alias("events"),
+        F.sum(F.when(~good, 1).otherwise(0)).alias("bad"),
+        F.sum(F.when(good & F.col(LATE), 1).otherwise(0)).alias("late"),
+        F.sum(F.when(applied & F.col(DELETED), 1).otherwise(0)).alias("deletes"),
+        F.sum(F.when(good & F.col(STONE_HIT), 1).otherwise(0)).alias("stone_hits"),
+        F.min(ROW_COLUMN).alias("min_row"),
+        F.max(ROW_COLUMN).alias("max_row"),
+        F.approx_count_distinct(F.when(applied, F.col(KEY))).alias("keys"),
+        *[
+            F.sum(F.when(applied & test, 1).otherwise(0)).alias(f"ph_{i}")
+            for i, test in enumerate(toast.values())
+        ],
+    ]
+    out = {}
+    keys = 0
+    for row in events.rollup(FILE_COLUMN).agg(*aggregates, F.grouping(FILE_COLUMN).alias("total")).collect():
+        if row["total"]:
+            keys = int(row["keys"] or 0)
+            continue
+        out[row[FILE_COLUMN]] = _FileCounts(
+            events=int(row["events"]),
+            bad=int(row["bad"]),
+            late=int(row["late"]),
+            deletes=int(row["deletes"]),
+            stone_hits=int(row["stone_hits"]),
+            min_row=int(row["min_row"] or 0),
+            max_row=int(row["max_row"] or 0),
+            placeholders={name: int(row[f"ph_{i}"] or 0) for i, name in enumerate(toast)},
+        )
+    return out, keys
+
+
+def _quarantine(
+    params: WorkbookParams,
+    table: SilverTableParams,
+    store: BronzeStore,
+    layouts: Sequence[FileLayout],
+    events: DataFrame,
+    counts: dict[str, _FileCounts],
+) -> tuple[int, dict[str, int]]:
+    """Set the round's bad input aside: whole unreadable files by the driver (a copy and a record,
+    no event is read), bad events by the executors. Every record is durable before the commit.
+
+    Returns:
+        The number of bad inputs, and per Bronze file name the number set aside.
+    """
+    from pyspark.sql import functions as F
+
+    topic = silver_topic(params, table)
+    directory = quarantine_dir(params, table.name)
+    per_file: dict[str, int] = {}
+    for lay in layouts:
+        if lay.error is None:
+            continue
+        reason = (
+            f"unreadable Avro file ({lay.error}); Bronze files are written atomically, so this is "
+            "corruption after the write: the whole file is set aside, no block of it is applied"
+            if not lay.file.is_jsonl
+            else f"unreadable file ({lay.error}): the whole file is set aside"
+        )
+        store.copy(lay.file, open_store(directory), f"files/{lay.file.name}")
+        write_quarantine(
+            directory,
+            table=table.name,
+            topic=topic,
+            bronze_file=lay.file.uri,
+            records=[BadRecord(None, reason)],
+            whole_file=True,
+            settled=True,
+        )
+        per_file[lay.file.name] = 1
+    bad_files = {name: c for name, c in counts.items() if c.bad}
+    if bad_files:
+        uris = {lay.file.name: lay.file for lay in layouts}
+        plan = {
+            name: (
+                uris[name].uri,
+                record_numbers(c.min_row, c.max_row, c.events, uris[name].is_jsonl),
+                c.bad == c.events,
+            )
+            for name, c in bad_files.items()
+        }
+        bad = events.where(F.col(BAD_REASON).isNotNull())
+        per_file.update(quarantine_events(bad, params, table=table.name, topic=topic, files=plan))
+    total = sum(per_file.values())
+    if total:
+        log.warning(
+            "%s: set aside %d bad input(s) from %d of %d Bronze file(s) of %s in %s (reasons there;"
+            " helpers.silver.quarantine.quarantine_frame lists them); the rest is ingested",
+            table.name,
+            total,
+            len(per_file),
+            len(layouts),
+            topic,
+            directory,
+        )
+    return total, per_file
+
+
+def _tombstones(
+    params: WorkbookParams,
+    config: HudiTableConfig,
+    state: TableState,
+    stones: DataFrame | None,
+    applied: DataFrame,
+    counts: dict[str, _FileCounts],
+) -> dict[str, str]:
+    """The tombstone state to commit (its name and oldest tombstone), written only when the
+    batch can change it: a delete, a change of a tombstoned key, or a tombstone past retention."""
+    now = time.time()
+    retention = params.silver.tombstone_retention_s
+    expired = stones is not None and (
+        state.tombstones_oldest is None or now - state.tombstones_oldest > retention
+    )
+    changes = any(c.deletes or c.stone_hits for c in counts.values())
+    if not changes and not expired:
+        out = {TOMBSTONES_KEY: state.tombstones}
+        if state.tombstones_oldest is not None:
+            out[TOMBSTONES_OLDEST_KEY] = repr(state.tombstones_oldest)
+        return out
+    name, oldest = write_tombstones(
+        next_tombstones(applied, stones, config, now, retention), config.base_path
+    )
+    out = {TOMBSTONES_KEY: name}
+    if oldest is not None:
+        out[TOMBSTONES_OLDEST_KEY] = repr(oldest)
+    return out
+
+
+def _write_frame(events: DataFrame) -> DataFrame:
+    """The columns Hudi writes: the event's own, the ordering position and the delete marker."""
+    return events.drop(*[c for c in _ROUND_COLUMNS if c in events.columns])
 
 
 def ingest_table(
@@ -147,7 +294,7 @@ def ingest_table(
     store: BronzeStore | None = None,
     s3: Any = None,
 ) -> IngestResult:
-    """Ingest the table's new Bronze files (``docs/architecture.md``); a no-op when none are new.
+    """Ingest the table's new Bronze files (module docstring); a no-op when none are new.
 
     Bad input is set aside under ``<lake.silver>/_errors/<table>/`` with the reason
     (:mod:`helpers.silver.quarantine`), counted in ``quarantined`` and logged as a warning; the rest is
@@ -158,111 +305,145 @@ def ingest_table(
         params: workbook parameters.
         table: the Silver table.
         spark: the session (default :func:`helpers.spark.build_spark_session` of ``params``).
-        store: where Bronze is listed and read (default :func:`bronze_store`).
+        store: where Bronze is listed (default :func:`helpers.silver.tables.bronze_store`).
         s3: a boto3 S3 client for S3 locations (default: a new one).
 
     Raises:
-        HudiError: when Bronze cannot be opened (e.g. permissions: not bad input, nothing is set
-            aside) or the write fails (nothing is committed then).
+        BronzeError: when a Bronze file cannot be opened (missing, permissions, S3 errors: not bad
+            input, nothing is set aside).
+        HudiError: when the write fails (nothing is committed then).
         HudiLockError: when another writer holds the table for too long.
     """
 
     started = time.monotonic()
     topic = silver_topic(params, table)
     config = table_config(params, table)
-    engine = params.source(table.source).engine
     positions = position_fields(params, table)
     store = store or bronze_store(params, s3)
-    with table_lock(params, table):  # checkpoint read and commit under one lock: two runs never overlap
-        objects, state = pending_bronze(params, table, store)
-        if not objects:
+    with table_lock(params, table):  # state read and commit under one lock: two runs never overlap
+        state = read_table_state(config.base_path)
+        files, checkpoint = pending_bronze(params, table, store, state)
+        if not files:
             return IngestResult(table.name, 0, 0, None, seconds=time.monotonic() - started)
-        try:
-            raw, bad, with_good = read_checked(store, objects, config, positions)
-        except OSError as exc:
-            raise HudiError(f"Failed to read Bronze of {topic} for {table.name}: {exc}") from exc
-        quarantined = 0
-        if bad:
-            directory = quarantine_dir(params, table.name)
-            for obj, (records, whole) in bad.items():
-                write_quarantine(
-                    directory,
-                    table=table.name,
-                    topic=topic,
-                    bronze_file=obj,
-                    data=store.read(obj) if whole else None,
-                    records=records,
-                    whole_file=whole,
-                    settled=obj not in with_good,
-                )
-                quarantined += len(records)
-            log.warning(
-                "%s: set aside %d bad input(s) from %d of %d Bronze file(s) of %s in %s (reasons there;"
-                " helpers.silver.quarantine.quarantine_frame lists them); the rest is ingested",
-                table.name,
-                quarantined,
-                len(bad),
-                len(objects),
-                topic,
-                directory,
-            )
-        if raw.num_rows == 0:  # only bad input: the records mark those files taken
-            return IngestResult(
-                table.name, len(objects), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
-            )
         spark = spark or build_spark_session(params)
-        events = prepare_events(raw, config, engine, positions)
-        events, filled, unresolved = fill_unavailable(events, config, stored_rows_reader(spark, config))
-        metadata = {
-            FILES_KEY: json.dumps(sorted(o.name for o in objects)),
-            CHECKPOINT_KEY: state.to_json(),
-        }
-        if bad:
-            metadata[QUARANTINE_KEY] = json.dumps(
-                {o.name: len(r) for o, (r, _) in sorted(bad.items(), key=lambda i: i[0].name)}
-            )
-        late, read_events = 0, events.num_rows
-        silver = silver_store(params, s3)
-        if config.delete_mode == "hard":  # deleted keys remembered: a late older change is dropped
-            stones_file = tombstone_file_of(commit_metadata_newest_first(config.base_path))
-            stones = read_tombstones(config.base_path, stones_file, config)
-            events, late = drop_late_events(events, config, stones)
-            after = next_tombstones(events, config, stones, time.time(), params.silver.tombstone_retention_s)
-            if not after.equals(stones):
-                stones_file = write_tombstones(config.base_path, after) if after.num_rows else ""
-            metadata[TOMBSTONES_KEY] = stones_file
-            if late:
-                log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
-        options = {**silver_write_options(params, table), **metadata}
-        stored_columns = set(stored_types(config.base_path))
-        if stored_columns and set(events.column_names) <= stored_columns:
-            options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
-        new_table = not completed_instants(config.base_path)
-        if new_table:
-            # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer)
-            events = latest_per_key(events, config)
-            options["hoodie.datasource.write.operation"] = "bulk_insert"
-            options.setdefault("hoodie.bulkinsert.sort.mode", "NONE")
-        frame, staged = _staged_frame(spark, silver, table.name, events)
-        if new_table:
-            frame = file_groups(frame, events.num_rows, config, params.silver.file_group_rows)
-        write_started = time.monotonic()
         try:
-            commit: HudiCommit = write_hudi(frame, options, config.base_path)
-        except HudiError as exc:
-            raise HudiError(
-                f"Failed to ingest {len(objects)} Bronze file(s) of {topic} into {table.name} at "
-                f"{config.base_path}: {exc}"
-            ) from exc
-        finally:
-            silver.delete(staged)
-        write_seconds = time.monotonic() - write_started
-        if config.delete_mode == "hard":
-            prune_tombstone_files(config.base_path, keep=metadata[TOMBSTONES_KEY])
+            layouts = inspect_files(spark, files)
+        except BronzeError as exc:
+            raise BronzeError(f"Failed to read Bronze of {topic} for {table.name}: {exc}") from exc
+        rejected = schema_verdicts(layouts, config, positions, state.stored_types)
+        stones = (
+            read_tombstones(spark, config.base_path, state.tombstones, config)
+            if config.delete_mode == "hard"
+            else None
+        )
+        events = _prepared(spark, params, table, config, layouts, rejected, positions, stones)
+        return _ingest_prepared(
+            spark, params, table, config, state, store, files, checkpoint, layouts, events, stones, started
+        )
+
+
+def _prepared(
+    spark: SparkSession,
+    params: WorkbookParams,
+    table: SilverTableParams,
+    config: HudiTableConfig,
+    layouts: Sequence[FileLayout],
+    rejected: dict[str, str],
+    positions: tuple[str, ...],
+    stones: DataFrame | None,
+) -> DataFrame:
+    """Read, check and prepare the round's events (lazy: nothing runs yet)."""
+    from pyspark.sql import functions as F
+
+    events = check_events(read_events(spark, layouts, rejected), config, positions)
+    if "__op" not in data_columns(events):  # every event is bad input: nothing to prepare
+        return events.withColumns(
+            {
+                DELETED: F.lit(False),
+                KEY: F.lit(None).cast("string"),
+                LATE: F.lit(False),
+                STONE_HIT: F.lit(False),
+            }
+        )
+    engine = params.source(table.source).engine
+    good = F.col(BAD_REASON).isNull()
+    prepared = prepare_events(events, config, engine, positions)
+    flagged = flag_late(prepared, stones, config)
+    return flagged.withColumns({LATE: good & F.col(LATE), STONE_HIT: good & F.col(STONE_HIT)})
+
+
+def _ingest_prepared(
+    spark: SparkSession,
+    params: WorkbookParams,
+    table: SilverTableParams,
+    config: HudiTableConfig,
+    state: TableState,
+    store: BronzeStore,
+    files: list[BronzeObject],
+    checkpoint: Any,
+    layouts: Sequence[FileLayout],
+    events: DataFrame,
+    stones: DataFrame | None,
+    started: float,
+) -> IngestResult:
+    from pyspark.sql import functions as F
+
+    topic = silver_topic(params, table)
+    toast = toast_columns(events)
+    counts, keys = _count_files(events, toast)
+    quarantined, per_file = _quarantine(params, table, store, layouts, events, counts)
+    good_events = sum(c.events - c.bad for c in counts.values())
+    late = sum(c.late for c in counts.values())
+    if good_events == 0:  # only bad input: the records mark those files taken
+        return IngestResult(
+            table.name, len(files), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
+        )
+    applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE))
+    placeholders = [name for name in toast if any(c.placeholders.get(name) for c in counts.values())]
+    filled = unresolved = 0
+    if placeholders:  # rare (PostgreSQL under REPLICA IDENTITY DEFAULT): one more job to count
+        applied = fill_unavailable(spark, applied, config, placeholders, stored=not state.is_new)
+        totals = applied.agg(
+            F.sum("_toast_filled").alias("f"), F.sum("_toast_unresolved").alias("u")
+        ).collect()[0]
+        filled, unresolved = int(totals["f"] or 0), int(totals["u"] or 0)
+        if unresolved:
+            log.warning(
+                "%s: %d TOAST placeholder value(s) for keys not in the table or this batch were left null;"
+                " set REPLICA IDENTITY FULL on the source table to carry full values",
+                config.table_name,
+                unresolved,
+            )
+        applied = applied.drop("_toast_filled", "_toast_unresolved")
+    metadata = {
+        FILES_KEY: json.dumps(sorted(o.name for o in files)),
+        CHECKPOINT_KEY: checkpoint.to_json(),
+    }
+    if per_file:
+        metadata[QUARANTINE_KEY] = json.dumps(dict(sorted(per_file.items())))
+    if config.delete_mode == "hard":
+        metadata.update(_tombstones(params, config, state, stones, applied, counts))
+        if late:
+            log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
+    frame = _write_frame(applied)
+    options = {**silver_write_options(params, table), **metadata}
+    if state.stored_types and set(frame.columns) <= set(state.stored_types):
+        options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
+    if state.is_new:
+        # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer) into
+        # file groups split by key range (the range shuffle also places each key's events together)
+        frame = _write_frame(
+            latest_per_key(file_groups(applied, keys, config, params.silver.file_group_rows), config)
+        )
+        options["hoodie.datasource.write.operation"] = "bulk_insert"
+        options.setdefault("hoodie.bulkinsert.sort.mode", "NONE")
+    commit, write_seconds = _write(frame, options, config, files, topic, table)
+    if config.delete_mode == "hard":
+        prune_tombstone_files(config.base_path, keep=metadata[TOMBSTONES_KEY])
     return IngestResult(
         table.name,
-        len(objects),
-        read_events,
+        len(files),
+        good_events,
         commit.instant,
         commit.inserts,
         commit.updates,
@@ -274,6 +455,25 @@ def ingest_table(
         seconds=time.monotonic() - started,
         write_seconds=write_seconds,
     )
+
+
+def _write(
+    frame: DataFrame,
+    options: dict[str, str],
+    config: HudiTableConfig,
+    files: Sequence[BronzeObject],
+    topic: str,
+    table: SilverTableParams,
+) -> tuple[HudiCommit, float]:
+    write_started = time.monotonic()
+    try:
+        commit = write_hudi(frame, options, config.base_path)
+    except HudiError as exc:
+        raise HudiError(
+            f"Failed to ingest {len(files)} Bronze file(s) of {topic} into {table.name} at "
+            f"{config.base_path}: {exc}"
+        ) from exc
+    return commit, time.monotonic() - write_started
 
 
 def ingest_tables(
@@ -315,7 +515,3 @@ def ingest_all(
     """
     tables = [t for t in params.silver.tables if names is None or t.name in names]
     return pd.DataFrame([r.__dict__ for r in ingest_tables(params, tables, spark=spark, s3=s3)])
-
-
-# ------------------------------------------------------------------------------------------------
-# looking at Silver

@@ -1,7 +1,9 @@
 """Bad Bronze input kept aside, with the reason: never applied, never silently dropped.
 
 :func:`write_quarantine` records a Bronze file's bad input as
-``<silver>/_errors/<table>/<bronze file>.quarantine.json``; :func:`settled_files` lists the files
+``<silver>/_errors/<table>/<bronze file>.quarantine.json``. :func:`quarantine_events` has the
+executors write the records of the bad events a Silver round found (the events never reach the
+driver); the driver writes those of whole unreadable files. :func:`settled_files` lists the files
 settled by their record alone and :func:`quarantine_frame` shows the records. What is bad input,
 the record format and the checkpoint rules: ``docs/architecture.md``, "Silver ingestion".
 """
@@ -12,15 +14,19 @@ import datetime as dt
 import decimal
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 
-from helpers.lakefs import join, lake_uri, open_store
+from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
+from helpers.lakefs import join, lake_uri, open_store, use_lake_s3
 from helpers.params import WorkbookParams
-from helpers.silver.checkpoint import BronzeObject
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import DataFrame
 
 __all__ = [
     "ERRORS_DIR",
@@ -28,6 +34,7 @@ __all__ = [
     "VALID_OPS",
     "BadRecord",
     "quarantine_dir",
+    "quarantine_events",
     "quarantine_frame",
     "settled_files",
     "write_quarantine",
@@ -78,11 +85,10 @@ def write_quarantine(
     *,
     table: str,
     topic: str,
-    bronze_file: BronzeObject,
+    bronze_file: str,
     records: Sequence[BadRecord],
     whole_file: bool,
     settled: bool,
-    data: bytes | None = None,
 ) -> str:
     """Record the bad input of one Bronze file (``docs/architecture.md``); durable on return.
 
@@ -90,17 +96,17 @@ def write_quarantine(
         directory: the table's quarantine directory (:func:`quarantine_dir`).
         table: Silver table name.
         topic: Bronze topic.
-        bronze_file: the Bronze file (never modified; copied when ``whole_file``).
+        bronze_file: the Bronze file's location (never modified; a whole unreadable file is
+            copied to ``files/<name>`` by the caller).
         records: what is bad in it.
         whole_file: the file could not be read at all.
         settled: nothing of the file is applied, so the record alone marks it taken.
-        data: the file's bytes (copied when ``whole_file``).
 
     Returns:
         The record's location.
     """
     store = open_store(directory)
-    name = f"{bronze_file.name}{RECORD_SUFFIX}"
+    name = f"{bronze_file.rsplit('/', 1)[-1]}{RECORD_SUFFIX}"
     quarantined_at = time.time()
     existing = [e for e in store.list("") if e.name == name]
     if existing:  # written by a run that did not commit: same content, first time kept
@@ -108,18 +114,89 @@ def write_quarantine(
             quarantined_at = float(json.loads(store.read(existing[0].location))["quarantined_at"])
         except (ValueError, KeyError, TypeError):
             pass
-    if whole_file and data is not None:
-        store.write(f"files/{bronze_file.name}", data)
     doc = {
         "table": table,
         "topic": topic,
-        "bronze_file": bronze_file.uri,
+        "bronze_file": bronze_file,
         "whole_file": whole_file,
         "settled": settled,
         "quarantined_at": quarantined_at,
         "records": [{"record": r.record, "reason": r.reason, "event": _json_safe(r.event)} for r in records],
     }
     return store.write(name, json.dumps(doc, indent=1).encode("utf-8"))
+
+
+def quarantine_events(
+    bad: DataFrame,
+    params: WorkbookParams,
+    *,
+    table: str,
+    topic: str,
+    files: Mapping[str, tuple[str, int | None, bool]],
+) -> dict[str, int]:
+    """Have the executors write the records of a round's bad events, one per Bronze file (a Spark
+    job: the events are grouped by file, sorted by record and written where they are).
+
+    Args:
+        bad: the bad events: ``_bronze_file``, ``_bronze_row``, ``_bad_reason``, ``_bad_event``.
+        params: workbook parameters (where the lake is; the executors reach S3 as the driver).
+        table: Silver table name.
+        topic: Bronze topic.
+        files: per Bronze file name: its location, what to subtract from ``_bronze_row`` for its
+            1-based record number (None: no numbers, see
+            :func:`helpers.bronze.frames.record_numbers`), and whether it is settled.
+
+    Returns:
+        Bad events recorded, per Bronze file name.
+    """
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    directory = quarantine_dir(params, table)
+    plan = dict(files)
+    schema = StructType([StructField("file", StringType()), StructField("records", LongType())])
+
+    def write(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        use_lake_s3(params)
+        pending: dict[str, list[BadRecord]] = {}
+        for batch in batches:
+            for name, row, reason, event in zip(
+                batch.column(FILE_COLUMN).to_pylist(),
+                batch.column(ROW_COLUMN).to_pylist(),
+                batch.column(BAD_REASON).to_pylist(),
+                batch.column(BAD_EVENT).to_pylist(),
+                strict=True,
+            ):
+                offset = plan[name][1]
+                number = None if offset is None or row is None else int(row) - offset
+                pending.setdefault(name, []).append(
+                    BadRecord(number, reason, json.loads(event) if event else None)
+                )
+        written = []
+        for name, records in pending.items():
+            uri, _, settled = plan[name]
+            write_quarantine(
+                directory,
+                table=table,
+                topic=topic,
+                bronze_file=uri,
+                records=records,
+                whole_file=False,
+                settled=settled,
+            )
+            written.append((name, len(records)))
+        yield pa.RecordBatch.from_pydict(
+            {"file": [w[0] for w in written], "records": [w[1] for w in written]},
+            schema=pa.schema([("file", pa.string()), ("records", pa.int64())]),
+        )
+
+    rows = (
+        bad.select(FILE_COLUMN, ROW_COLUMN, BAD_REASON, BAD_EVENT)
+        .repartition(FILE_COLUMN)
+        .sortWithinPartitions(FILE_COLUMN, ROW_COLUMN)
+        .mapInArrow(write, schema)
+        .collect()
+    )
+    return {r["file"]: int(r["records"]) for r in rows}
 
 
 def _records(directory: str) -> list[tuple[str, dict[str, Any]]]:

@@ -12,23 +12,16 @@ from typing import Any
 
 import filelock
 
+from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
-from helpers.hudi.timeline import commit_metadata_newest_first
 from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.checkpoint import (
-    BronzeCheckpoint,
-    BronzeObject,
-    BronzeStore,
-    LocalBronze,
-    S3Bronze,
-    latest_checkpoint,
-    plan_round,
-)
+from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
 from helpers.silver.quarantine import settled_files
+from helpers.silver.state import TableState, read_table_state
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +29,6 @@ __all__ = [
     "POSITION_COLUMN",
     "QUARANTINE_KEY",
     "bronze_store",
-    "checkpoint_of",
     "pending_bronze",
     "position_fields",
     "silver_store",
@@ -159,13 +151,13 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
 
 
 def bronze_store(params: WorkbookParams, s3: Any = None) -> BronzeStore:
-    """Where Bronze is listed and read: the local folder or S3 (``lake.bronze``)."""
+    """Where Bronze is listed: the local folder or S3 (``lake.bronze``)."""
     root = lake_uri(params, params.lake.bronze)
     if is_s3(root):
         use_lake_s3(params)
-        region = params.aws.region if params.aws else None
-        return S3Bronze(s3 if s3 is not None else s3_client(region), root)
-    return LocalBronze(root)
+        if s3 is None:
+            s3 = s3_client(params.aws.region if params.aws else None)
+    return BronzeStore(root, s3)
 
 
 def silver_store(params: WorkbookParams, s3: Any = None) -> LakeStore:
@@ -200,24 +192,32 @@ def table_lock(params: WorkbookParams, table: SilverTableParams, timeout_s: floa
         ) from None
 
 
-def checkpoint_of(base_path: str) -> BronzeCheckpoint:
-    """The table's Bronze checkpoint (:mod:`helpers.silver.checkpoint`): from its newest commit
-    that carries one; empty for a table not written yet."""
-    return latest_checkpoint(commit_metadata_newest_first(base_path))
-
-
 def pending_bronze(
-    params: WorkbookParams, table: SilverTableParams, store: BronzeStore | None = None
+    params: WorkbookParams,
+    table: SilverTableParams,
+    store: BronzeStore | None = None,
+    state: TableState | None = None,
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
-    checkpoint to commit after taking them."""
+    checkpoint to commit after taking them.
 
-    state = checkpoint_of(table_config(params, table).base_path)
+    Args:
+        params: workbook parameters.
+        table: the Silver table.
+        store: where Bronze is listed (default :func:`bronze_store`).
+        state: the table's state, when the caller has read it (default: read here).
+    """
+
+    state = state or read_table_state(table_config(params, table).base_path)
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
     listed_at = time.time()
     listing = [
         o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
     ]
     return plan_round(
-        listing, state, listed_at, params.silver.checkpoint_margin_s, params.silver.max_files_per_round
+        listing,
+        state.checkpoint,
+        listed_at,
+        params.silver.checkpoint_margin_s,
+        params.silver.max_files_per_round,
     )

@@ -18,7 +18,7 @@ import pytest
 
 from helpers.bronze.events import event_from_json
 from helpers.bronze.writer import BronzeWriter
-from helpers.errors import HudiError
+from helpers.errors import BronzeError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import WorkbookParams, load_params
@@ -212,18 +212,20 @@ def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
 
 
 def test_a_bronze_file_that_cannot_be_opened_is_an_error_not_bad_input(params: WorkbookParams) -> None:
-    """Reading fails (an OSError: permissions, I/O, an S3 AccessDenied; here a store that lists the
-    file but cannot read it): that is not bad input, ingestion fails naming the topic and nothing is
-    set aside or taken."""
-    from helpers.silver.checkpoint import BronzeObject, LocalBronze
+    """Reading fails (a file listed but gone or refused: permissions, I/O, an S3 AccessDenied;
+    here a listing that names a file Spark's executors cannot open): that is not bad input,
+    ingestion fails naming the topic and the file, and nothing is set aside or taken."""
+    from helpers.bronze.store import BronzeObject, BronzeStore
 
-    class Unreadable(LocalBronze):
-        def read(self, obj: BronzeObject) -> bytes:
-            raise PermissionError(f"Permission denied: {obj.uri}")
+    ghost = BronzeObject(f"{TOPIC}+1+1+gone.avro", str(params.path(params.lake.bronze) / "gone.avro"), 1.0)
+
+    class Listed(BronzeStore):
+        def list(self, topic: str) -> list[BronzeObject]:
+            return [*super().list(topic), ghost]
 
     _write(params, [_raw(10, 1, "a")])
-    store = Unreadable(params.path(params.lake.bronze))
-    with pytest.raises(HudiError, match=f"Failed to read Bronze of {TOPIC} for category: Permission denied"):
+    store = Listed(params.path(params.lake.bronze))
+    with pytest.raises(BronzeError, match=f"Failed to read Bronze of {TOPIC} for category: .*gone.avro"):
         ingest_table(params, _category(params), store=store)
     assert quarantine_frame(params).empty
     assert len(pending_bronze(params, _category(params))[0]) == 1

@@ -6,7 +6,6 @@ Expected final states are stated per test; instants come from the timelines.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from support.pipeline import Capture
-from support.silver_tables import spark_frame, write_silver
+from support.silver_tables import write_silver
 
-from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.read import read_snapshot
@@ -25,7 +23,7 @@ from helpers.params import SilverTableParams, WorkbookParams, load_params
 from helpers.silver.backend import register_catalog
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 from helpers.silver.ingest import ingest_all
-from helpers.silver.prepare import fill_unavailable, position_column, stored_rows_reader
+from helpers.silver.prepare import position_column
 from helpers.silver.tables import POSITION_COLUMN, pending_bronze, silver_write_options, table_config
 from helpers.sources.changes import apply_scenario
 
@@ -93,7 +91,7 @@ def test_silver_equals_the_sources_and_takes_each_bronze_file_once(
     assert sql_keys == ro_keys and len(ro_keys) > 0
 
 
-def test_position_column_sorts_in_log_order_across_binlog_files() -> None:
+def test_position_column_sorts_in_log_order_across_binlog_files(spark: Any) -> None:
     """String order of ``_cdc_position`` equals the (file number, position, row) order, also
     across a binlog rollover and positions of different widths; PostgreSQL LSNs likewise."""
     rows = [
@@ -104,17 +102,12 @@ def test_position_column_sorts_in_log_order_across_binlog_files() -> None:
         ("mysql-bin.000010", 120, 2),
         ("mysql-bin.000100", 7, 0),
     ]
-    events = pa.table(
-        {
-            "__file": [r[0] for r in rows],
-            "__pos": pa.array([r[1] for r in rows], pa.int64()),
-            "__row": pa.array([r[2] for r in rows], pa.int32()),
-        }
-    )
-    positions = position_column(events, "mariadb", ("__file", "__pos", "__row")).to_pylist()
+    events = spark.createDataFrame(rows, "__file string, __pos long, __row int")
+    column = position_column("mariadb", ("__file", "__pos", "__row")).alias("p")
+    positions = [r["p"] for r in events.select(column).collect()]
     assert sorted(positions) == positions and len(set(positions)) == len(rows)
-    pg = pa.table({"__lsn": pa.array([123456789, 9, 10], pa.int64())})
-    lsns = position_column(pg, "postgres", ("__lsn",)).to_pylist()
+    pg = spark.createDataFrame([(123456789,), (9,), (10,)], "__lsn long")
+    lsns = [r["p"] for r in pg.select(position_column("postgres", ("__lsn",)).alias("p")).collect()]
     assert sorted(lsns) == [lsns[1], lsns[2], lsns[0]]
 
 
@@ -269,32 +262,6 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     assert [r["catname"] for r in read_snapshot(base).to_pylist()] == ["re-inserted"]
 
 
-def test_toast_placeholders_take_the_stored_row_through_the_official_reader(
-    small: WorkbookParams, spark: Any
-) -> None:
-    """A placeholder whose key has no earlier full value in the batch takes the value stored in
-    the table, read through the official datasource; a key stored nowhere stays null."""
-    t = _table(small, "toast")
-    write_silver(
-        spark,
-        small,
-        t,
-        _events([(1, "stored one", "001", False), (2, "stored two", "001", False)]),
-        precombine="pos",
-    )
-    config = dataclasses.replace(table_config(small, t), ordering_fields=("pos",))
-    batch = pa.table(
-        {
-            "id": pa.array([1, 3, 2], pa.int32()),
-            "name": [UNAVAILABLE_VALUE, UNAVAILABLE_VALUE, "new two"],
-            "pos": ["005", "006", "007"],
-        }
-    )
-    out, filled, unresolved = fill_unavailable(batch, config, stored_rows_reader(spark, config))
-    assert (filled, unresolved) == (1, 1)
-    assert out.column("name").to_pylist() == ["stored one", None, "new two"]
-
-
 def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) -> None:
     """Soft mode: a delete keeps the row with ``__deleted = true``; an older update does not
     un-delete it; a newer insert does."""
@@ -315,23 +282,3 @@ def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) ->
     assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("a", True)]
     write_silver(spark, small, t, rows([(1, "back", "004", False)]), precombine="pos")
     assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("back", False)]
-
-
-def test_staged_frames_keep_exact_types(spark: Any, tmp_path: Path) -> None:
-    """Decimals, UTC timestamps and dates reach the writer exactly (no pandas in between)."""
-    import datetime as dt
-    from decimal import Decimal
-
-    table = pa.table(
-        {
-            "price": pa.array([Decimal("12345.67"), None], pa.decimal128(8, 2)),
-            "at": pa.array(
-                [dt.datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC), None], pa.timestamp("us", "UTC")
-            ),
-            "day": pa.array([dt.date(2008, 2, 29), None], pa.date32()),
-        }
-    )
-    rows = spark_frame(spark, table, tmp_path).collect()
-    assert rows[0]["price"] == Decimal("12345.67") and rows[1]["price"] is None
-    assert rows[0]["at"] == dt.datetime(2026, 1, 2, 3, 4, 5, 678901)  # session time zone UTC
-    assert rows[0]["day"] == dt.date(2008, 2, 29)

@@ -1,5 +1,6 @@
-"""The Bronze checkpoint kept in Silver commits: exactly once under any arrival order, on the
-local file system and on S3 (moto)."""
+"""The Bronze checkpoint kept in Silver commits: exactly once under any arrival order; the
+table's state read from its newest commits, on the local file system and on S3 (moto); Bronze
+listed by its own store."""
 
 from __future__ import annotations
 
@@ -7,24 +8,18 @@ import datetime as dt
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
 from moto import mock_aws
 
-from helpers.errors import HudiError
-from helpers.hudi.timeline import commit_metadata_newest_first
+from helpers.bronze.store import BronzeObject, BronzeStore
+from helpers.errors import HudiError, WorkbookError
 from helpers.lakefs import S3Store
-from helpers.silver.checkpoint import (
-    CHECKPOINT_KEY,
-    FILES_KEY,
-    BronzeCheckpoint,
-    BronzeObject,
-    LocalBronze,
-    S3Bronze,
-    latest_checkpoint,
-    plan_round,
-)
+from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint, plan_round
+from helpers.silver.state import TOMBSTONES_KEY, TableState, read_table_state, state_from_metadata
 
 
 def _obj(name: str, modified: float) -> BronzeObject:
@@ -66,17 +61,25 @@ def test_a_round_remembers_only_files_inside_the_margin() -> None:
     assert again == [] and same.files == {"b", "c"} and same.watermark == 191.0
 
 
-def test_latest_checkpoint_reads_the_newest_state_and_older_file_lists() -> None:
-    newest_first = [
-        {"extraMetadata": {FILES_KEY: json.dumps(["z"])}},  # e.g. written by an older version
-        {"extraMetadata": {}},  # a compaction
-        {"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json()}},
-        {"extraMetadata": {CHECKPOINT_KEY: "never read"}},
-    ]
-    assert latest_checkpoint(newest_first) == BronzeCheckpoint(5.0, frozenset({"y", "z"}))
-    assert latest_checkpoint([]) == BronzeCheckpoint()
+def test_the_state_is_read_from_the_newest_commits_only_as_far_as_needed() -> None:
+    """The checkpoint of the newest commit carrying one (older file lists united into it), the
+    newest writer schema and tombstone state; the commits after all three are found are never
+    read (the last one here would fail to parse)."""
+    schema = json.dumps({"type": "record", "name": "r", "fields": [{"name": "id", "type": "int"}]})
+
+    def newest_first() -> Any:
+        yield {"extraMetadata": {FILES_KEY: json.dumps(["z"]), TOMBSTONES_KEY: ""}}  # an older version
+        yield {"extraMetadata": {}}  # a compaction
+        yield {"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json()}}
+        yield {"extraMetadata": {"schema": schema}}
+        raise AssertionError("read one commit too many")
+
+    state = state_from_metadata((), newest_first())
+    assert state.checkpoint == BronzeCheckpoint(5.0, frozenset({"y", "z"}))
+    assert state.stored_types == {"id": pa.int32()} and state.tombstones == ""
+    assert state_from_metadata((), []) == TableState()
     with pytest.raises(HudiError, match="Bronze checkpoint"):
-        latest_checkpoint([{"extraMetadata": {CHECKPOINT_KEY: "{not json"}}])
+        state_from_metadata((), [{"extraMetadata": {CHECKPOINT_KEY: "{not json"}}])
 
 
 def test_local_listing_skips_hidden_temporary_files(tmp_path: Path) -> None:
@@ -84,9 +87,11 @@ def test_local_listing_skips_hidden_temporary_files(tmp_path: Path) -> None:
     day.mkdir(parents=True)
     (day / "t+1+2+d.avro").write_bytes(b"Obj\x01")
     (day / ".t+3+4+d.avro.tmp").write_bytes(b"partial")
-    listed = LocalBronze(tmp_path).list("t")
-    assert [o.name for o in listed] == ["t+1+2+d.avro"]
-    assert LocalBronze(tmp_path).head(listed[0], 2) == b"Ob"
+    (day / "notes.txt").write_bytes(b"not Bronze")
+    listed = BronzeStore(tmp_path).list("t")
+    assert [(o.name, o.size) for o in listed] == [("t+1+2+d.avro", 4)]
+    copy = BronzeStore(tmp_path).copy(listed[0], BronzeStore(tmp_path / "q").lake, "files/x.avro")
+    assert Path(copy).read_bytes() == b"Obj\x01"
 
 
 @mock_aws
@@ -100,12 +105,13 @@ def test_s3_listing_and_timeline_reading() -> None:
         "bronze/t2/year=2026/month=11/day=23/t2+1+1+a.avro",
     ):
         s3.put_object(Bucket="lake", Key=key, Body=b"Obj\x01header")
-    store = S3Bronze(s3, "s3://lake/bronze")
+    store = BronzeStore("s3://lake/bronze", s3)
     listed = store.list("t")
     assert [o.name for o in listed] == ["t+1+5+a.avro", "t+6+9+b.jsonl"]
     assert listed[0].uri == "s3://lake/bronze/t/year=2026/month=11/day=23/t+1+5+a.avro"
     assert abs(listed[0].modified - dt.datetime.now(dt.UTC).timestamp()) < 120
-    assert store.head(listed[0], 3) == b"Obj"
+    copied = store.copy(listed[0], S3Store("s3://lake/silver/_errors/t", s3), "files/t+1+5+a.avro")
+    assert s3.get_object(Bucket="lake", Key=copied.split("/", 3)[3])["Body"].read() == b"Obj\x01header"
 
     state = BronzeCheckpoint(1.0, frozenset({"t+6+9+b.jsonl"}))
     timeline = "silver/sale/.hoodie/"
@@ -123,7 +129,11 @@ def test_s3_listing_and_timeline_reading() -> None:
     s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.commit.requested", Body=b"")
     s3.put_object(Bucket="lake", Key=timeline + "20261123101000000.inflight", Body=b"")
     s3.put_object(Bucket="lake", Key=timeline + "archived/20261101000000000.commit", Body=b"{}")
-    for uri, expected in (("s3://lake/silver/sale", state), ("s3://lake/silver/none", BronzeCheckpoint())):
-        assert latest_checkpoint(commit_metadata_newest_first(uri, S3Store(uri, s3))) == expected
-    with pytest.raises(HudiError, match="not an s3:// URI"):
-        S3Bronze(s3, "/local/path")
+    for uri, expected, commits in (
+        ("s3://lake/silver/sale", state, 2),
+        ("s3://lake/silver/none", BronzeCheckpoint(), 0),
+    ):
+        table = read_table_state(uri, S3Store(uri, s3))
+        assert (table.checkpoint, len(table.instants)) == (expected, commits)
+    with pytest.raises(WorkbookError, match="not an s3:// URI"):
+        S3Store("/local/path", s3)

@@ -1,0 +1,112 @@
+"""What a Silver round needs to know of its table, read once from the timeline: the Bronze
+checkpoint, the stored column types, the tombstone state and whether the table exists yet.
+
+Every piece lives in the ``extraMetadata`` of the newest data commit that carries it
+(``docs/architecture.md``, "Silver ingestion"); :func:`read_table_state` reads the commits
+newest first and stops as soon as it has all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from helpers.bronze.read import arrow_type
+from helpers.hudi.timeline import Instant, completed_instants, read_commit_metadata
+from helpers.lakefs import LakeStore, open_store
+from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
+
+__all__ = [
+    "TOMBSTONES_KEY",
+    "TOMBSTONES_OLDEST_KEY",
+    "TableState",
+    "read_table_state",
+    "state_from_metadata",
+]
+
+TOMBSTONES_KEY = "workbook.tombstones.file"
+TOMBSTONES_OLDEST_KEY = "workbook.tombstones.oldest"  # epoch s of the oldest tombstone in that state
+
+
+@dataclass(frozen=True)
+class TableState:
+    """A Silver table as its newest commits leave it.
+
+    Attributes:
+        instants: the completed data commits, oldest first (none: the table is not written yet).
+        checkpoint: the Bronze files taken (:mod:`helpers.silver.checkpoint`).
+        stored_types: column name to type (as Arrow types) of the newest commit's writer schema.
+        tombstones: the tombstone state's name ("" for none, :mod:`helpers.silver.tombstones`).
+        tombstones_oldest: when the oldest tombstone of that state was made (epoch s; None unknown).
+    """
+
+    instants: tuple[Instant, ...] = ()
+    checkpoint: BronzeCheckpoint = field(default_factory=BronzeCheckpoint)
+    stored_types: dict[str, pa.DataType] = field(default_factory=dict)
+    tombstones: str = ""
+    tombstones_oldest: float | None = None
+
+    @property
+    def is_new(self) -> bool:
+        """Whether the table has no completed data commit yet."""
+        return not self.instants
+
+
+def _types(schema_text: str) -> dict[str, pa.DataType]:
+    out = {}
+    for f in json.loads(schema_text).get("fields", []):
+        try:
+            out[f["name"]] = arrow_type(f["type"])
+        except (KeyError, StopIteration, TypeError):
+            continue  # a type the events never carry (fixed without a logical type, ...)
+    return out
+
+
+def state_from_metadata(
+    instants: tuple[Instant, ...], metadata_newest_first: Iterable[dict[str, Any]]
+) -> TableState:
+    """The :class:`TableState` of a timeline: ``metadata_newest_first`` is read only until the
+    checkpoint, the writer schema and the tombstone state are found (it may be lazy).
+
+    Commits written before the checkpoint existed carry only their own files: those are united
+    (watermark 0), which is exact while the timeline is complete.
+    """
+    checkpoint: BronzeCheckpoint | None = None
+    legacy: set[str] = set()
+    types: dict[str, pa.DataType] | None = None
+    stones: tuple[str, float | None] | None = None
+    for meta in metadata_newest_first:
+        extra: dict[str, Any] = meta.get("extraMetadata") or {}
+        if checkpoint is None:
+            if extra.get(CHECKPOINT_KEY):
+                state = BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
+                checkpoint = BronzeCheckpoint(state.watermark, state.files | frozenset(legacy))
+            elif extra.get(FILES_KEY):
+                legacy.update(json.loads(extra[FILES_KEY]))
+        if types is None and extra.get("schema"):
+            types = _types(extra["schema"])
+        if stones is None and TOMBSTONES_KEY in extra:
+            oldest = extra.get(TOMBSTONES_OLDEST_KEY)
+            stones = (str(extra[TOMBSTONES_KEY]), float(oldest) if oldest else None)
+        if checkpoint is not None and types is not None and stones is not None:
+            break
+    return TableState(
+        instants=instants,
+        checkpoint=checkpoint or BronzeCheckpoint(0.0, frozenset(legacy)),
+        stored_types=types or {},
+        tombstones=stones[0] if stones else "",
+        tombstones_oldest=stones[1] if stones else None,
+    )
+
+
+def read_table_state(base_path: str, store: LakeStore | None = None) -> TableState:
+    """The table's :class:`TableState`: one listing of the timeline, then the commits' metadata
+    newest first, only as far as :func:`state_from_metadata` needs."""
+    store = store or open_store(str(base_path))
+    instants = tuple(completed_instants(base_path, store=store))
+    lazy = (read_commit_metadata(base_path, i, store) for i in reversed(instants))
+    return state_from_metadata(instants, lazy)

@@ -1,0 +1,209 @@
+"""The steps of a Silver round as Spark runs them, on small frames: TOAST placeholders (edge case 7),
+the newest change per key, and the tombstones that keep a late older change from bringing a
+deleted row back. The whole round against real sources is in test_silver_official.py.
+
+Each frame holds the columns a prepared round has (the record key ``_key``, ``_deleted``, the
+Bronze file and row); expected values are stated per test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.bronze.events import UNAVAILABLE_VALUE
+from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
+from helpers.hudi.api import write_hudi
+from helpers.hudi.config import HudiTableConfig
+from helpers.silver.prepare import DELETED, KEY, fill_unavailable, latest_per_key
+from helpers.silver.tombstones import (
+    LATE,
+    flag_late,
+    next_tombstones,
+    prune_tombstone_files,
+    read_tombstones,
+    tombstone_folder,
+    write_tombstones,
+)
+
+pytestmark = pytest.mark.integration
+
+P = UNAVAILABLE_VALUE
+
+
+def _config(tmp_path: Path, **changes: Any) -> HudiTableConfig:
+    config = HudiTableConfig(
+        table_name="event",
+        base_path=str(tmp_path / "event"),
+        record_key_fields=("id",),
+        ordering_fields=("pos",),
+    )
+    return dataclasses.replace(config, **changes)
+
+
+def _frame(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
+    """Rows of ``(id, pos, name, blob, deleted)``; file and row numbered in the given order."""
+    data = [
+        (i, pos, name, blob, deleted, str(i), "f1.avro", n)
+        for n, (i, pos, name, blob, deleted) in enumerate(rows, 1)
+    ]
+    schema = (
+        f"id int, pos string, name string, blob binary, {DELETED} boolean, {KEY} string, "
+        f"{FILE_COLUMN} string, {ROW_COLUMN} long"
+    )
+    return spark.createDataFrame(data, schema)
+
+
+def _by_pos(frame: Any, *columns: str) -> list[tuple[Any, ...]]:
+    return [tuple(r[c] for c in columns) for r in frame.orderBy("pos").collect()]
+
+
+def test_placeholders_take_the_latest_earlier_value_of_the_key_in_log_order(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Rows arrive out of log order; key 1's placeholder at 30 follows the full value at 20; a
+    real null stays null while the bytes placeholder beside it is filled."""
+    batch = _frame(
+        spark,
+        [
+            (1, "30", P, P.encode(), False),
+            (2, "11", "two", b"b2", False),
+            (1, "20", "second", b"s", False),
+            (1, "10", "first", b"f", False),
+            (2, "12", P, b"b2-new", False),
+            (1, "40", None, P.encode(), False),
+        ],
+    )
+    out = fill_unavailable(spark, batch, _config(tmp_path), ["name", "blob"], stored=False)
+    assert _by_pos(out, "pos", "name", "blob") == [
+        ("10", "first", b"f"),
+        ("11", "two", b"b2"),
+        ("12", "two", b"b2-new"),
+        ("20", "second", b"s"),
+        ("30", "second", b"s"),
+        ("40", None, b"s"),
+    ]
+    totals = out.agg({"_toast_filled": "sum", "_toast_unresolved": "sum"}).collect()[0]
+    assert (totals["sum(_toast_filled)"], totals["sum(_toast_unresolved)"]) == (4, 0)
+
+
+def test_placeholders_without_an_earlier_event_take_the_stored_row(spark: Any, tmp_path: Path) -> None:
+    """Keys 1 and 2 are stored (written by the official writer); key 1's placeholder takes the
+    stored value, key 3 is nowhere: left null and counted as unresolved."""
+    config = _config(tmp_path)
+    stored = spark.createDataFrame(
+        [(1, "1", "stored one", b"x1"), (2, "1", "stored two", b"x2")],
+        "id int, pos string, name string, blob binary",
+    )
+    write_hudi(
+        stored,
+        {
+            "hoodie.table.name": "event",
+            "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "pos",
+        },
+        config.base_path,
+    )
+    batch = _frame(spark, [(1, "5", P, b"new", False), (3, "6", P, b"y", False)])
+    out = fill_unavailable(spark, batch, config, ["name"], stored=True)
+    assert _by_pos(out, "id", "name", "blob", "_toast_filled", "_toast_unresolved") == [
+        (1, "stored one", b"new", 1, 0),
+        (3, None, b"y", 0, 1),
+    ]
+
+
+def test_latest_per_key_is_what_an_upsert_into_an_empty_table_leaves(spark: Any, tmp_path: Path) -> None:
+    """The newest event of each key by the ordering field (the later row breaks a tie); hard
+    mode drops keys whose newest event is a delete, soft mode keeps them."""
+    events = _frame(
+        spark,
+        [
+            (1, "20", "1@20", None, False),
+            (2, "05", "2@5", None, False),
+            (1, "10", "1@10", None, False),
+            (3, "07", "3@7 first", None, False),
+            (2, "09", "2@9 delete", None, True),
+            (3, "07", "3@7 second", None, False),
+        ],
+    )
+    hard = latest_per_key(events, _config(tmp_path))
+    assert sorted(r["name"] for r in hard.collect()) == ["1@20", "3@7 second"]
+    soft = latest_per_key(events, _config(tmp_path, delete_mode="soft"))
+    assert sorted(r["name"] for r in soft.collect()) == ["1@20", "2@9 delete", "3@7 second"]
+
+
+def test_changes_not_newer_than_the_delete_are_flagged_late(spark: Any, tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    stones = next_tombstones(_frame(spark, [(1, "f2.00005", None, None, True)]), None, config, 100.0, 60)
+    assert [r["_hoodie_record_key"] for r in stones.collect()] == ["1"]
+    batch = _frame(
+        spark,
+        [
+            (1, "f1.00009", "a", None, False),
+            (1, "f2.00005", "b", None, False),
+            (1, "f2.00006", "c", None, False),
+            (2, "f1.00001", "d", None, False),
+        ],
+    )
+    flagged = flag_late(batch, stones, config)
+    assert _by_pos(flagged, "pos", LATE) == [
+        ("f1.00001", False),
+        ("f1.00009", True),
+        ("f2.00005", True),
+        ("f2.00006", False),
+    ]
+
+
+def test_state_follows_the_newest_change_and_expires(spark: Any, tmp_path: Path) -> None:
+    config = _config(tmp_path)
+
+    def keys(frame: Any) -> dict[str, tuple[str, float]]:
+        return {r["_hoodie_record_key"]: (r["pos"], r["_deleted_at"]) for r in frame.collect()}
+
+    first = next_tombstones(
+        _frame(spark, [(1, "f1.00001", None, None, True), (2, "f1.00002", None, None, True)]),
+        None,
+        config,
+        100.0,
+        60,
+    )
+    # key 1 re-inserted later; key 3 inserted then deleted in one batch; key 2 untouched
+    second = next_tombstones(
+        _frame(
+            spark,
+            [
+                (1, "f1.00003", None, None, False),
+                (3, "f1.00004", None, None, False),
+                (3, "f1.00005", None, None, True),
+            ],
+        ),
+        first,
+        config,
+        130.0,
+        60,
+    )
+    assert keys(second) == {"2": ("f1.00002", 100.0), "3": ("f1.00005", 130.0)}
+    later = next_tombstones(_frame(spark, []), second, config, 170.0, 60)  # key 2's tombstone expired
+    assert keys(later) == {"3": ("f1.00005", 130.0)}
+
+
+def test_states_round_trip_and_only_the_named_one_stays(spark: Any, tmp_path: Path) -> None:
+    """A state is a folder written by Spark beside (not inside) the table's folder; an empty state
+    is written as none; pruning leaves only the state the newest commit names."""
+    config = _config(tmp_path)
+    stones = next_tombstones(_frame(spark, [(7, "f1.00001", None, None, True)]), None, config, 1.0, 60)
+    old, oldest = write_tombstones(stones, config.base_path)
+    new, _ = write_tombstones(stones, config.base_path)
+    assert oldest == 1.0
+    back = read_tombstones(spark, config.base_path, new, config)
+    assert back is not None and [tuple(r) for r in back.collect()] == [("7", "f1.00001", 1.0)]
+    assert prune_tombstone_files(config.base_path, keep=new) >= 1
+    folder = Path(tombstone_folder(config.base_path))
+    assert sorted(p.name for p in folder.iterdir()) == [new]
+    assert not Path(config.base_path).exists()  # the table's folder is the writer's alone
+    empty = next_tombstones(_frame(spark, [(7, "f1.00002", None, None, False)]), back, config, 2.0, 60)
+    assert write_tombstones(empty, config.base_path) == ("", None)
+    assert sorted(p.name for p in folder.iterdir()) == [new]
