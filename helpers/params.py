@@ -197,6 +197,19 @@ class S3Params(_Strict):
     heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"  # the server JVM's -Xmx
 
 
+class LocalSparkParams(_Strict):
+    """Local Spark standalone cluster (:mod:`helpers.spark_cluster`): one master and one worker on
+    127.0.0.1, used when ``spark.master`` is ``spark://127.0.0.1:<port>``."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 17077  # the master's
+    web_port: Annotated[int, Field(ge=1024, le=65535)] = 18180  # the master's web UI and /json
+    worker_web_port: Annotated[int, Field(ge=1024, le=65535)] = 18181
+    worker_cores: Annotated[int, Field(ge=1, le=64)] = 2  # cores the worker offers executors
+    worker_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "2g"  # executors' memory in all
+    executor_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1g"  # each executor's heap
+    daemon_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"  # master's and worker's -Xmx
+
+
 class LocalParams(_Strict):
     """Settings of the local stack (ignored on AWS)."""
 
@@ -206,6 +219,7 @@ class LocalParams(_Strict):
     registry: RegistryParams = RegistryParams()
     kafka: KafkaParams = KafkaParams()
     s3: S3Params = S3Params()
+    spark: LocalSparkParams = LocalSparkParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
 
 

@@ -24,6 +24,7 @@ from helpers.proc import ServerStatus
 from helpers.silver.job import SilverJob, pending_lag
 from helpers.sources.api import LocalSources
 from helpers.sources.local.stack import LocalStack
+from helpers.spark_cluster import LocalSparkCluster
 
 __all__ = [
     "PipelineStatus",
@@ -36,7 +37,8 @@ __all__ = [
 
 
 def start_servers(params: WorkbookParams) -> list[ServerStatus]:
-    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the schema
+    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the Spark
+    standalone cluster when ``spark.master`` names it (:mod:`helpers.spark_cluster`); the schema
     registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
     server of the lake when ``local.s3.enabled``; and, when the capture backend is
     ``kafka_connect`` with the local worker, the Kafka broker and Connect worker, and the Bronze
@@ -46,6 +48,9 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
         The status of every server.
     """
     statuses = LocalStack(params).start()
+    cluster = LocalSparkCluster(params)
+    if cluster.wanted:
+        statuses += cluster.start()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
     if params.local.s3.enabled:  # before the sink, which may write Bronze to it
@@ -60,6 +65,9 @@ def server_statuses(params: WorkbookParams) -> list[ServerStatus]:
     """The status of every local server of the parameters (read only; the registry and the S3
     server also when they run although not enabled)."""
     statuses = LocalStack(params).status()
+    cluster = LocalSparkCluster(params)
+    if cluster.wanted or any(cluster.pids().values()):
+        statuses += cluster.status()
     registry = LocalRegistry(params)
     if params.local.registry.enabled or registry.pid() is not None:
         statuses.append(registry.status())
@@ -105,7 +113,9 @@ def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     BronzeSink(params).stop()
     kafka = LocalKafka(params).stop() if local_worker(params) else []
     registry = LocalRegistry(params).stop()
-    statuses = kafka + LocalStack(params).stop()
+    cluster = LocalSparkCluster(params)
+    spark = cluster.stop() if cluster.wanted or any(cluster.pids().values()) else []
+    statuses = kafka + spark + LocalStack(params).stop()
     s3 = LocalS3Server(params).stop()
     if params.local.registry.enabled:
         statuses.append(registry)

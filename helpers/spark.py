@@ -22,6 +22,7 @@ from helpers.lakefs import lake_s3, use_lake_s3
 from helpers.lakefs_server import S3Connection
 from helpers.metastore import LocalMetastore
 from helpers.params import WorkbookParams, load_params
+from helpers.spark_cluster import LocalSparkCluster
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession
@@ -93,6 +94,14 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     settings["spark.driver.memory"] = params.spark.driver_memory
     if params.spark.master.startswith("local"):
         settings["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_GC}"
+    cluster = LocalSparkCluster(params)
+    if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded
+        if cluster.pids()["master"] is None:
+            raise SparkSetupError(
+                f"Failed to configure Spark: spark.master is the local cluster {cluster.url}, which is not "
+                "running; start it with ./workbook stack start"
+            )
+        settings["spark.executor.memory"] = params.local.spark.executor_memory
     local_s3 = use_lake_s3(params)
     jars: list[str] = []
     if params.spark.jars == "project":
