@@ -1,0 +1,52 @@
+"""One Silver round of ``sale`` in a driver process of its own, for the cluster tests: the
+parameters come as a JSON file; the report (the round, Spark's executor metrics from the driver's
+monitoring API, the process's peak resident memory) is printed as one JSON line.
+
+    python -m support.cluster_round PARAMS.json
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import socket
+import sys
+import urllib.request
+
+from helpers.params import WorkbookParams
+from helpers.silver.ingest import ingest_table
+from helpers.spark import build_spark_session
+
+
+def main(path: str) -> int:
+    params = WorkbookParams.model_validate(json.loads(open(path).read()))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        ui_port = sock.getsockname()[1]
+    spark = build_spark_session(
+        params,
+        app_name="workbook-cluster-test",
+        conf={"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)},
+    )
+    table = next(t for t in params.silver.tables if t.name == "sale")
+    result = ingest_table(params, table, spark=spark)
+    app = spark.sparkContext.applicationId
+    url = f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}/allexecutors"
+    executors = json.loads(urllib.request.urlopen(url).read())  # noqa: S310 - loopback
+    report = {
+        "files": result.files,
+        "events": result.events,
+        "instant": result.instant,
+        "master": spark.sparkContext.master,
+        "executors": [
+            {k: e[k] for k in ("id", "hostPort", "totalTasks", "totalInputBytes", "isActive")}
+            for e in executors
+        ],
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
