@@ -35,6 +35,7 @@ __all__ = [
     "lake_uri",
     "open_store",
     "s3_client",
+    "set_lake_s3",
     "split_s3",
     "use_lake_s3",
 ]
@@ -53,6 +54,12 @@ def use_lake_s3(params: WorkbookParams) -> S3Connection | None:
     connection = local_s3_connection(params)
     _LAKE_S3["connection"] = connection
     return connection
+
+
+def set_lake_s3(connection: S3Connection | None) -> None:
+    """Point this process's S3 clients at ``connection`` (None: AWS), for a process that has no
+    parameters, only the connection it was handed (the capture worker)."""
+    _LAKE_S3["connection"] = connection
 
 
 def lake_s3() -> S3Connection | None:

@@ -27,7 +27,7 @@ from helpers.bronze.writer import BronzeWriter
 __all__ = ["SALE_TOPIC", "BacklogSummary", "write_sale_backlog"]
 
 SALE_TOPIC = "tickit.ecomm.sale"
-_MONEY = {
+_MONEY: dict[str, Any] = {
     "name": "org.apache.kafka.connect.data.Decimal",
     "parameters": {"scale": "2", "connect.decimal.precision": "8"},
 }

@@ -8,6 +8,7 @@ Every backend offers ``create_or_update``, ``status``, ``pause``, ``resume``, ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import requests
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError, WaitTimeoutError
+from helpers.lakefs_server import S3Connection
 from helpers.poll import wait_until
 from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
 
@@ -124,7 +126,9 @@ class EmbeddedBackend:
 
     Attributes:
         state_dir: the workbook's state directory; each connector lives in ``capture/<name>/``.
-        bronze_root: Bronze zone directory.
+        bronze_root: Bronze zone directory, or an ``s3://`` URI.
+        bronze_s3: the local S3 server's connection when Bronze is on it (handed to the workers
+            in their 0600 configuration; None: a folder, or AWS's credential chain).
         bronze_format: ``avro`` or ``jsonl``.
         flush_interval_ms: longest wait of the engine before handing over a batch (Bronze
             files appear at most this long after a batch's first event).
@@ -133,8 +137,9 @@ class EmbeddedBackend:
     """
 
     state_dir: Path
-    bronze_root: Path
+    bronze_root: Path | str
     bronze_format: str = "avro"
+    bronze_s3: S3Connection | None = None
     flush_interval_ms: int = 250
     max_batch_size: int = 8192
     #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
@@ -177,7 +182,11 @@ class EmbeddedBackend:
         config = {
             "name": spec.name,
             "properties": self.engine_properties(spec),
-            "bronze": {"root": str(self.bronze_root), "format": self.bronze_format},
+            "bronze": {
+                "root": str(self.bronze_root),
+                "format": self.bronze_format,
+                "s3": None if self.bronze_s3 is None else dataclasses.asdict(self.bronze_s3),
+            },
             "preflight": {"engine": spec.engine, "tables": tables},
             "jvm_opts": list(self.jvm_opts),
         }

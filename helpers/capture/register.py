@@ -38,7 +38,7 @@ from helpers.capture.kafka import (
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.registry import LocalRegistry
 from helpers.errors import CaptureError, WaitTimeoutError
-from helpers.lakefs import open_store
+from helpers.lakefs import is_s3, lake_uri, open_store, use_lake_s3
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -222,7 +222,8 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
     if cap.backend == "embedded":
         return EmbeddedBackend(
             state_dir=params.state_path,
-            bronze_root=params.path(params.lake.bronze),
+            bronze_root=lake_uri(params, params.lake.bronze),
+            bronze_s3=use_lake_s3(params) if is_s3(params.lake.bronze) else None,
             bronze_format=cap.bronze_format,
             flush_interval_ms=cap.flush_interval_ms,
             max_batch_size=cap.max_batch_size,

@@ -27,6 +27,8 @@ from psycopg import sql
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.errors import BronzeError
+from helpers.lakefs import is_s3, set_lake_s3
+from helpers.lakefs_server import S3Connection
 from helpers.proc import read_status, write_status
 from helpers.sources.sql import quote_mariadb
 
@@ -86,7 +88,10 @@ class _Capture:
     def __init__(self, directory: Path, config: dict[str, Any]) -> None:
         self.directory = directory
         bronze = config["bronze"]
-        self.writer = BronzeWriter(Path(bronze["root"]), bronze.get("format", "avro"))
+        root = bronze["root"]
+        if is_s3(root):  # the local S3 server's connection, or None for AWS's credential chain
+            set_lake_s3(S3Connection(**bronze["s3"]) if bronze.get("s3") else None)
+        self.writer = BronzeWriter(root if is_s3(root) else Path(root), bronze.get("format", "avro"))
         self.status: dict[str, Any] = {
             "name": config["name"],
             "state": "STARTING",

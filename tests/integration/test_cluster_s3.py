@@ -1,0 +1,40 @@
+"""The default capture profile with its lake on the local S3 server and Silver on the local Spark
+cluster: the embedded connectors write Bronze to ``s3://`` (one PutObject per file), the cluster's
+executors read it through s3a and write Silver there, and both equal the sources row by row. The
+flow runs in a process of its own (tests/support/embedded_s3_cluster_flow.py), the cluster's driver.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+
+FLOW = Path(__file__).resolve().parents[1] / "support" / "embedded_s3_cluster_flow.py"
+
+
+def test_embedded_capture_to_s3_and_silver_on_the_cluster_equal_the_sources(tmp_path: Path) -> None:
+    out = tmp_path / "flow.json"
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, str(FLOW), str(out)], capture_output=True, text=True, timeout=1100, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(out.read_text())
+    bronze = seen["bronze"]
+    assert len(bronze) == 11 and all(row["equal"] for row in bronze), bronze
+    avro = [o for o in seen["bronze_objects"] if o.endswith(".avro")]
+    assert avro and all(o.startswith("s3://wb-embedded-lake/bronze/") and "/year=" in o for o in avro)
+    assert seen["local_leftovers"] == []  # nothing written to a local folder named "s3:"
+    assert sum(r["files"] for r in seen["ingested"]) >= len(avro)
+    assert seen["master"].startswith("spark://127.0.0.1:")
+    driver = next(e for e in seen["executors"] if e["id"] == "driver")
+    workers = [e for e in seen["executors"] if e["id"] != "driver"]
+    assert driver["totalTasks"] == 0 and driver["totalInputBytes"] == 0  # the driver read nothing
+    assert workers and all(e["totalTasks"] > 0 and e["totalInputBytes"] > 0 for e in workers), workers
+    silver = seen["silver"]
+    assert len(silver) == 12 and all(row["equal"] for row in silver), silver

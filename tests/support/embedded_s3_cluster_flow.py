@@ -1,0 +1,99 @@
+"""The default (embedded) capture profile with its lake on the local S3 server and Silver on the
+local Spark cluster, end to end, in a process of its own (its Spark session is the cluster's
+driver, with s3a from the start).
+
+Run by tests/integration/test_cluster_s3.py as ``python tests/support/embedded_s3_cluster_flow.py
+OUT.json``: a throw-away stack on free ports (PostgreSQL, MariaDB, the S3 server, a Spark master
+and worker), the CI sample data, the embedded connectors writing Bronze to ``s3://``, then Bronze
+compared with the sources, one Silver round on the cluster (its executors reading Bronze through
+s3a), Spark's executor metrics, and Silver compared with the sources. Writes what it saw to
+``OUT.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+
+from conftest import temporary_stack  # noqa: E402
+
+from helpers.capture.register import (  # noqa: E402
+    connector_specs,
+    expected_rows,
+    local_endpoints,
+    open_backend,
+    wait_for_snapshots,
+)
+from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
+from helpers.lakefs import open_store, use_lake_s3  # noqa: E402
+from helpers.pipeline import ensure_pipeline  # noqa: E402
+from helpers.silver.ingest import ingest_all  # noqa: E402
+from helpers.sources.api import LocalSources  # noqa: E402
+from helpers.spark import build_spark_session  # noqa: E402
+from support.kafka_profile import free_port  # noqa: E402
+
+BUCKET = "wb-embedded-lake"
+
+
+def main(out: Path) -> int:
+    master, ui = free_port(), free_port()
+    overrides = {
+        "local.s3.enabled": True,
+        "local.s3.port": free_port(),
+        "local.s3.bucket": BUCKET,
+        "local.spark.port": master,
+        "local.spark.web_port": free_port(),
+        "local.spark.worker_web_port": free_port(),
+        "spark.master": f"spark://127.0.0.1:{master}",
+        "lake.bronze": f"s3://{BUCKET}/bronze",
+        "lake.silver": f"s3://{BUCKET}/silver",
+        "spark.catalog": "none",
+        "silver.sync": False,
+    }
+    with temporary_stack("wb-embs3-", overrides) as stack:
+        params = stack.params
+        ensure_pipeline(params, timeout_s=300)  # servers (S3, the cluster), data, CDC, connectors
+        backend = open_backend(params)
+        specs = connector_specs(params, local_endpoints(params))
+        counts = LocalSources(params).row_counts()
+        wait_for_snapshots(backend, specs, expected_rows(params, counts), timeout_s=600)
+        bronze = bronze_vs_source(params, specs, wait_s=120)
+        use_lake_s3(params)
+        objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
+        local_leftovers = [str(p) for p in Path.cwd().glob("s3:*")]
+        spark = build_spark_session(
+            params,
+            app_name="workbook-embedded-s3",
+            conf={"spark.ui.enabled": "true", "spark.ui.port": str(ui)},
+        )
+        ingested = ingest_all(params, spark=spark)
+        app = spark.sparkContext.applicationId
+        url = f"http://127.0.0.1:{ui}/api/v1/applications/{app}/allexecutors"
+        executors = json.loads(urllib.request.urlopen(url).read())  # noqa: S310 - loopback
+        silver = silver_vs_source(params, spark=spark)
+        out.write_text(
+            json.dumps(
+                {
+                    "bronze": bronze.to_dict("records"),
+                    "bronze_objects": objects,
+                    "local_leftovers": local_leftovers,
+                    "ingested": ingested.to_dict("records"),
+                    "master": spark.sparkContext.master,
+                    "executors": [
+                        {k: e[k] for k in ("id", "hostPort", "totalTasks", "totalInputBytes")}
+                        for e in executors
+                    ],
+                    "silver": silver.to_dict("records"),
+                },
+                default=str,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))
