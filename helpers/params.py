@@ -204,9 +204,12 @@ class LocalSparkParams(_Strict):
     port: Annotated[int, Field(ge=1024, le=65535)] = 17077  # the master's
     web_port: Annotated[int, Field(ge=1024, le=65535)] = 18180  # the master's web UI and /json
     worker_web_port: Annotated[int, Field(ge=1024, le=65535)] = 18181
-    worker_cores: Annotated[int, Field(ge=1, le=64)] = 2  # cores the worker offers executors
-    worker_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "2g"  # executors' memory in all
+    #: cores the worker offers executors (more than the machine's: the notebook kernel and the
+    #: continuous job are two applications that hold executors at the same time)
+    worker_cores: Annotated[int, Field(ge=1, le=64)] = 4
+    worker_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "3g"  # executors' memory in all
     executor_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1g"  # each executor's heap
+    app_cores: Annotated[int, Field(ge=1, le=64)] = 2  # spark.cores.max of each application
     daemon_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"  # master's and worker's -Xmx
 
 

@@ -102,6 +102,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
                 "running; start it with ./workbook stack start"
             )
         settings["spark.executor.memory"] = params.local.spark.executor_memory
+        settings["spark.cores.max"] = str(params.local.spark.app_cores)
     local_s3 = use_lake_s3(params)
     jars: list[str] = []
     if params.spark.jars == "project":

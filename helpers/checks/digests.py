@@ -7,9 +7,10 @@ keeps the comparison in vectorised Arrow code; the rows whose keys differ are th
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +21,19 @@ import pyarrow.compute as pc
 from helpers.errors import ReconcileError
 
 __all__ = [
+    "BUCKETS",
+    "BucketDigests",
     "TableSide",
+    "bucket_digests",
     "canonical_column",
     "canonical_records",
     "compare_sides",
+    "key_buckets",
     "row_digests",
     "rows_to_arrow",
     "side_from_arrow",
     "side_from_rows",
+    "spark_bucket_digests",
     "table_checksum",
 ]
 
@@ -258,3 +264,127 @@ def compare_sides(
     out["diff_count"] = sum(counts.values())
     out["differing_keys"] = listed
     return out
+
+
+#: How many buckets a whole-table comparison splits the keys into (:func:`bucket_digests`).
+BUCKETS = 1024
+_MOD = 2**64
+
+
+@dataclass(frozen=True)
+class BucketDigests:
+    """A table reduced to, per key bucket, its row count and two order-independent sums (modulo
+    2**64) of its rows' digests: two sides are equal when every bucket is."""
+
+    buckets: dict[int, tuple[int, int, int]]
+
+    @property
+    def rows(self) -> int:
+        """Rows in all."""
+        return sum(b[0] for b in self.buckets.values())
+
+    def merged(self, other: BucketDigests) -> BucketDigests:
+        """Both tables' rows together."""
+        out = dict(self.buckets)
+        for bucket, (n, a, b) in other.buckets.items():
+            m, c, d = out.get(bucket, (0, 0, 0))
+            out[bucket] = (m + n, (c + a) % _MOD, (d + b) % _MOD)
+        return BucketDigests(out)
+
+    def differing(self, other: BucketDigests) -> list[int]:
+        """The buckets whose counts or sums differ, in order."""
+        every = set(self.buckets) | set(other.buckets)
+        return sorted(b for b in every if self.buckets.get(b, (0, 0, 0)) != other.buckets.get(b, (0, 0, 0)))
+
+
+def key_buckets(table: pa.Table, key: Sequence[str], buckets: int = BUCKETS) -> np.ndarray:
+    """The bucket of each row: the first four bytes of the SHA-256 of its key's canonical text,
+    modulo ``buckets`` (the same for a key whatever the type its side holds it in)."""
+    text = _canonical_rows(table, key, frozenset()).to_pylist()
+    blob = b"".join(hashlib.sha256(s.encode("utf-8")).digest()[:4] for s in text)
+    return (np.frombuffer(blob, dtype=">u4").astype(np.uint64) % buckets).astype(np.int64)
+
+
+def bucket_digests(
+    table: pa.Table,
+    columns: Sequence[str],
+    key: Sequence[str],
+    json_columns: frozenset[str] = frozenset(),
+    buckets: int = BUCKETS,
+) -> BucketDigests:
+    """:class:`BucketDigests` of an Arrow table (a column missing from it counts as null): the
+    row digests of :func:`row_digests` summed per :func:`key_buckets` bucket."""
+    if not table.num_rows:
+        return BucketDigests({})
+    for name in columns:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([None] * table.num_rows, pa.string()))
+    words = (
+        np.ascontiguousarray(row_digests(table, columns, json_columns)[:, :16]).view(">u8").astype(np.uint64)
+    )
+    where = key_buckets(table, key, buckets)
+    order = np.argsort(where, kind="stable")
+    sorted_buckets = where[order]
+    starts = np.flatnonzero(np.r_[True, sorted_buckets[1:] != sorted_buckets[:-1]])
+    counts = np.diff(np.r_[starts, len(order)])
+    with np.errstate(over="ignore"):
+        first = np.add.reduceat(words[order, 0], starts)
+        second = np.add.reduceat(words[order, 1], starts)
+    return BucketDigests(
+        {
+            int(sorted_buckets[s]): (int(n), int(a), int(b))
+            for s, n, a, b in zip(starts, counts, first, second, strict=True)
+        }
+    )
+
+
+def spark_bucket_digests(
+    frame: Any,
+    columns: Sequence[str],
+    key: Sequence[str],
+    json_columns: frozenset[str] = frozenset(),
+    buckets: int = BUCKETS,
+) -> BucketDigests:
+    """:func:`bucket_digests` of a Spark DataFrame, computed by the executors with the same Arrow
+    code (``mapInArrow``) and summed per bucket by Spark; only the buckets reach the driver."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
+
+    present = [c for c in dict.fromkeys((*key, *columns)) if c in frame.columns]
+    names = list(columns)
+    schema = StructType(
+        [
+            StructField("bucket", IntegerType()),
+            StructField("n", LongType()),
+            StructField("a", DecimalType(38, 0)),
+            StructField("b", DecimalType(38, 0)),
+        ]
+    )
+    out_schema = pa.schema(
+        [("bucket", pa.int32()), ("n", pa.int64()), ("a", pa.decimal128(38, 0)), ("b", pa.decimal128(38, 0))]
+    )
+
+    def digest(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        for batch in batches:
+            found = bucket_digests(pa.Table.from_batches([batch]), names, key, json_columns, buckets)
+            rows = sorted(found.buckets.items())
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "bucket": [r[0] for r in rows],
+                    "n": [r[1][0] for r in rows],
+                    "a": [decimal.Decimal(r[1][1]) for r in rows],
+                    "b": [decimal.Decimal(r[1][2]) for r in rows],
+                },
+                schema=out_schema,
+            )
+
+    sums = (
+        frame.select(*present)
+        .mapInArrow(digest, schema)
+        .groupBy("bucket")
+        .agg(F.sum("n").alias("n"), F.sum("a").alias("a"), F.sum("b").alias("b"))
+        .collect()
+    )
+    return BucketDigests(
+        {int(r["bucket"]): (int(r["n"]), int(r["a"]) % _MOD, int(r["b"]) % _MOD) for r in sums}
+    )

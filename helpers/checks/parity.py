@@ -1,7 +1,12 @@
 """Each stage against the sources, row by row: Bronze replayed, Silver read back, a query result.
 
-Source rows come from :mod:`helpers.sources.connect`, Bronze from :mod:`helpers.bronze.replay`,
-and every comparison is :func:`helpers.checks.compare.compare_tables` (or ``compare_frames``).
+The whole-table checks scale as the pipeline does: Bronze is replayed and Silver is read by
+Spark's executors, and both are reduced there to per-bucket digests of their rows
+(:func:`helpers.checks.digests.spark_bucket_digests`, the same canonical row text as every other
+comparison); the source table is streamed in batches into the same digests
+(:func:`helpers.checks.snapshot.stream_source_table`). Two sides are equal when every bucket is:
+the driver holds buckets, never a whole table. A query result is compared with
+:func:`helpers.checks.compare.compare_frames`.
 """
 
 from __future__ import annotations
@@ -10,24 +15,25 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
 from psycopg import sql as pgsql
 
-from helpers.bronze.read import read_topic_arrow
-from helpers.bronze.replay import redelivered, replay_arrow
+from helpers.bronze.frames import inspect_files, read_events
+from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka import local_worker
 from helpers.capture.register import connector_specs, local_endpoints
-from helpers.checks.compare import compare_frames, compare_tables, split_soft_deleted
-from helpers.checks.snapshot import source_table
+from helpers.checks.compare import SOFT_FLAG, compare_frames
+from helpers.checks.digests import BucketDigests, bucket_digests, spark_bucket_digests
+from helpers.checks.snapshot import stream_source_table
 from helpers.hudi.api import read_hudi_df
-from helpers.hudi.read import read_snapshot
+from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import completed_instants
-from helpers.lakefs import is_s3, lake_uri, use_lake_s3
 from helpers.naming import silver_topic, source_of_connector
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.silver.tables import bronze_store, pending_bronze, table_config
+from helpers.silver.checked import check_events
+from helpers.silver.prepare import fill_unavailable, latest_per_key, prepare_events, toast_columns
+from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS, bronze_store, pending_bronze, table_config
 from helpers.sources.api import Sources, open_sources
 from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
@@ -44,10 +50,10 @@ _BRONZE_COLUMNS = ["topic", "source_rows", "bronze_rows", "events", "redelivered
 
 
 def bronze_vs_source(
-    params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], *, wait_s: float = 0.0, spark: Any = None
 ) -> pd.DataFrame:
-    """Replay Bronze (:func:`helpers.bronze.replay.replay`) and compare it with each source table
-    the connectors capture, row by row.
+    """Replay Bronze on Spark (:func:`bronze_replay`) and compare it with each source table the
+    connectors capture, row by row (through per-bucket row digests, module docstring).
 
     Capture is asynchronous: changes committed just before the call may still be on their way.
     ``wait_s`` re-checks, with a growing pause, until every table is equal or the time is up; the
@@ -58,10 +64,11 @@ def bronze_vs_source(
         ``redelivered`` (events seen before, same position and key: delivered again), ``equal``.
     """
     sources = open_sources(params)
+    spark = spark or build_spark_session(params)
     last: list[pd.DataFrame] = []
 
     def compared() -> bool:
-        last[:] = [_bronze_vs_source_once(params, specs, sources)]
+        last[:] = [_bronze_vs_source_once(params, specs, sources, spark)]
         return bool(last[0]["equal"].all())
 
     if wait_s > 0:
@@ -74,29 +81,95 @@ def bronze_vs_source(
     return last[0]
 
 
+def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str) -> Any:
+    """What a topic's Bronze events leave behind, as a lazy Spark DataFrame read by the executors:
+    the steps of a Silver first load (:mod:`helpers.silver.ingest`) without the write, so the
+    newest event per key by log position, TOAST placeholders keeping the key's previous value,
+    deleted keys dropped; bad input left out.
+
+    Args:
+        spark: the session.
+        layouts: the topic's files (:func:`helpers.bronze.frames.inspect_files`).
+        key: the primary key columns.
+        engine: the source engine (its log position fields order the events).
+    """
+    from pyspark.sql import functions as F
+
+    config = HudiTableConfig(
+        table_name="bronze_replay",
+        base_path="/nonexistent/bronze_replay",
+        record_key_fields=tuple(key),
+        ordering_fields=(POSITION_COLUMN,),
+    )
+    positions = POSITION_FIELDS[engine]
+    events = check_events(read_events(spark, layouts), config, positions)
+    if "__op" not in events.columns:
+        return events.where(F.lit(False))
+    good = prepare_events(events.where(F.col(BAD_REASON).isNull()), config, engine, positions)
+    toast = toast_columns(good)
+    if toast:
+        found = good.agg(
+            *[F.max(F.when(t, 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())]
+        )
+        row = found.collect()[0]
+        holding = [name for i, name in enumerate(toast) if row[f"t{i}"]]
+        good = fill_unavailable(spark, good, config, holding, stored=False) if holding else good
+    return latest_per_key(good, config)
+
+
+def _event_counts(
+    spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str
+) -> tuple[int, int]:
+    """A topic's good events and how many repeat one already there (same log position and key)."""
+    from pyspark.sql import functions as F
+
+    events = read_events(spark, layouts)
+    identity = [c for c in (*POSITION_FIELDS[engine], *key) if c in events.columns]
+    if not identity:
+        return 0, 0
+    row = (
+        events.where(F.col(BAD_REASON).isNull())
+        .agg(F.count(F.lit(1)).alias("n"), F.countDistinct(*[F.col(c) for c in identity]).alias("d"))
+        .collect()[0]
+    )
+    return int(row["n"]), int(row["n"]) - int(row["d"])
+
+
+def _source_digests(
+    params: WorkbookParams, source: str, table: str, key: Sequence[str]
+) -> tuple[BucketDigests, list[str], frozenset[str]]:
+    """The source table streamed into per-bucket row digests; its columns and JSON columns."""
+    digests = BucketDigests({})
+    with stream_source_table(params, source, table) as stream:
+        for batch in stream.batches:
+            digests = digests.merged(bucket_digests(batch, stream.columns, key, stream.json_columns))
+        return digests, stream.columns, stream.json_columns
+
+
 def _bronze_vs_source_once(
-    params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources, spark: Any
 ) -> pd.DataFrame:
-    bronze = lake_uri(params, params.lake.bronze)  # a folder, or s3:// (the Kafka profile's sink)
-    use_lake_s3(params)  # the local S3 server's endpoint and keys, when the lake is on it
     rows = []
+    store = bronze_store(params)
     for spec in specs:
         source = source_of_connector(spec.name)
+        engine = params.source(source).engine
         for table_key, topic in spec.topics.items():
             table = table_key.split(".", 1)[1]
             key = primary_key(params, source, table, sources=sources)
-            rows_now, json_columns = source_table(params, source, table)
-            events = read_topic_arrow(bronze, topic)
-            replayed = replay_arrow(events, key)
-            problems = compare_tables(rows_now, replayed, key, json_columns=json_columns)
+            wanted, columns, json_columns = _source_digests(params, source, table, key)
+            layouts = inspect_files(spark, store.list(topic))
+            replay = bronze_replay(spark, layouts, key, engine)
+            replayed = spark_bucket_digests(replay, columns, key, json_columns)
+            events, again = _event_counts(spark, layouts, key, engine)
             rows.append(
                 {
                     "topic": topic,
-                    "source_rows": rows_now.num_rows,
-                    "bronze_rows": replayed.num_rows,
-                    "events": events.num_rows,
-                    "redelivered": redelivered(events, key),
-                    "equal": not problems,
+                    "source_rows": wanted.rows,
+                    "bronze_rows": replayed.rows,
+                    "events": events,
+                    "redelivered": again,
+                    "equal": not wanted.differing(replayed),
                 }
             )
     return pd.DataFrame(rows, columns=_BRONZE_COLUMNS)
@@ -136,8 +209,9 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
 def silver_vs_source(
     params: WorkbookParams, names: Sequence[str] | None = None, *, spark: Any = None
 ) -> pd.DataFrame:
-    """Each Silver table against its source table, row by row (locally the official Rust reader;
-    on S3 the official Spark datasource).
+    """Each Silver table against its source table, row by row: Silver read by Spark's executors
+    through the official datasource, both sides reduced to per-bucket row digests (module
+    docstring).
 
     Returns:
         One row per table: ``source_rows``, ``silver_rows`` (live rows: a soft-delete table's
@@ -145,38 +219,34 @@ def silver_vs_source(
         compared parsed). A SQL Server source is not compared (``equal`` None): read it with
         notebook 07's reconciliation.
     """
+    from pyspark.sql import functions as F
+
     out = []
     for table in params.silver.tables:
         if names is not None and table.name not in names:
             continue
         base = table_config(params, table).base_path
-        if not completed_instants(base):
-            silver = None
-        elif is_s3(base):
+        silver = None
+        if completed_instants(base):
             spark = spark or build_spark_session(params)
-            silver = pa.Table.from_pylist([r.asDict() for r in read_hudi_df(spark, base).collect()])
-        else:
-            silver = read_snapshot(base)
+            silver = read_hudi_df(spark, base)
+            if table.delete_mode == "soft" and SOFT_FLAG in silver.columns:
+                silver = silver.where(~F.coalesce(F.col(SOFT_FLAG).cast("string") == "true", F.lit(False)))
         if params.source(table.source).engine == "sqlserver":
-            live = 0 if silver is None else split_soft_deleted(silver, table.delete_mode)[0].num_rows
+            live = 0 if silver is None else silver.count()
             out.append({"table": table.name, "source_rows": None, "silver_rows": live, "equal": None})
             continue
-        source, json_columns = source_table(params, table.source, table.table)
-        if silver is None:
-            silver = source.slice(0, 0)
-        problems = compare_tables(
-            source,
-            silver,
-            table.record_key,
-            delete_mode=table.delete_mode,
-            json_columns=json_columns,
+        key = list(table.record_key)
+        wanted, columns, json_columns = _source_digests(params, table.source, table.table, key)
+        have = (
+            BucketDigests({}) if silver is None else spark_bucket_digests(silver, columns, key, json_columns)
         )
         out.append(
             {
                 "table": table.name,
-                "source_rows": source.num_rows,
-                "silver_rows": split_soft_deleted(silver, table.delete_mode)[0].num_rows,
-                "equal": not problems,
+                "source_rows": wanted.rows,
+                "silver_rows": have.rows,
+                "equal": not wanted.differing(have),
             }
         )
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])

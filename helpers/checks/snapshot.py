@@ -17,9 +17,10 @@ used for local MariaDB tables whose decimals fit its Arrow type; anything else t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import connectorx
 import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
+import pymysql
 from psycopg import sql
 
 from helpers.capture.offsets import stored_position
@@ -44,12 +46,14 @@ from helpers.sources.sql import engine_kind, quote_mariadb
 
 __all__ = [
     "SourceSnapshot",
+    "SourceStream",
     "captured_position",
     "caught_up",
     "silver_position",
     "silver_rows",
     "source_snapshot",
     "source_table",
+    "stream_source_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,6 +68,21 @@ _CX_TYPES = frozenset(
 )
 
 _POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
+
+
+#: Above this many rows (the server's estimate) a local MariaDB table is streamed rather than read
+#: whole through connectorx.
+_CX_MAX_ROWS = 2_000_000
+
+
+@dataclass(frozen=True)
+class SourceStream:
+    """One source table read in batches: its column names (source order), its JSON columns, and
+    the batches (Arrow tables of at most the asked number of rows)."""
+
+    columns: list[str]
+    json_columns: frozenset[str]
+    batches: Iterator[pa.Table]
 
 
 @dataclass(frozen=True)
@@ -169,6 +188,74 @@ def source_table(params: WorkbookParams, source: str, table: str) -> tuple[pa.Ta
             return fast, frozenset()
     snap = source_snapshot(params, source, [table])
     return snap.tables[table], snap.json_columns[table]
+
+
+@contextlib.contextmanager
+def stream_source_table(
+    params: WorkbookParams, source: str, table: str, batch_rows: int = 100_000
+) -> Iterator[SourceStream]:
+    """Every row of one source table now, in batches (one statement, so one consistent read),
+    holding at most ``batch_rows`` rows in memory: for whole-table checks of tables too big for
+    one machine. PostgreSQL through a server-side cursor; MariaDB through connectorx when the
+    server estimates at most 2,000,000 rows (the batches are slices of one Arrow read), else
+    PyMySQL's unbuffered cursor. The values and types are :func:`source_table`'s.
+
+    Raises:
+        ReconcileError: when the source cannot be read (the database's message).
+    """
+    sp = params.source(source)
+    kind = _engine_kind(sp.engine)
+    try:
+        if (
+            kind == "mysql"
+            and params.environment == "local"
+            and _estimated_rows(params, source, table) <= _CX_MAX_ROWS
+        ):
+            whole = _mariadb_arrow(params, source, table)
+            if whole is not None:
+                slices = (whole.slice(i, batch_rows) for i in range(0, max(whole.num_rows, 1), batch_rows))
+                yield SourceStream(whole.column_names, frozenset(), (t for t in slices if t.num_rows))
+                return
+        with connect(params, source) as conn:
+            if kind == "postgres":
+                conn.read_only = True
+                with conn.cursor(name="workbook_check") as cur:
+                    cur.itersize = batch_rows
+                    cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(sp.namespace, table)))
+                    desc = cur.description or []
+                    names = [d.name for d in desc]
+                    found = frozenset(d.name for d in desc if d.type_code in _POSTGRES_JSON_OIDS)
+                    yield SourceStream(names, found, _batches(cur, names, found, batch_rows))
+                conn.rollback()
+                return
+            with conn.cursor(pymysql.cursors.SSCursor) as cur:
+                cur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifier
+                names = [d[0] for d in cur.description or []]
+                yield SourceStream(names, frozenset(), _batches(cur, names, frozenset(), batch_rows))
+    except ReconcileError:
+        raise
+    except WorkbookError as exc:
+        raise ReconcileError(f"Failed to read source {source}: {exc}") from None
+    except (psycopg.Error, pymysql.Error) as exc:
+        raise ReconcileError(f"Failed to read source table {source}.{table} ({sp.database}): {exc}") from None
+
+
+def _batches(
+    cursor: Any, names: list[str], json_columns: frozenset[str], batch_rows: int
+) -> Iterator[pa.Table]:
+    while rows := cursor.fetchmany(batch_rows):
+        yield rows_to_arrow(names, rows, set(json_columns))
+
+
+def _estimated_rows(params: WorkbookParams, source: str, table: str) -> int:
+    """The server's estimate of a MariaDB table's rows (``information_schema.TABLES``)."""
+    with connect(params, source, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (params.source(source).database, table),
+        )
+        row = cur.fetchone()
+    return int(row[0] or 0) if row else 0
 
 
 def _mariadb_arrow(params: WorkbookParams, source: str, table: str) -> pa.Table | None:

@@ -16,7 +16,7 @@ from support.pipeline import Capture
 from support.silver_tables import write_silver
 
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
-from helpers.hudi.api import read_hudi_df
+from helpers.hudi.api import read_hudi_df, write_hudi
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams, load_params
@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def _with(params: WorkbookParams, **updates: Any) -> WorkbookParams:
+    """``params`` with another ``lake.silver`` and catalog database / sync."""
     lake = params.lake.model_copy(update={k: v for k, v in updates.items() if k in ("silver",)})
     silver = params.silver.model_copy(update={k: v for k, v in updates.items() if k in ("database", "sync")})
     return params.model_copy(update={"lake": lake, "silver": silver})
@@ -282,3 +283,41 @@ def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) ->
     assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("a", True)]
     write_silver(spark, small, t, rows([(1, "back", "004", False)]), precombine="pos")
     assert [(r["name"], r["__deleted"]) for r in read_snapshot(base).to_pylist()] == [("back", False)]
+
+
+def test_parity_finds_a_changed_a_missing_and_an_extra_silver_row(
+    capture: Capture, tmp_path: Path, spark: Any
+) -> None:
+    """The whole-table check can fail: after Silver ``category`` equals its source, one changed
+    name, then one deleted row, then one row the source never had each make it unequal (digests
+    per key bucket, computed by Spark's executors on Silver and streamed from the source)."""
+    params = _with(capture.stack.params, silver=str(tmp_path / "silver"), database="wb_parity", sync=False)
+    ingest_all(params, ["category"], spark=spark)
+    assert silver_vs_source(params, ["category"], spark=spark)["equal"].all()
+    category = next(t for t in params.silver.tables if t.name == "category")
+    base = table_config(params, category).base_path
+    stored = (
+        read_hudi_df(spark, base)
+        .where("catid = 1")
+        .drop(*[c for c in read_hudi_df(spark, base).columns if c.startswith("_hoodie")])
+    )
+    options = {**silver_write_options(params, category), "hoodie.datasource.hive_sync.enable": "false"}
+    from pyspark.sql import functions as F
+
+    write_hudi(
+        stored.withColumn("catname", F.lit("not the source's")).withColumn(POSITION_COLUMN, F.lit("9" * 20)),
+        options,
+        base,
+    )
+    changed = silver_vs_source(params, ["category"], spark=spark).iloc[0]
+    assert not changed["equal"] and changed["silver_rows"] == changed["source_rows"]
+    delete = {**options, "hoodie.datasource.write.operation": "delete"}
+    write_hudi(stored, delete, base)
+    missing = silver_vs_source(params, ["category"], spark=spark).iloc[0]
+    assert not missing["equal"] and missing["silver_rows"] == missing["source_rows"] - 1
+    write_hudi(
+        stored.withColumn("catid", F.lit(99_999)).withColumn(POSITION_COLUMN, F.lit("9" * 20)), options, base
+    )
+    write_hudi(stored.withColumn(POSITION_COLUMN, F.lit("9" * 20)), options, base)  # catid 1 back as it was
+    extra = silver_vs_source(params, ["category"], spark=spark).iloc[0]
+    assert not extra["equal"] and extra["silver_rows"] == extra["source_rows"] + 1

@@ -97,7 +97,7 @@ def test_the_cluster_runs_on_loopback_with_bounded_heaps(cluster_params: Workboo
     state = json.loads(
         urllib.request.urlopen(f"http://127.0.0.1:{cluster_params.local.spark.web_port}/json").read()
     )
-    assert [(w["state"], w["cores"], w["memory"]) for w in state["workers"]] == [("ALIVE", 2, 2048)]
+    assert [(w["state"], w["cores"], w["memory"]) for w in state["workers"]] == [("ALIVE", 4, 3072)]
 
 
 def _listening(pid: int) -> list[tuple[str, int]]:

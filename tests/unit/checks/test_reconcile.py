@@ -13,8 +13,10 @@ import pytest
 
 from helpers.capture.offsets import read_offsets
 from helpers.checks.digests import (
+    bucket_digests,
     canonical_column,
     compare_sides,
+    key_buckets,
     rows_to_arrow,
     side_from_arrow,
     side_from_rows,
@@ -303,3 +305,25 @@ def test_read_offsets_damaged_file_is_an_error(tmp_path: Path) -> None:
     path.write_bytes(whole[: whole.index(b'{"file"') + 5])  # value cut off
     with pytest.raises(RetentionError, match="offsets"):
         read_offsets(path)
+
+
+def test_bucket_digests_agree_across_types_order_and_batches_and_name_a_changed_row() -> None:
+    """The whole-table parity digests: the source rows read in two batches and Silver's rows in
+    another order and types give the same buckets; one changed value, a missing row or an extra
+    row changes exactly the bucket of that key."""
+    rows = _rows()
+    json_columns = frozenset({"doc"})
+    source = rows_to_arrow(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], set(json_columns))
+    batches = bucket_digests(source.slice(0, 2), COLUMNS, KEY, json_columns).merged(
+        bucket_digests(source.slice(2), COLUMNS, KEY, json_columns)
+    )
+    silver = bucket_digests(_silver_table(rows[::-1]), COLUMNS, KEY, json_columns)
+    assert batches.rows == silver.rows == 3 and batches.differing(silver) == []
+    changed = [dict(r) for r in rows]
+    changed[1]["note"] = "b"
+    other = bucket_digests(_silver_table(changed), COLUMNS, KEY, json_columns)
+    bucket_of_2 = int(key_buckets(_silver_table(rows[1:2]), KEY)[0])
+    assert batches.differing(other) == [bucket_of_2]
+    missing = bucket_digests(_silver_table(rows[:1] + rows[2:]), COLUMNS, KEY, json_columns)
+    assert batches.differing(missing) == [bucket_of_2] and missing.rows == 2
+    assert bucket_digests(_silver_table(rows[1:2]), COLUMNS, KEY, json_columns).merged(missing) == silver
