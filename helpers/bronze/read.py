@@ -19,12 +19,11 @@ from helpers.bronze.events import (
     decoded_event,
     event_from_json,
 )
-from helpers.errors import BronzeError, HudiError, UnreadableBronzeError
+from helpers.errors import BronzeError, UnreadableBronzeError
 from helpers.lakefs import LakeEntry, LakeStore, is_s3, open_store
 
 __all__ = [
     "DEBEZIUM_FIELDS",
-    "RECORD_COLUMN",
     "arrow_type",
     "avro_table",
     "bronze_entries",
@@ -32,7 +31,6 @@ __all__ = [
     "jsonl_tables",
     "read_bronze",
     "read_bronze_arrow",
-    "read_topic_arrow",
 ]
 
 
@@ -145,13 +143,10 @@ def arrow_type(avro: Any) -> pa.DataType:
     }[avro]
 
 
-RECORD_COLUMN = "_bronze_record"  # record / line number of each event in its Bronze file (checked reads)
-
-
 DEBEZIUM_FIELDS = ("__op", "__deleted")
 
 
-def avro_table(data: bytes, numbered: bool) -> pa.Table:
+def avro_table(data: bytes) -> pa.Table:
     """An Avro Bronze file as one typed table; a decoding failure is :class:`UnreadableBronzeError`."""
     try:
         reader = fastavro.reader(io.BytesIO(data))
@@ -161,23 +156,19 @@ def avro_table(data: bytes, numbered: bool) -> pa.Table:
         table = pa.Table.from_pylist(rows, schema=schema)
     except Exception as exc:  # noqa: BLE001 - fastavro raises many kinds for damaged input
         raise UnreadableBronzeError(f"{type(exc).__name__}: {exc}") from None
-    if numbered:
-        table = table.append_column(RECORD_COLUMN, pa.array(range(1, table.num_rows + 1), pa.int64()))
     return table
 
 
-def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None = None) -> list[pa.Table]:
+def jsonl_tables(name: str, data: bytes) -> list[pa.Table]:
     """A JSON-lines Bronze file (Connect JSON envelopes) as typed tables, one per schema: Debezium's
     encodings (epoch days, milliseconds, microseconds, ISO offsets, decimal numbers) converted.
 
     Args:
         name: the file's name (its topic is the part before the first ``+``).
         data: its bytes.
-        bad_lines: when given, a line that does not parse is appended here as ``(line number,
-            reason)`` instead of raising, and every table gets a ``_bronze_record`` column.
 
     Raises:
-        HudiError: naming the file and line, for a line that does not parse (``bad_lines`` None).
+        BronzeError: naming the file and line, for a line that does not parse.
     """
 
     topic = name.split("+", 1)[0]
@@ -189,11 +180,8 @@ def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None
             event = event_from_json(name, line.rstrip(b"\n"))
             if event is not None and event.schema is not None and id(event.schema) not in groups:
                 avro_schema_from_connect(event.schema, topic)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
-            if bad_lines is None:
-                raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
-            bad_lines.append((number, f"line does not parse as a change event: {exc}"))
-            continue
+        except Exception as exc:  # noqa: BLE001 - re-raised with the place
+            raise BronzeError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
         if event is None or event.schema is None:
             continue
         group = groups.setdefault(id(event.schema), (event.schema, [], []))
@@ -210,38 +198,20 @@ def jsonl_tables(name: str, data: bytes, bad_lines: list[tuple[int, str]] | None
             and t.get("logicalType") == "timestamp-millis"
         ]
         schema = pa.schema([pa.field(f["name"], arrow_type(f["type"])) for f in avro["fields"]])
-        rows, kept = [], []
+        rows = []
         for value, number in zip(values, numbers, strict=True):
             try:
                 row = avro_record(value, converted)
                 for field_name in millis:
                     if row.get(field_name) is not None:
                         row[field_name] = int(row[field_name]) * 1000
-            except Exception as exc:  # noqa: BLE001 - re-raised with the place, or quarantined
-                if bad_lines is None:
-                    raise HudiError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
-                bad_lines.append((number, f"values do not match the schema the line carries: {exc}"))
-                continue
+            except Exception as exc:  # noqa: BLE001 - re-raised with the place
+                raise BronzeError(f"Failed to read Bronze file {name} line {number}: {exc}") from None
             rows.append(row)
-            kept.append(number)
         try:
-            table = pa.Table.from_pylist(rows, schema=schema)
-        except Exception as exc:  # noqa: BLE001 - find the lines (rare): one by one
-            if bad_lines is None:
-                raise HudiError(f"Failed to read Bronze file {name}: {exc}") from None
-            good_rows, good_numbers = [], []
-            for row, number in zip(rows, kept, strict=True):
-                try:
-                    pa.Table.from_pylist([row], schema=schema)
-                except Exception as row_exc:  # noqa: BLE001
-                    bad_lines.append((number, f"values do not match the schema the line carries: {row_exc}"))
-                    continue
-                good_rows.append(row)
-                good_numbers.append(number)
-            table, kept = pa.Table.from_pylist(good_rows, schema=schema), good_numbers
-        if bad_lines is not None:
-            table = table.append_column(RECORD_COLUMN, pa.array(kept, pa.int64()))
-        tables.append(table)
+            tables.append(pa.Table.from_pylist(rows, schema=schema))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the place
+            raise BronzeError(f"Failed to read Bronze file {name}: {exc}") from None
     return tables
 
 
@@ -288,9 +258,9 @@ def _decode(where: str, name: str, data: bytes) -> list[pa.Table]:
     if name.endswith(".jsonl"):
         return jsonl_tables(name, data)
     try:
-        return [avro_table(data, numbered=False)]
+        return [avro_table(data)]
     except UnreadableBronzeError as exc:
-        raise HudiError(f"Failed to read Bronze file {where}: {exc}") from None
+        raise BronzeError(f"Failed to read Bronze file {where}: {exc}") from None
 
 
 _DECODED = _DecodedFiles(budget_bytes=512 * 1024 * 1024)
@@ -302,30 +272,9 @@ def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
     in this process is not decoded again (see :class:`_DecodedFiles`).
 
     Raises:
-        HudiError: naming the file, when one cannot be decoded.
+        BronzeError: naming the file, when one cannot be decoded.
     """
     tables = [t for path in paths for t in _DECODED.get(Path(path))]
-    if not tables:
-        return pa.table({})
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
-def read_topic_arrow(root: str | Path, topic: str) -> pa.Table:
-    """Every Bronze event of ``topic`` as one Arrow table: :func:`read_bronze_arrow` of the local
-    files, or, under an ``s3://`` root, each object read through :func:`helpers.lakefs.open_store`
-    and decoded the same way (not cached: objects are listed and read each time).
-
-    Raises:
-        HudiError: naming the file or object, when one cannot be decoded.
-    """
-    if not is_s3(str(root)):
-        return read_bronze_arrow(bronze_files(root, topic))
-    store = open_store(str(root))
-    tables = [
-        t
-        for entry in bronze_entries(store, topic)
-        for t in _decode(entry.location, entry.name, store.read(entry.location))
-    ]
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")
