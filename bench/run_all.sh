@@ -16,6 +16,12 @@ echo
 echo "== bench/bench_silver.py: (a) full load from Bronze, (b) commit-to-Silver latency (own servers)"
 "$py" bench/bench_silver.py
 echo
+echo "== bench/bench_bronze_read.py: Bronze read by the driver's Python (baseline) vs on Spark's executors"
+"$py" bench/bench_bronze_read.py
+echo
+echo "== bench/bench_backlog.py: first loads of 0.45 M, 2.25 M and 9 M events, beside the old driver-side path; the spread over a local cluster"
+"$py" bench/bench_backlog.py
+echo
 echo "== bench/bench_profiles.py: the embedded capture profile (baseline) vs the local-kafka profile (own servers)"
 "$py" bench/bench_profiles.py
 echo

@@ -28,6 +28,8 @@ events/s against 57,000 (``bench/README.md``, "Bronze read on Spark").
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,16 +57,62 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["inspect_files", "read_events", "spark_schema"]
 
 
+class _LayoutCache:
+    """Layouts already worked out, by file identity (location, size, modification time): Bronze
+    files are written once and never changed, so checks that poll Bronze inspect only the files
+    that are new since the last poll. Bounded (least recently used first); equal schema texts are
+    stored once."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.layouts: OrderedDict[tuple[str, int, float], FileLayout] = OrderedDict()
+        self.schemas: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _key(obj: BronzeObject) -> tuple[str, int, float]:
+        return (obj.uri, obj.size, obj.modified)
+
+    def get(self, obj: BronzeObject) -> FileLayout | None:
+        with self.lock:
+            hit = self.layouts.get(self._key(obj))
+            if hit is not None:
+                self.layouts.move_to_end(self._key(obj))
+            return hit
+
+    def put(self, layout: FileLayout) -> FileLayout:
+        with self.lock:
+            parts = tuple(
+                SchemaPart(self.schemas.setdefault(p.schema, p.schema), p.records) for p in layout.parts
+            )
+            kept = FileLayout(layout.file, parts, layout.error)
+            if layout.file.size:  # a listing without sizes cannot tell a rewrite apart
+                self.layouts[self._key(layout.file)] = kept
+                while len(self.layouts) > self.capacity:
+                    self.layouts.popitem(last=False)
+            return kept
+
+
+_LAYOUTS = _LayoutCache(capacity=50_000)
+
+
 def inspect_files(spark: SparkSession, files: Sequence[BronzeObject]) -> list[FileLayout]:
     """Each file's :class:`FileLayout`, worked out on the executors (a Spark job over the files'
-    bytes; only the layouts come back to the driver).
+    bytes; only the layouts come back to the driver). A file inspected before in this process
+    is not read again (:class:`_LayoutCache`).
 
     Raises:
         BronzeError: when a file cannot be opened at all (missing, permissions, S3 errors: not
             bad input), naming the first such file and Spark's cause.
     """
-    if not files:
-        return []
+    known = {f.uri: hit for f in files if (hit := _LAYOUTS.get(f)) is not None}
+    new = [f for f in files if f.uri not in known]
+    if new:
+        known.update({lay.file.uri: _LAYOUTS.put(lay) for lay in _inspect(spark, new)})
+    return [known[f.uri] for f in files]
+
+
+def _inspect(spark: SparkSession, files: Sequence[BronzeObject]) -> list[FileLayout]:
     from pyspark.sql.types import StringType, StructField, StructType
 
     by_path = {f.uri: f for f in files}

@@ -12,6 +12,8 @@ the driver holds buckets, never a whole table. A query result is compared with
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -29,7 +31,7 @@ from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import completed_instants
 from helpers.naming import silver_topic, source_of_connector
-from helpers.params import WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.checked import check_events
 from helpers.silver.prepare import fill_unavailable, latest_per_key, prepare_events, toast_columns
@@ -39,12 +41,17 @@ from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
 
 __all__ = [
+    "BronzeReplay",
+    "bronze_replay",
     "bronze_status",
     "bronze_vs_source",
     "revenue_vs_source",
     "silver_vs_source",
     "source_revenue_by_customer",
 ]
+
+#: Tables compared side by side (each compares its source stream with Spark's jobs on its replica).
+_PARALLEL = 3
 
 _BRONZE_COLUMNS = ["topic", "source_rows", "bronze_rows", "events", "redelivered", "equal"]
 
@@ -81,11 +88,36 @@ def bronze_vs_source(
     return last[0]
 
 
-def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str) -> Any:
-    """What a topic's Bronze events leave behind, as a lazy Spark DataFrame read by the executors:
-    the steps of a Silver first load (:mod:`helpers.silver.ingest`) without the write, so the
-    newest event per key by log position, TOAST placeholders keeping the key's previous value,
-    deleted keys dropped; bad input left out.
+@dataclass(frozen=True)
+class BronzeReplay:
+    """A topic's Bronze replayed on Spark (:func:`bronze_replay`).
+
+    Attributes:
+        rows: what the events leave behind (a lazy DataFrame).
+        events: the topic's good events.
+        redelivered: events that repeat one already there (same log position and key).
+    """
+
+    rows: Any
+    events: int
+    redelivered: int
+
+
+def _replay_config(key: Sequence[str]) -> HudiTableConfig:
+    return HudiTableConfig(
+        table_name="bronze_replay",
+        base_path="/nonexistent/bronze_replay",
+        record_key_fields=tuple(key),
+        ordering_fields=(POSITION_COLUMN,),
+    )
+
+
+def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str) -> BronzeReplay:
+    """What a topic's Bronze events leave behind, replayed by Spark's executors: the steps of a
+    Silver first load (:mod:`helpers.silver.ingest`) without the write, so the newest event per key
+    by log position, TOAST placeholders keeping the key's previous value, deleted keys dropped;
+    bad input left out. One aggregation counts the events, the redelivered ones and the TOAST
+    placeholders (the window that fills them runs only when there are some).
 
     Args:
         spark: the session.
@@ -95,44 +127,23 @@ def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str],
     """
     from pyspark.sql import functions as F
 
-    config = HudiTableConfig(
-        table_name="bronze_replay",
-        base_path="/nonexistent/bronze_replay",
-        record_key_fields=tuple(key),
-        ordering_fields=(POSITION_COLUMN,),
-    )
+    config = _replay_config(key)
     positions = POSITION_FIELDS[engine]
     events = check_events(read_events(spark, layouts), config, positions)
     if "__op" not in events.columns:
-        return events.where(F.lit(False))
+        return BronzeReplay(events.where(F.lit(False)), 0, 0)
     good = prepare_events(events.where(F.col(BAD_REASON).isNull()), config, engine, positions)
     toast = toast_columns(good)
-    if toast:
-        found = good.agg(
-            *[F.max(F.when(t, 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())]
-        )
-        row = found.collect()[0]
-        holding = [name for i, name in enumerate(toast) if row[f"t{i}"]]
-        good = fill_unavailable(spark, good, config, holding, stored=False) if holding else good
-    return latest_per_key(good, config)
-
-
-def _event_counts(
-    spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str
-) -> tuple[int, int]:
-    """A topic's good events and how many repeat one already there (same log position and key)."""
-    from pyspark.sql import functions as F
-
-    events = read_events(spark, layouts)
-    identity = [c for c in (*POSITION_FIELDS[engine], *key) if c in events.columns]
-    if not identity:
-        return 0, 0
-    row = (
-        events.where(F.col(BAD_REASON).isNull())
-        .agg(F.count(F.lit(1)).alias("n"), F.countDistinct(*[F.col(c) for c in identity]).alias("d"))
-        .collect()[0]
-    )
-    return int(row["n"]), int(row["n"]) - int(row["d"])
+    identity = [F.col(c) for c in (*positions, *key) if c in good.columns]
+    found = good.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.countDistinct(*identity).alias("d"),
+        *[F.max(F.when(t, 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())],
+    ).collect()[0]
+    holding = [name for i, name in enumerate(toast) if found[f"t{i}"]]
+    if holding:
+        good = fill_unavailable(spark, good, config, holding, stored=False)
+    return BronzeReplay(latest_per_key(good, config), int(found["n"]), int(found["n"]) - int(found["d"]))
 
 
 def _source_digests(
@@ -149,29 +160,30 @@ def _source_digests(
 def _bronze_vs_source_once(
     params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources, spark: Any
 ) -> pd.DataFrame:
-    rows = []
     store = bronze_store(params)
-    for spec in specs:
+    work = [(spec, table_key, topic) for spec in specs for table_key, topic in spec.topics.items()]
+
+    def one(item: tuple[ConnectorSpec, str, str]) -> dict[str, Any]:
+        spec, table_key, topic = item
         source = source_of_connector(spec.name)
-        engine = params.source(source).engine
-        for table_key, topic in spec.topics.items():
-            table = table_key.split(".", 1)[1]
-            key = primary_key(params, source, table, sources=sources)
-            wanted, columns, json_columns = _source_digests(params, source, table, key)
-            layouts = inspect_files(spark, store.list(topic))
-            replay = bronze_replay(spark, layouts, key, engine)
-            replayed = spark_bucket_digests(replay, columns, key, json_columns)
-            events, again = _event_counts(spark, layouts, key, engine)
-            rows.append(
-                {
-                    "topic": topic,
-                    "source_rows": wanted.rows,
-                    "bronze_rows": replayed.rows,
-                    "events": events,
-                    "redelivered": again,
-                    "equal": not wanted.differing(replayed),
-                }
-            )
+        table = table_key.split(".", 1)[1]
+        key = primary_key(params, source, table, sources=sources)
+        wanted, columns, json_columns = _source_digests(params, source, table, key)
+        replay = bronze_replay(
+            spark, inspect_files(spark, store.list(topic)), key, params.source(source).engine
+        )
+        replayed = spark_bucket_digests(replay.rows, columns, key, json_columns)
+        return {
+            "topic": topic,
+            "source_rows": wanted.rows,
+            "bronze_rows": replayed.rows,
+            "events": replay.events,
+            "redelivered": replay.redelivered,
+            "equal": not wanted.differing(replayed),
+        }
+
+    with ThreadPoolExecutor(max_workers=_PARALLEL, thread_name_prefix="parity") as pool:
+        rows = list(pool.map(one, work))
     return pd.DataFrame(rows, columns=_BRONZE_COLUMNS)
 
 
@@ -221,34 +233,34 @@ def silver_vs_source(
     """
     from pyspark.sql import functions as F
 
-    out = []
-    for table in params.silver.tables:
-        if names is not None and table.name not in names:
-            continue
+    tables = [t for t in params.silver.tables if names is None or t.name in names]
+    if any(completed_instants(table_config(params, t).base_path) for t in tables):
+        spark = spark or build_spark_session(params)
+
+    def one(table: SilverTableParams) -> dict[str, Any]:
         base = table_config(params, table).base_path
         silver = None
         if completed_instants(base):
-            spark = spark or build_spark_session(params)
             silver = read_hudi_df(spark, base)
             if table.delete_mode == "soft" and SOFT_FLAG in silver.columns:
                 silver = silver.where(~F.coalesce(F.col(SOFT_FLAG).cast("string") == "true", F.lit(False)))
         if params.source(table.source).engine == "sqlserver":
             live = 0 if silver is None else silver.count()
-            out.append({"table": table.name, "source_rows": None, "silver_rows": live, "equal": None})
-            continue
+            return {"table": table.name, "source_rows": None, "silver_rows": live, "equal": None}
         key = list(table.record_key)
         wanted, columns, json_columns = _source_digests(params, table.source, table.table, key)
         have = (
             BucketDigests({}) if silver is None else spark_bucket_digests(silver, columns, key, json_columns)
         )
-        out.append(
-            {
-                "table": table.name,
-                "source_rows": wanted.rows,
-                "silver_rows": have.rows,
-                "equal": not wanted.differing(have),
-            }
-        )
+        return {
+            "table": table.name,
+            "source_rows": wanted.rows,
+            "silver_rows": have.rows,
+            "equal": not wanted.differing(have),
+        }
+
+    with ThreadPoolExecutor(max_workers=_PARALLEL, thread_name_prefix="parity") as pool:
+        out = list(pool.map(one, tables))
     return pd.DataFrame(out, columns=["table", "source_rows", "silver_rows", "equal"])
 
 
