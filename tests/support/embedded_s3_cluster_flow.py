@@ -57,19 +57,19 @@ def main(out: Path) -> int:
     with temporary_stack("wb-embs3-", overrides) as stack:
         params = stack.params
         ensure_pipeline(params, timeout_s=300)  # servers (S3, the cluster), data, CDC, connectors
-        backend = open_backend(params)
-        specs = connector_specs(params, local_endpoints(params))
-        counts = LocalSources(params).row_counts()
-        wait_for_snapshots(backend, specs, expected_rows(params, counts), timeout_s=600)
-        bronze = bronze_vs_source(params, specs, wait_s=120)
-        use_lake_s3(params)
-        objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
-        local_leftovers = [str(p) for p in Path.cwd().glob("s3:*")]
-        spark = build_spark_session(
+        spark = build_spark_session(  # the session every later step gets, its monitoring API on
             params,
             app_name="workbook-embedded-s3",
             conf={"spark.ui.enabled": "true", "spark.ui.port": str(ui)},
         )
+        backend = open_backend(params)
+        specs = connector_specs(params, local_endpoints(params))
+        counts = LocalSources(params).row_counts()
+        wait_for_snapshots(backend, specs, expected_rows(params, counts), timeout_s=600)
+        bronze = bronze_vs_source(params, specs, wait_s=120, spark=spark)
+        use_lake_s3(params)
+        objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
+        local_leftovers = [str(p) for p in Path.cwd().glob("s3:*")]
         ingested = ingest_all(params, spark=spark)
         app = spark.sparkContext.applicationId
         url = f"http://127.0.0.1:{ui}/api/v1/applications/{app}/allexecutors"
