@@ -272,6 +272,26 @@ def stop_process(pid: int, timeout_s: float) -> None:
         pass
     if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
+    _collect(pid)
+
+
+def _collect(pid: int, timeout_s: float = 10.0) -> None:
+    """Collect the exit status of ``pid`` if it is our child. A JVM's main thread shows as a
+    zombie while its other threads still exit, and only then can it be collected: wait for that
+    (bounded), so no zombie is left behind."""
+
+    def collected() -> bool:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not our child, or collected already
+            return True
+        return done == pid
+
+    try:
+        wait_until(collected, timeout_s=timeout_s, what=f"process {pid} to be collected", interval_s=0.01)
+    except WaitTimeoutError:
+        pass
+    _CHILDREN.pop(pid, None)
 
 
 def kill_process(pid: int) -> None:
