@@ -7,6 +7,7 @@ Expected final states are stated per test; instants come from the timelines.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -286,14 +287,35 @@ def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) ->
 
 
 def test_parity_finds_a_changed_a_missing_and_an_extra_silver_row(
-    capture: Capture, tmp_path: Path, spark: Any
+    capture: Capture, tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The whole-table check can fail: after Silver ``category`` equals its source, one changed
     name, then one deleted row, then one row the source never had each make it unequal (digests
-    per key bucket, computed by Spark's executors on Silver and streamed from the source)."""
+    per key bucket, computed by Spark's executors on Silver and streamed from the source). A check
+    of an unchanged Silver table takes its digests from the cache; every write is a miss."""
+    import helpers.checks.parity as parity
+
+    reduced: list[int] = []
+    digests = parity.spark_bucket_digests
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reduced.append(1)
+        return digests(*args, **kwargs)
+
+    monkeypatch.setattr(parity, "spark_bucket_digests", counted)
+    ems = [capture.specs["ems"]]
+    shutil.rmtree(capture.stack.params.state_path / "parity", ignore_errors=True)  # earlier tests' digests
+    assert bronze_vs_source(capture.stack.params, ems, wait_s=60)["equal"].all()
+    replayed = len(reduced)
+    assert replayed >= len(ems[0].topics)
+    assert bronze_vs_source(capture.stack.params, ems)["equal"].all()
+    assert len(reduced) == replayed  # no Bronze file new: every topic's replay from the cache
+    reduced.clear()
     params = _with(capture.stack.params, silver=str(tmp_path / "silver"), database="wb_parity", sync=False)
     ingest_all(params, ["category"], spark=spark)
     assert silver_vs_source(params, ["category"], spark=spark)["equal"].all()
+    assert silver_vs_source(params, ["category"], spark=spark)["equal"].all()
+    assert len(reduced) == 1  # the second check: Silver's timeline unchanged, digests cached
     category = next(t for t in params.silver.tables if t.name == "category")
     base = table_config(params, category).base_path
     stored = (
@@ -321,3 +343,4 @@ def test_parity_finds_a_changed_a_missing_and_an_extra_silver_row(
     write_hudi(stored.withColumn(POSITION_COLUMN, F.lit("9" * 20)), options, base)  # catid 1 back as it was
     extra = silver_vs_source(params, ["category"], spark=spark).iloc[0]
     assert not extra["equal"] and extra["silver_rows"] == extra["source_rows"] + 1
+    assert len(reduced) == 4  # each check after a write read Silver again
