@@ -28,9 +28,10 @@ from helpers.bronze.synthetic import SALE_TOPIC, write_sale_backlog
 from helpers.checks.compare import compare_tables
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams, load_params
-from helpers.pipeline import server_statuses, start_servers, stop_all
+from helpers.pipeline import server_statuses, stop_all
 from helpers.proc import read_pid
 from helpers.silver.tables import table_config
+from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -47,8 +48,9 @@ def _port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster_params() -> Iterator[WorkbookParams]:
-    """CI parameters whose ``spark.master`` is a local cluster of their own, started with the rest
-    of the stack by ``start_servers`` (as ``./workbook stack start`` does)."""
+    """CI parameters whose ``spark.master`` is a local cluster of their own, started with the
+    source servers by notebook 01's call (``LocalSources.start``: a workbook run starts nothing
+    else before notebook 02's first Spark session)."""
     state = Path(tempfile.mkdtemp(prefix="wb-cluster-", dir="/tmp"))
     state.chmod(0o711)  # the database servers' users must traverse it
     port = _port()
@@ -70,7 +72,7 @@ def cluster_params() -> Iterator[WorkbookParams]:
         },
     )
     try:
-        start_servers(params)
+        LocalSources(params).start()
         yield params
     finally:
         stop_all(params)

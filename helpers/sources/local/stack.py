@@ -21,6 +21,7 @@ from helpers.sources.local.config import (
 from helpers.sources.local.mariadb import MariaDBServer
 from helpers.sources.local.postgres import PostgresServer
 from helpers.sources.local.server import binary_version, which
+from helpers.spark_cluster import LocalSparkCluster
 
 __all__ = ["APP_USER", "LOOPBACK", "ConnInfo", "LocalStack", "StackPaths"]
 
@@ -45,7 +46,9 @@ class LocalStack(PostgresServer, MariaDBServer):
 
     def start(self) -> list[ServerStatus]:
         """Start both database servers and the local metastore (no-op for a running one) and
-        apply roles, users and databases.
+        apply roles, users and databases; also the local Spark cluster when ``spark.master`` names
+        it (:mod:`helpers.spark_cluster`), so notebook 01's start brings up every server a later
+        Spark session needs.
 
         Returns:
             The status of every server.
@@ -58,6 +61,9 @@ class LocalStack(PostgresServer, MariaDBServer):
             self.start_postgres()
             self.start_mariadb()
             LocalMetastore(self.params).start()
+            cluster = LocalSparkCluster(self.params)
+            if cluster.wanted:
+                cluster.start()
         return self.status()
 
     def stop(self) -> list[ServerStatus]:
