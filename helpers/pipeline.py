@@ -47,10 +47,10 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     Returns:
         The status of every server.
     """
-    statuses = LocalStack(params).start()
+    statuses = LocalStack(params).start()  # the cluster too, when wanted
     cluster = LocalSparkCluster(params)
     if cluster.wanted:
-        statuses += cluster.start()
+        statuses += cluster.status()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
     if params.local.s3.enabled:  # before the sink, which may write Bronze to it
