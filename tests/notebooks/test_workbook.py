@@ -260,31 +260,6 @@ def test_rerun_after_kill9_recovers_without_reloading(
     assert {(r.system, r.table): int(r.rows) for r in shown.itertuples()} == before
 
 
-def test_rerun_after_stack_stop_passes(
-    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
-) -> None:
-    """``./workbook run``, ``./workbook stack stop``, ``./workbook run`` again (notebooks 01 to 03):
-    the stop left the Silver job's status STOPPED; the second run starts servers, capture and a new
-    Silver job, and notebook 03 waits for *that* job's first round (not the stopped one's status)."""
-    from helpers.silver.job import SilverJob
-
-    overrides, params, scratch = workbook
-    command = [sys.executable, "-m", "helpers.cli", "stack", "stop", "--env", "ci"]
-    for key in ("state_dir", "local.postgres.port", "local.mariadb.port", "local.metastore.port"):
-        command += ["--set", f"{key}={overrides[key]}"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
-    assert done.returncode == 0, done.stderr
-    assert not any(s.running for s in LocalStack(params).status())
-    job = SilverJob(params)
-    assert job.status().get("state") == "STOPPED" and job.pid() is None
-    stopped_run = job.status().get("run_id")
-    again = _run(overrides, scratch / "run-after-stop", only=("01", "02", "03"))
-    assert [nb.name[:2] for nb in again.notebooks] == ["01", "02", "03"]
-    status = job.status()
-    assert status.get("state") == "RUNNING" and status.get("run_id") != stopped_run
-    assert status.get("loops", 0) >= 1
-
-
 def test_bad_params_fail_before_any_notebook(workbook: tuple[dict[str, Any], WorkbookParams, Path]) -> None:
     """An unknown key stops the runner at once with the key named; no run folder is written."""
     from helpers.errors import ParamsError
@@ -316,10 +291,29 @@ def _rerun_copy(executed: Path, folder: Path) -> Path:
     return target
 
 
-def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult, tmp_path: Path) -> None:
-    """nbval re-executes each executed notebook (which carries papermill's injected CI parameters)
-    in a fresh kernel: no cell may raise, and cells marked NBVAL_CHECK_OUTPUT must reproduce."""
+def test_stack_stop_then_nbval_lax_reruns_every_executed_notebook(
+    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path], tmp_path: Path
+) -> None:
+    """``./workbook stack stop``, then nbval re-executes each executed notebook (which carries
+    papermill's injected CI parameters) in a fresh kernel: no cell may raise, and cells marked
+    NBVAL_CHECK_OUTPUT must reproduce. The stop left the Silver job's status STOPPED; the re-run's
+    notebook 01 starts the servers, 02 capture, and 03 a new Silver job whose first round it waits
+    for (not the stopped job's status)."""
+    from helpers.silver.job import SilverJob
+
+    overrides, params, _ = workbook
+    command = [sys.executable, "-m", "helpers.cli", "stack", "stop", "--env", "ci"]
+    for key in ("state_dir", "local.postgres.port", "local.mariadb.port", "local.metastore.port"):
+        command += ["--set", f"{key}={overrides[key]}"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not any(s.running for s in LocalStack(params).status())
+    job = SilverJob(params)
+    assert job.status().get("state") == "STOPPED" and job.pid() is None
+    stopped_run = job.status().get("run_id")
+
     executed = [str(_rerun_copy(nb.output_path, tmp_path / "rerun")) for nb in first_run.notebooks]
+    assert [Path(nb).name[:2] for nb in executed] == ["01", "02", "03", "04", "05", "06", "07"]
     proc = subprocess.run(
         [
             sys.executable,
@@ -340,6 +334,9 @@ def test_nbval_lax_reruns_the_executed_notebooks(first_run: RunResult, tmp_path:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+    status = job.status()
+    assert status.get("state") == "RUNNING" and status.get("run_id") != stopped_run
+    assert status.get("loops", 0) >= 1
 
 
 def test_nbval_catches_a_changed_checked_output(first_run: RunResult, tmp_path: Path) -> None:
