@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import tempfile
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -132,12 +133,16 @@ class LocalMetastore:
         folder = self.client_conf_dir
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         target = folder / "hive-site.xml"
-        tmp = folder / ".hive-site.xml.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, target)
+        # a temporary file of its own (0600 from mkstemp): two sessions built at once, in threads or
+        # processes, each replace the file whole; a shared temporary name lost one writer's file
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hive-site.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         return folder
 
     def spark_conf(self) -> dict[str, str]:

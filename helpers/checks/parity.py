@@ -13,6 +13,7 @@ compared with :func:`helpers.checks.compare.compare_frames`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -257,11 +258,13 @@ def silver_vs_source(
     tables = [t for t in params.silver.tables if names is None or t.name in names]
     cache = _digest_cache(params)
     sessions: list[Any] = [spark]
+    building = threading.Lock()
 
-    def session() -> Any:  # built on the first Silver side that is not in the cache
-        if sessions[0] is None:
-            sessions[0] = build_spark_session(params)
-        return sessions[0]
+    def session() -> Any:  # built once, on the first Silver side that is not in the cache
+        with building:
+            if sessions[0] is None:
+                sessions[0] = build_spark_session(params)
+            return sessions[0]
 
     def live_rows(table: SilverTableParams, base: str) -> Any:
         silver = read_hudi_df(session(), base)
