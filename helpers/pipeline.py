@@ -47,14 +47,14 @@ def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     Returns:
         The status of every server.
     """
-    statuses = LocalStack(params).start()  # the cluster too, when wanted
+    statuses = LocalStack(params).start()  # the cluster and the lake's S3 server too, when wanted
     cluster = LocalSparkCluster(params)
     if cluster.wanted:
         statuses += cluster.status()
     if params.local.registry.enabled:
         statuses.append(LocalRegistry(params).start())
-    if params.local.s3.enabled:  # before the sink, which may write Bronze to it
-        statuses.append(LocalS3Server(params).start())
+    if params.local.s3.enabled:  # started above, before the sink, which may write Bronze to it
+        statuses.append(LocalS3Server(params).status())
     if local_worker(params):
         statuses += LocalKafka(params).start()
         BronzeSink(params).start()

@@ -219,11 +219,13 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
 def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> ConnectorBackend:
     """The backend ``params.capture.backend`` names."""
     cap = params.capture
+    # this process's S3 clients read the lake where capture writes it (notebook 02's listing)
+    bronze_s3 = use_lake_s3(params) if is_s3(params.lake.bronze) else None
     if cap.backend == "embedded":
         return EmbeddedBackend(
             state_dir=params.state_path,
             bronze_root=lake_uri(params, params.lake.bronze),
-            bronze_s3=use_lake_s3(params) if is_s3(params.lake.bronze) else None,
+            bronze_s3=bronze_s3,
             bronze_format=cap.bronze_format,
             flush_interval_ms=cap.flush_interval_ms,
             max_batch_size=cap.max_batch_size,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from helpers.lakefs_server import LocalS3Server
 from helpers.metastore import LocalMetastore
 from helpers.proc import ServerStatus
 from helpers.sources.local.config import (
@@ -47,8 +48,9 @@ class LocalStack(PostgresServer, MariaDBServer):
     def start(self) -> list[ServerStatus]:
         """Start both database servers and the local metastore (no-op for a running one) and
         apply roles, users and databases; also the local Spark cluster when ``spark.master`` names
-        it (:mod:`helpers.spark_cluster`), so notebook 01's start brings up every server a later
-        Spark session needs.
+        it (:mod:`helpers.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
+        (:mod:`helpers.lakefs_server`), so notebook 01's start brings up every server a later
+        Spark session or capture worker needs.
 
         Returns:
             The status of every server.
@@ -64,6 +66,8 @@ class LocalStack(PostgresServer, MariaDBServer):
             cluster = LocalSparkCluster(self.params)
             if cluster.wanted:
                 cluster.start()
+            if self.params.local.s3.enabled:
+                LocalS3Server(self.params).start()
         return self.status()
 
     def stop(self) -> list[ServerStatus]:
