@@ -223,43 +223,6 @@ def test_no_secret_in_executed_notebooks(
             assert secret not in text, f"a password leaked into {path}"
 
 
-def test_rerun_after_kill9_recovers_without_reloading(
-    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
-) -> None:
-    """kill -9 of both servers, then the runner again (notebooks 01 to 03, the ones that start
-    and load the servers, capture and Silver; nbval re-runs all seven below): servers come back,
-    nothing reloads, and rows changed since the first load (a scripted update, the notebooks' own
-    changes) are kept: the second run counts exactly what the sources held before the kill."""
-    from helpers.sources.cdc import source_row_counts
-
-    overrides, params, scratch = workbook
-    stack = LocalStack(params)
-    with stack.connect_postgres("ems") as conn:
-        conn.execute("UPDATE ems.venue SET venueseats = 4242 WHERE venueid = 1")
-        conn.commit()
-    # the first run's notebooks changed the sources (04, 07): those counts must survive as they are
-    before = {(r.system, r.table): int(r.rows) for r in source_row_counts(stack, params).itertuples()}
-    pids = {s.server: s.pid for s in stack.status()}
-    assert all(pids.values()), pids
-    for pid in pids.values():
-        assert pid is not None
-        os.kill(pid, signal.SIGKILL)
-    wait_until(
-        lambda: not any(s.running for s in stack.status()), timeout_s=30, what="the killed servers to be gone"
-    )
-
-    second = _run(overrides, scratch / "run2", only=("01", "02", "03"))
-    loads = pd.read_csv(second.run_dir / "01_loads.csv")
-    assert not loads["loaded"].any(), loads[loads["loaded"]]
-    new_pids = {s.server: s.pid for s in stack.status()}
-    assert all(new_pids[k] != pids[k] for k in pids)
-    with stack.connect_postgres("ems") as conn:
-        row = conn.execute("SELECT venueseats FROM ems.venue WHERE venueid = 1").fetchone()
-    assert row is not None and row[0] == 4242
-    shown = pd.read_csv(second.run_dir / "01_source_row_counts.csv")
-    assert {(r.system, r.table): int(r.rows) for r in shown.itertuples()} == before
-
-
 def test_bad_params_fail_before_any_notebook(workbook: tuple[dict[str, Any], WorkbookParams, Path]) -> None:
     """An unknown key stops the runner at once with the key named; no run folder is written."""
     from helpers.errors import ParamsError
@@ -272,17 +235,23 @@ def test_bad_params_fail_before_any_notebook(workbook: tuple[dict[str, Any], Wor
     assert not (scratch / "bad").exists()
 
 
-def _rerun_copy(executed: Path, folder: Path) -> Path:
+def _rerun_copy(executed: Path, folder: Path, extra: dict[str, Any] | None = None) -> Path:
     """A copy of an executed notebook whose injected ``run_dir`` is ``folder``, so re-executing it
-    never overwrites the first run's artefacts (the tests here read those)."""
+    never overwrites the first run's artefacts (the tests here read those), and whose injected
+    ``overrides`` also hold ``extra``."""
+    import ast
+
     notebook = json.loads(executed.read_text())
     for cell in notebook["cells"]:
         if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            lines = [
-                f"run_dir = {json.dumps(str(folder))}" if line.startswith("run_dir = ") else line
-                for line in source.splitlines()
-            ]
+            lines = []
+            for line in source.splitlines():
+                if line.startswith("run_dir = "):
+                    line = f"run_dir = {json.dumps(str(folder))}"
+                elif line.startswith("overrides = ") and extra:
+                    line = f"overrides = {ast.literal_eval(line.split('=', 1)[1].strip()) | extra!r}"
+                lines.append(line)
             assert any(line.startswith("run_dir = ") for line in lines), executed.name
             cell["source"] = "\n".join(lines)
     target = folder / executed.name
@@ -291,28 +260,49 @@ def _rerun_copy(executed: Path, folder: Path) -> Path:
     return target
 
 
-def test_stack_stop_then_nbval_lax_reruns_every_executed_notebook(
+def test_kill9_and_stack_stop_then_nbval_lax_reruns_every_notebook_without_reloading(
     first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path], tmp_path: Path
 ) -> None:
-    """``./workbook stack stop``, then nbval re-executes each executed notebook (which carries
-    papermill's injected CI parameters) in a fresh kernel: no cell may raise, and cells marked
-    NBVAL_CHECK_OUTPUT must reproduce. The stop left the Silver job's status STOPPED; the re-run's
-    notebook 01 starts the servers, 02 capture, and 03 a new Silver job whose first round it waits
-    for (not the stopped job's status)."""
+    """``kill -9`` of both database servers, then ``./workbook stack stop`` (which stops the rest:
+    the Silver job's status is STOPPED), then nbval re-executes each executed notebook (which
+    carries papermill's injected CI parameters) in a fresh kernel: no cell may raise, and cells
+    marked NBVAL_CHECK_OUTPUT must reproduce. The re-run's notebook 01 brings the crashed servers
+    back without reloading anything, and rows changed since the first load (a scripted update, the
+    first run's own changes in notebooks 04 and 07) are kept: it counts exactly what the sources
+    held before the kill; 02 starts capture, and 03 a new Silver job whose first round it waits
+    for (not the stopped job's status). Notebook 07 re-runs one scenario (the first run ran one
+    per engine; the short set is the integration tier's)."""
     from helpers.silver.job import SilverJob
+    from helpers.sources.cdc import source_row_counts
 
     overrides, params, _ = workbook
+    stack = LocalStack(params)
+    with stack.connect_postgres("ems") as conn:
+        conn.execute("UPDATE ems.venue SET venueseats = 4242 WHERE venueid = 1")
+        conn.commit()
+    before = {(r.system, r.table): int(r.rows) for r in source_row_counts(stack, params).itertuples()}
+    pids = {s.server: s.pid for s in stack.status()}
+    assert all(pids.values()), pids
+    for pid in pids.values():
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+    wait_until(
+        lambda: not any(s.running for s in stack.status()), timeout_s=30, what="the killed servers to be gone"
+    )
+
     command = [sys.executable, "-m", "helpers.cli", "stack", "stop", "--env", "ci"]
     for key in ("state_dir", "local.postgres.port", "local.mariadb.port", "local.metastore.port"):
         command += ["--set", f"{key}={overrides[key]}"]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
-    assert not any(s.running for s in LocalStack(params).status())
+    assert not any(s.running for s in stack.status())
     job = SilverJob(params)
     assert job.status().get("state") == "STOPPED" and job.pid() is None
     stopped_run = job.status().get("run_id")
 
-    executed = [str(_rerun_copy(nb.output_path, tmp_path / "rerun")) for nb in first_run.notebooks]
+    rerun = tmp_path / "rerun"
+    one = {"conformance.scenarios": ["deletes_postgres"]}
+    executed = [str(_rerun_copy(nb.output_path, rerun, one)) for nb in first_run.notebooks]
     assert [Path(nb).name[:2] for nb in executed] == ["01", "02", "03", "04", "05", "06", "07"]
     proc = subprocess.run(
         [
@@ -327,7 +317,7 @@ def test_stack_stop_then_nbval_lax_reruns_every_executed_notebook(
             "-q",
             *executed,
         ],
-        cwd=tmp_path / "rerun",
+        cwd=rerun,
         capture_output=True,
         text=True,
         timeout=1800,
@@ -337,6 +327,18 @@ def test_stack_stop_then_nbval_lax_reruns_every_executed_notebook(
     status = job.status()
     assert status.get("state") == "RUNNING" and status.get("run_id") != stopped_run
     assert status.get("loops", 0) >= 1
+
+    loads = pd.read_csv(rerun / "01_loads.csv")
+    assert not loads["loaded"].any(), loads[loads["loaded"]]
+    new_pids = {s.server: s.pid for s in stack.status()}
+    assert all(new_pids[k] != pids[k] for k in pids)
+    with stack.connect_postgres("ems") as conn:
+        row = conn.execute("SELECT venueseats FROM ems.venue WHERE venueid = 1").fetchone()
+    assert row is not None and row[0] == 4242
+    shown = pd.read_csv(rerun / "01_source_row_counts.csv")
+    assert {(r.system, r.table): int(r.rows) for r in shown.itertuples()} == before
+    conformance = pd.read_csv(rerun / "07_conformance.csv")
+    assert set(conformance["scenario"]) == {"deletes_postgres"} and (conformance["status"] == "passed").all()
 
 
 def test_nbval_catches_a_changed_checked_output(first_run: RunResult, tmp_path: Path) -> None:
