@@ -58,15 +58,22 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
 
 
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
-    """Local mode: the driver (its own executor) runs the serial collector, after the UTC and IPv4
-    options; with spark.master empty (EMR, spark-submit) the cluster's collector is left alone."""
-    local = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
-    options = local["spark.driver.extraJavaOptions"].split()
-    assert options[:2] == ["-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true"]
-    assert options[-1] == "-XX:+UseSerialGC"
-    assert "-XX:+UseSerialGC" not in local["spark.executor.extraJavaOptions"]
+    """Local mode: the driver (its own executor) runs the serial collector and, unless it is a
+    long-running service, the C1 compiler only, after the UTC and IPv4 options; with spark.master
+    empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
+    params = load_params("ci", overrides={"spark.catalog": "none"})
+    options = spark_conf(params)["spark.driver.extraJavaOptions"].split()
+    assert options == [
+        "-Duser.timezone=UTC",
+        "-Djava.net.preferIPv4Stack=true",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+    ]
+    service = spark_conf(params, long_running=True)
+    assert service["spark.driver.extraJavaOptions"].split() == options[:3]
+    assert "-XX:" not in service["spark.executor.extraJavaOptions"]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
-    assert "GC" not in cluster["spark.driver.extraJavaOptions"]
+    assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
 
 
 def test_the_local_catalog_needs_a_running_metastore(tmp_path: Path) -> None:
