@@ -74,27 +74,15 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 #: in the same time (24.2 s against 23.3 s). Not applied on a cluster (``spark.master`` empty).
 LOCAL_DRIVER_GC = "-XX:+UseSerialGC"
 
-#: JIT of a short-lived local-mode driver (a notebook kernel, a command, a test): the C1 compiler
-#: only. Measured with the first Silver load of a fresh stack (same machine, same run order
-#: swapped): 32.5 / 40.1 s against 47.5 / 49.4 s at CI scale, and 66.9 / 67.9 s against 77.6 /
-#: 79.1 s at full scale. The long-running Silver job keeps the full tiered JIT
-#: (``long_running=True``): once warm, C2's code writes a one-row ``sale`` round in 2.0 to 2.2 s
-#: against 2.7 to 3.3 s with C1 alone.
-LOCAL_DRIVER_QUICK_JIT = "-XX:TieredStopAtLevel=1"
-
 _QUIET_LOG_LEVEL = "ERROR"
 
 
-def spark_conf(
-    params: WorkbookParams, extra_jar_sets: tuple[str, ...] = (), *, long_running: bool = False
-) -> dict[str, str]:
+def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:
     """The Spark settings of a session for ``params`` (see ``docs/architecture.md``, "Foundation").
 
     Args:
         params: workbook parameters (``spark`` section; ``local.metastore`` for the local catalog).
         extra_jar_sets: further sets of ``scripts/jars.tsv`` to load (benchmarks: ``bench``).
-        long_running: a service (the continuous Silver job): a local-mode driver keeps the full
-            tiered JIT instead of :data:`LOCAL_DRIVER_QUICK_JIT`.
 
     Returns:
         Setting name to value.
@@ -105,9 +93,9 @@ def spark_conf(
     settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
     settings["spark.driver.memory"] = params.spark.driver_memory
     if params.spark.master.startswith("local"):
-        settings["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_GC}"
-        if not long_running:
-            settings["spark.driver.extraJavaOptions"] += f" {LOCAL_DRIVER_QUICK_JIT}"
+        settings["spark.driver.extraJavaOptions"] += " ".join(
+            ("", LOCAL_DRIVER_GC, *params.local.jit_options)
+        )
     cluster = LocalSparkCluster(params)
     if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded
         if cluster.pids()["master"] is None:
@@ -116,6 +104,7 @@ def spark_conf(
                 "running; start it with ./workbook stack start"
             )
         settings["spark.executor.memory"] = params.local.spark.executor_memory
+        settings["spark.executor.extraJavaOptions"] += " ".join(("", *params.local.jit_options))
         settings["spark.cores.max"] = str(params.local.spark.app_cores)
     local_s3 = use_lake_s3(params)
     jars: list[str] = []
@@ -191,7 +180,6 @@ def build_spark_session(
     conf: Mapping[str, str] | None = None,
     *,
     extra_jar_sets: tuple[str, ...] = (),
-    long_running: bool = False,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with the workbook's settings.
 
@@ -204,7 +192,6 @@ def build_spark_session(
         app_name: Spark application name.
         conf: extra or overriding Spark settings (win over everything else).
         extra_jar_sets: further jar sets of ``scripts/jars.tsv`` (benchmarks: ``("bench",)``).
-        long_running: the session of a service (see :func:`spark_conf`).
 
     Returns:
         The active SparkSession: Hudi datasource available, session time zone UTC.
@@ -221,7 +208,7 @@ def build_spark_session(
         return active
     if params is None:
         params = load_params("local")
-    settings = spark_conf(params, extra_jar_sets, long_running=long_running)
+    settings = spark_conf(params, extra_jar_sets)
     settings.update(conf or {})
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -93,6 +93,8 @@ class LocalSparkCluster:
                 "SPARK_NO_DAEMONIZE": "1",
             }
         )
+        if self.params.local.jit_options:
+            env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(self.params.local.jit_options)
         return env
 
     def state(self) -> dict[str, Any] | None:

@@ -143,17 +143,8 @@ class EmbeddedBackend:
     flush_interval_ms: int = 250
     max_batch_size: int = 8192
     #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
-    #: collector keeps a small heap's footprint small). The C1 compiler alone: the pipeline of a
-    #: fresh stack (sample data, five workers started) was ready in 12.0 s against 23.2 s with the
-    #: tiered JIT at CI scale, and the full-scale snapshots took 77.6 s against 85.5 s
-    #: (``ensure_pipeline`` then ``wait_for_snapshots`` on a fresh stack, both JITs in one session).
-    jvm_opts: tuple[str, ...] = (
-        "-Xms64m",
-        "-Xmx512m",
-        "-XX:-UseG1GC",
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-    )
+    #: collector keeps a small heap's footprint small)
+    jvm_opts: tuple[str, ...] = ("-Xms64m", "-Xmx512m", "-XX:-UseG1GC", "-XX:+UseSerialGC")
 
     def directory(self, name: str) -> Path:
         """The connector's directory (config, status, offsets, log)."""

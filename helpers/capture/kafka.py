@@ -213,8 +213,7 @@ class LocalKafka:
             f"-Xmx{heap}",
             f"-Xms{min(64, int(heap[:-1]) * (1024 if heap.endswith('g') else 1))}m",
             "-XX:+UseSerialGC",
-            # C1 only: a light local load starts sooner (the Kafka notebook test: 214 s against 242 s)
-            "-XX:TieredStopAtLevel=1",
+            *self.params.local.jit_options,
             "-XX:MaxMetaspaceSize=192m",
             "-Djava.awt.headless=true",
             "-Djava.net.preferIPv4Stack=true",

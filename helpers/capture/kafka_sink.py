@@ -250,7 +250,6 @@ def run(directory: Path) -> int:
             app_name="workbook-bronze-sink",
             conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"},
             extra_jar_sets=(JAR_SET,),
-            long_running=True,
         )
     except Exception as exc:  # noqa: BLE001 - shown in the status, the process ends
         status.update(state="FAILED", error=f"{type(exc).__name__}: {exc}")

@@ -229,6 +229,7 @@ def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> Connec
             bronze_format=cap.bronze_format,
             flush_interval_ms=cap.flush_interval_ms,
             max_batch_size=cap.max_batch_size,
+            jvm_opts=(*EmbeddedBackend.jvm_opts, *params.local.jit_options),
         )
     if cap.backend == "kafka_connect":
         if not local_worker(params):  # a worker someone else runs, and its own sink

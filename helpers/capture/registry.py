@@ -349,8 +349,7 @@ class LocalRegistry:
             str(java),
             f"-Xmx{self.settings.heap}",
             "-XX:+UseSerialGC",
-            # C1 only: a light local load starts sooner (the Kafka notebook test: 214 s against 242 s)
-            "-XX:TieredStopAtLevel=1",
+            *self.params.local.jit_options,
             "-Djava.net.preferIPv4Stack=true",
             f"-Djava.io.tmpdir={self.home / 'tmp'}",
             "-jar",

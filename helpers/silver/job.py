@@ -91,9 +91,7 @@ def run(directory: Path) -> int:
     write_status(directory, status)
     job_spark = params.spark.model_copy(update={"driver_memory": params.silver.job_driver_memory})
     spark = build_spark_session(
-        params.model_copy(update={"spark": job_spark}),
-        app_name="workbook-silver-job",
-        long_running=True,
+        params.model_copy(update={"spark": job_spark}), app_name="workbook-silver-job"
     )
     store = bronze_store(params)
     status["state"] = "RUNNING"

@@ -169,6 +169,7 @@ def snapshot_handover(
         bronze_format=ctx.params.capture.bronze_format,
         flush_interval_ms=ctx.params.capture.flush_interval_ms,
         max_batch_size=ctx.params.capture.max_batch_size,
+        jvm_opts=(*EmbeddedBackend.jvm_opts, *ctx.params.local.jit_options),
     )
     stop = threading.Event()
     written: list[int] = []

@@ -142,3 +142,22 @@ def test_parse_overrides_reads_yaml_values_and_names_a_bad_item() -> None:
     for bad in ("novalue", "=3"):
         with pytest.raises(ParamsError, match=f"{bad!r}: use KEY=VALUE"):
             parse_overrides([bad])
+
+
+def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_path: Path) -> None:
+    """``local.jit``: Java's tiered JIT for the user's overlays; the C1 compiler only in the ci
+    overlay, handed to the Debezium workers next to their heap and collector options."""
+    from helpers.capture.backends import EmbeddedBackend
+    from helpers.capture.register import open_backend
+
+    for name in ("local", "local-kafka"):
+        assert load_params(name).local.jit_options == ()
+    ci = load_params("ci", overrides={"state_dir": str(tmp_path / "st")})
+    assert ci.local.jit_options == ("-XX:TieredStopAtLevel=1",)
+    backend = open_backend(ci)
+    assert isinstance(backend, EmbeddedBackend)
+    assert backend.jvm_opts == (*EmbeddedBackend.jvm_opts, "-XX:TieredStopAtLevel=1")
+    with pytest.raises(
+        ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered' or 'quick'"
+    ):
+        load_params("ci", overrides={"local.jit": "fast"})

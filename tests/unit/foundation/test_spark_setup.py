@@ -58,20 +58,15 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
 
 
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
-    """Local mode: the driver (its own executor) runs the serial collector and, unless it is a
-    long-running service, the C1 compiler only, after the UTC and IPv4 options; with spark.master
-    empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
-    params = load_params("ci", overrides={"spark.catalog": "none"})
-    options = spark_conf(params)["spark.driver.extraJavaOptions"].split()
-    assert options == [
-        "-Duser.timezone=UTC",
-        "-Djava.net.preferIPv4Stack=true",
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-    ]
-    service = spark_conf(params, long_running=True)
-    assert service["spark.driver.extraJavaOptions"].split() == options[:3]
-    assert "-XX:" not in service["spark.executor.extraJavaOptions"]
+    """Local mode: the driver (its own executor) runs the serial collector after the UTC and IPv4
+    options, and the C1 compiler only when ``local.jit`` is ``quick`` (the ci overlay); with
+    spark.master empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
+    local = spark_conf(load_params("local", overrides={"spark.catalog": "none"}))
+    options = local["spark.driver.extraJavaOptions"].split()
+    assert options == ["-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true", "-XX:+UseSerialGC"]
+    assert "-XX:" not in local["spark.executor.extraJavaOptions"]
+    ci = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
+    assert ci["spark.driver.extraJavaOptions"].split() == [*options, "-XX:TieredStopAtLevel=1"]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
 
