@@ -143,47 +143,52 @@ def _round(params: WorkbookParams, folder: Path) -> dict[str, Any]:
     return report
 
 
+@pytest.fixture(scope="module")
+def backlog_rounds(cluster_params: WorkbookParams) -> dict[str, tuple[WorkbookParams, dict[str, Any]]]:
+    """First loads of synthetic ``sale`` backlogs on the cluster, each by a driver process of its
+    own: ``small``, 10,000 events (a snapshot of 5,000 keys, then updates and deletes) in files of
+    4,096 events, and ``large``, 100,000 events over 40,000 keys. Name to (parameters, report)."""
+    rounds = {}
+    for name, events, keys, batch in (("small", 10_000, 5_000, 4096), ("large", 100_000, 40_000, 8192)):
+        params = _lake(cluster_params, name)
+        write_sale_backlog(params.path(params.lake.bronze), events=events, keys=keys, batch=batch)
+        rounds[name] = (params, _round(params, params.state_path.parent / name))
+    return rounds
+
+
 def test_executors_read_every_bronze_record_and_silver_equals_the_replay(
-    cluster_params: WorkbookParams,
+    backlog_rounds: dict[str, tuple[WorkbookParams, dict[str, Any]]],
 ) -> None:
-    """A backlog of 30,000 events (a snapshot of 12,000 keys, then updates and deletes): one round
-    on the cluster. Spark's monitoring API shows the reading done by executors, not the driver
-    (the driver ran no task and read nothing; the executors read at least every Bronze byte);
-    Silver equals the replay of Bronze row by row."""
-    params = _lake(cluster_params, "rows")
+    """The small backlog's round: Spark's monitoring API shows the reading done by executors, not
+    the driver (the driver ran no task and read nothing; the executors read at least every Bronze
+    byte); Silver equals the replay of Bronze row by row."""
+    params, report = backlog_rounds["small"]
     bronze = params.path(params.lake.bronze)
-    summary = write_sale_backlog(bronze, events=30_000, keys=12_000, batch=4096)
-    report = _round(params, params.state_path.parent / "rows")
-    assert (report["files"], report["events"], report["master"]) == (
-        summary.files,
-        30_000,
-        params.spark.master,
-    )
+    files = bronze_files(bronze, SALE_TOPIC)
+    assert len(files) == 3  # 10,000 events in files of at most 4,096
+    assert (report["files"], report["events"], report["master"]) == (len(files), 10_000, params.spark.master)
     driver = next(e for e in report["executors"] if e["id"] == "driver")
     workers = [e for e in report["executors"] if e["id"] != "driver"]
     assert driver["totalTasks"] == 0 and driver["totalInputBytes"] == 0
-    bronze_bytes = sum(p.stat().st_size for p in bronze_files(bronze, SALE_TOPIC))
+    bronze_bytes = sum(p.stat().st_size for p in files)
     assert workers and sum(e["totalInputBytes"] for e in workers) >= bronze_bytes
     assert all(e["hostPort"].startswith("127.0.0.1:") for e in workers)
 
     sale = next(t for t in params.silver.tables if t.name == "sale")
-    expected = replay_arrow(read_bronze_arrow(bronze_files(bronze, SALE_TOPIC)), ["salesid"])
+    expected = replay_arrow(read_bronze_arrow(files), ["salesid"])
     silver = read_snapshot(table_config(params, sale).base_path)
     data = [c for c in expected.column_names if not c.startswith("__")]
     assert expected.num_rows > 0
     assert compare_tables(expected.select(data), silver.select(data), ["salesid"]) == []
 
 
-def test_the_drivers_python_memory_stays_flat_as_the_backlog_grows(cluster_params: WorkbookParams) -> None:
-    """The same first load on the cluster, for 10,000 and for 100,000 events, each in a driver
-    process of its own: the driver's Python peak resident memory grows by less than 25 MiB (it
-    holds file listings and per-file counts; the events stay on the executors). Backlogs of 0.45,
-    2.25 and 9 million events are ``bench/bench_backlog.py``'s."""
-    peaks = []
-    for name, events, keys in (("small", 10_000, 5_000), ("large", 100_000, 40_000)):
-        params = _lake(cluster_params, name)
-        write_sale_backlog(params.path(params.lake.bronze), events=events, keys=keys)
-        report = _round(params, params.state_path.parent / name)
-        assert report["events"] == events
-        peaks.append(report["peak_rss_kib"] / 1024)
+def test_the_drivers_python_memory_stays_flat_as_the_backlog_grows(
+    backlog_rounds: dict[str, tuple[WorkbookParams, dict[str, Any]]],
+) -> None:
+    """From 10,000 to 100,000 events, the driver's Python peak resident memory grows by less than
+    25 MiB (it holds file listings and per-file counts; the events stay on the executors).
+    Backlogs of 0.45, 2.25 and 9 million events are ``bench/bench_backlog.py``'s."""
+    small, large = backlog_rounds["small"][1], backlog_rounds["large"][1]
+    assert (small["events"], large["events"]) == (10_000, 100_000)
+    peaks = [small["peak_rss_kib"] / 1024, large["peak_rss_kib"] / 1024]
     assert peaks[1] - peaks[0] < 25, peaks
