@@ -57,6 +57,7 @@ def params() -> Iterator[WorkbookParams]:
             "state_dir": str(state),
             "local.postgres.port": _free_port(),
             "local.mariadb.port": _free_port(),
+            "local.metastore.port": _free_port(),  # never the ci overlay's: a ci stack may be running
             "tickit.scale": 0.01,
         },
     )
@@ -66,9 +67,11 @@ def params() -> Iterator[WorkbookParams]:
 @pytest.fixture(scope="module")
 def stack(params: WorkbookParams) -> Iterator[LocalStack]:
     local = LocalStack(params)
-    local.start()
-    yield local
-    local.stop()
+    try:
+        local.start()  # a server that fails to start must not leave the others running
+        yield local
+    finally:
+        local.stop()
 
 
 @pytest.fixture(scope="module")
