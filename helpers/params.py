@@ -224,13 +224,14 @@ class LocalParams(_Strict):
     s3: S3Params = S3Params()
     spark: LocalSparkParams = LocalSparkParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
-    #: JIT of the JVMs the local stack starts (local-mode Spark drivers, Debezium workers, Kafka,
-    #: Kafka Connect, the registry, S3Proxy). ``tiered``: Java's default, fastest on data of any
-    #: size. ``quick``: the C1 compiler only, which starts sooner and runs long loads slower; for
-    #: tiny data (the ci overlay). Measured on one machine, in one run each:
-    #: ``bench/bench_backlog.py``'s first loads took 132 s (quick) against 93 s (tiered) at 2.25 M
-    #: events and 427 s against 220 s at 9 M; at CI scale, the first Silver load of a fresh stack
-    #: took 33 to 40 s against 48 to 49 s, and its pipeline was ready in 12 s against 23 s.
+    #: JIT of the JVMs the local stack starts (local-mode Spark drivers, the local Spark cluster's
+    #: executors and daemons, Debezium workers, Kafka, Kafka Connect, the registry, S3Proxy).
+    #: ``tiered``: Java's default, fastest on data of any size. ``quick``: the C1 compiler only,
+    #: which starts sooner and runs long loads slower; for tiny data (the ci overlay). Measured on
+    #: one machine, one run each: first loads of ``bench/bench_backlog.py``'s backlogs (its
+    #: ``one_round``) took 132 s (quick) against 93 s (tiered) at 2.25 M events and 427 s against
+    #: 220 s at 9 M; at CI scale, the first Silver load of a fresh stack took 33 to 40 s against
+    #: 48 to 49 s, and its pipeline was ready in 12 s against 23 s.
     jit: Literal["tiered", "quick"] = "tiered"
 
     @property

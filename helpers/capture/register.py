@@ -39,6 +39,7 @@ from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.registry import LocalRegistry
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.lakefs import is_s3, lake_uri, open_store, use_lake_s3
+from helpers.lakefs_server import S3Connection
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -52,6 +53,7 @@ __all__ = [
     "capture_status_frame",
     "config_frame",
     "connector_specs",
+    "embedded_backend",
     "expected_rows",
     "local_endpoints",
     "open_backend",
@@ -216,21 +218,30 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
     return ConnectorSpec(spec.name, spec.engine, spec.source, config, spec.topics)
 
 
+def embedded_backend(
+    params: WorkbookParams, bronze_root: Path | str, bronze_s3: S3Connection | None = None
+) -> EmbeddedBackend:
+    """Embedded workers with the parameters' capture settings and JVM options, writing Bronze
+    under ``bronze_root`` (the lake's, or a conformance scenario's scratch zone)."""
+    cap = params.capture
+    return EmbeddedBackend(
+        state_dir=params.state_path,
+        bronze_root=bronze_root,
+        bronze_s3=bronze_s3,
+        bronze_format=cap.bronze_format,
+        flush_interval_ms=cap.flush_interval_ms,
+        max_batch_size=cap.max_batch_size,
+        jvm_opts=(*EmbeddedBackend.jvm_opts, *params.local.jit_options),
+    )
+
+
 def open_backend(params: WorkbookParams, *, boto3_session: Any = None) -> ConnectorBackend:
     """The backend ``params.capture.backend`` names."""
     cap = params.capture
     # this process's S3 clients read the lake where capture writes it (notebook 02's listing)
     bronze_s3 = use_lake_s3(params) if is_s3(params.lake.bronze) else None
     if cap.backend == "embedded":
-        return EmbeddedBackend(
-            state_dir=params.state_path,
-            bronze_root=lake_uri(params, params.lake.bronze),
-            bronze_s3=bronze_s3,
-            bronze_format=cap.bronze_format,
-            flush_interval_ms=cap.flush_interval_ms,
-            max_batch_size=cap.max_batch_size,
-            jvm_opts=(*EmbeddedBackend.jvm_opts, *params.local.jit_options),
-        )
+        return embedded_backend(params, lake_uri(params, params.lake.bronze), bronze_s3)
     if cap.backend == "kafka_connect":
         if not local_worker(params):  # a worker someone else runs, and its own sink
             return KafkaConnectRestBackend(connect_url(params))

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bronze.read import bronze_files, read_bronze_arrow
-from helpers.capture.backends import EmbeddedBackend, wait_until_running
+from helpers.capture.backends import wait_until_running
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.register import connector_specs, local_endpoints
+from helpers.capture.register import connector_specs, embedded_backend, local_endpoints
 from helpers.checks.conformance.model import (
     ScenarioContext,
     Target,
@@ -163,14 +163,7 @@ def snapshot_handover(
             ctx.params.capture.mysql_server_id + 1000 + random.Random(tag).randrange(1000)
         )
     fresh = ConnectorSpec(name, spec.engine, spec.source, config, spec.topics)
-    backend = EmbeddedBackend(
-        state_dir=ctx.params.state_path,
-        bronze_root=scratch / "bronze",
-        bronze_format=ctx.params.capture.bronze_format,
-        flush_interval_ms=ctx.params.capture.flush_interval_ms,
-        max_batch_size=ctx.params.capture.max_batch_size,
-        jvm_opts=(*EmbeddedBackend.jvm_opts, *ctx.params.local.jit_options),
-    )
+    backend = embedded_backend(ctx.params, scratch / "bronze")
     stop = threading.Event()
     written: list[int] = []
     errors: list[BaseException] = []
