@@ -301,40 +301,6 @@ def test_toast_placeholder_is_visible_in_bronze_for_silver_to_handle(capture: Ca
     assert rows[-1]["eventname"] == "x" * 20_000
 
 
-def test_silver_one_shot_ingestion_equals_every_source_and_takes_each_file_once(capture: Capture) -> None:
-    """Bronze -> Silver Hudi tables (sale also as MoR): every table equals its source through the
-    official reader; a second run finds no new file; after scripted changes another run catches up,
-    and as of the commit before the changes the earlier rows come back."""
-    from helpers.checks.parity import bronze_vs_source, silver_vs_source
-    from helpers.hudi.read import read_snapshot
-    from helpers.hudi.timeline import completed_instants
-    from helpers.silver.ingest import ingest_all
-    from helpers.silver.tables import table_config
-    from helpers.sources.changes import apply_scenario
-
-    params = capture.stack.params
-    assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
-    ingest_all(params)  # (other modules sharing the pipeline may have ingested already)
-    check = silver_vs_source(params)
-    assert check["equal"].all(), check[~check["equal"]]
-    assert (ingest_all(params)["files"] == 0).all()  # every Bronze file exactly once
-
-    category = next(t for t in params.silver.tables if t.name == "category")
-    base = table_config(params, category).base_path
-    first_instant = completed_instants(base)[-1].timestamp
-    before = {r["catid"]: r["catname"] for r in read_snapshot(base).to_pylist()}
-    changed = apply_scenario(params, "delete_reinsert")
-    apply_scenario(params, "rapid_updates")
-    assert bronze_vs_source(params, list(capture.specs.values()), wait_s=30)["equal"].all()
-    ingest_all(params)
-    check = silver_vs_source(params)
-    assert check["equal"].all(), check[~check["equal"]]
-    as_of = {r["catid"]: r["catname"] for r in read_snapshot(base, as_of=first_instant).to_pylist()}
-    assert as_of == before and changed.keys[0] not in as_of
-    latest = {r["catid"]: r["catname"] for r in read_snapshot(base).to_pylist()}
-    assert latest[changed.keys[0]] == "third"
-
-
 def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) -> None:
     """Edge case 7 without full row images (REPLICA IDENTITY DEFAULT): updates that leave a
     12.8 kB out-of-line value untouched carry Debezium's placeholder (checked in Bronze first);
