@@ -15,7 +15,9 @@ replays to the sources, then
   the part no Silver writer can shorten). Where the time goes, per change (medians):
   ``capture`` commit -> Bronze file visible; ``pickup`` -> the Hudi instant is requested (the job's
   round interval, listing and reading Bronze); ``write`` requested -> completed (the Spark job and
-  the commit); ``visible`` completed -> the reader returns the value.
+  the commit); ``visible`` completed -> the reader returns the value. Each case's first change
+  after the job started is timed apart (``warm-up``, not in the p50 / p95): the job's first write
+  of a table in its session runs on a cold JVM path.
 
 Run::
 
@@ -104,9 +106,9 @@ def main() -> int:
         print(f"\n## (b) source commit -> row readable in Silver (continuous job), {args.changes} per case")
         print(
             "| source | table | p50 s | p95 s | max s | baseline capture p50 / p95 s "
-            "| capture / pickup / write / visible (p50 s) | target p50 <= 3, p95 <= 8 |"
+            "| capture / pickup / write / visible (p50 s) | warm-up s | target p50 <= 3, p95 <= 8 |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         scenarios = [
             (
                 "ems",
@@ -134,17 +136,22 @@ def main() -> int:
             ),
         ]
         for source, topic, cases, sql, value_of in scenarios:
+            # one change first, timed apart: the job's first write of a table in its session runs
+            # on a cold JVM path (seconds more); the p50 / p95 are of the steady state after it
+            warm = [Case(c.label, c.base, c.key, c.column) for c in cases]
             with single_row_updates(params, source, sql) as update:
+                warm_values = [value_of(args.changes)]  # a value no measured change sets
+                commit_to_silver(warm, Path(params.lake.bronze) / topic, update, warm_values.__getitem__, 1)
                 commit_to_silver(cases, Path(params.lake.bronze) / topic, update, value_of, args.changes)
             cap50, cap95, _ = quantiles(cases[0].phases["capture"])
             label = f"{params.source(source).engine} ({source})"
-            for case in cases:
+            for case, first in zip(cases, warm, strict=True):
                 p50, p95, top = quantiles(case.latencies)
                 phases = " / ".join(f"{statistics.median(v):.2f}" for v in case.phases.values())
                 verdict = "met" if p50 <= 3 and p95 <= 8 else "NOT met"
                 print(
                     f"| {label} | {case.label} | {p50:.2f} | {p95:.2f} | {top:.2f}"
-                    f" | {cap50:.2f} / {cap95:.2f} | {phases} | {verdict} |",
+                    f" | {cap50:.2f} / {cap95:.2f} | {phases} | {first.latencies[0]:.2f} | {verdict} |",
                     flush=True,
                 )
     return 0
