@@ -123,7 +123,7 @@ def test_position_column_sorts_in_log_order_across_binlog_files(spark: Any) -> N
 def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capture) -> None:
     """The commit metadata prefix covers every workbook key; ordering by ``_cdc_position`` with the
     ordering payload; CoW keeps Hudi's CDC log, MoR compacts inline; Hive sync into the Silver
-    database, MoR without a suffix-less table."""
+    database, MoR without a suffix-less table; Hudi's bloom index."""
     params = capture.stack.params
     mor = next(t for t in params.silver.tables if t.name == "sale_mor")
     cow = next(t for t in params.silver.tables if t.name == "sale")
@@ -135,6 +135,10 @@ def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capt
     assert "hoodie.table.cdc.enabled" not in options
     assert options["hoodie.datasource.hive_sync.database"] == "wb_capture"
     assert silver_write_options(params, cow)["hoodie.table.cdc.enabled"] == "true"
+    # Hudi's bloom index on key-ranged file groups (global with partition moves when partitioned)
+    for table in params.silver.tables:
+        want = "GLOBAL_BLOOM" if table.partition else "BLOOM"
+        assert silver_write_options(params, table)["hoodie.index.type"] == want, table.name
 
 
 @pytest.fixture
