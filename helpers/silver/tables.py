@@ -94,10 +94,10 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
     the CDC feed of a version-6 Merge-on-Read table). The options include Hudi's Hive sync
     (``<name>_ro`` / ``<name>_rt`` for MoR) when ``silver.sync`` is on and there is a catalog. A
     partitioned table uses Hudi's global bloom index with partition-path updates, so a change that
-    moves a key to another partition moves the row (a non-global index would keep both); any other
-    table Hudi's bloom index (one partition, so it finds a key anywhere in the table);
-    :func:`ingest_table` turns it on only for a commit that creates the table or changes its
-    columns (a sync costs about a second, and nothing else changes what the catalog holds).
+    moves a key to another partition moves the row (a non-global index would keep both);
+    :func:`ingest_table` turns the sync on only for a commit that creates the table or changes its
+    columns (a sync costs about a second, and nothing else changes what the catalog holds). A table
+    without partitions uses Hudi's bloom index (one partition: it finds a key anywhere).
     """
     config = table_config(params, table)
     options = {
@@ -129,10 +129,9 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
         # Hudi's bloom index, not Spark's default simple index: a round's keys are checked against
         # each file group's key range (:func:`helpers.silver.ingest.file_groups`) and bloom filter,
         # and only the candidates' keys are read, where the simple index joins the round with every
-        # key of the table. A one-row round of the
-        # 172,456-row ``sale``, timed one round at a time: Hudi's write 1.5-1.8 s against 2.2-2.3 s
-        # (MoR 1.1 against 1.8-1.9 s); the record-level index gave 1.8-2.3 s. End to end:
-        # bench/bench_silver.py
+        # key of the table. A one-row round of the 172,456-row ``sale``, timed one round at a time:
+        # Hudi's write 1.5-1.8 s against 2.2-2.3 s (MoR 1.1 against 1.8-1.9 s); the record-level
+        # index gave 1.8-2.3 s. End to end: bench/bench_silver.py
         options["hoodie.index.type"] = "BLOOM"
     if config.is_mor:
         options["hoodie.compact.inline"] = "true"
