@@ -235,12 +235,9 @@ def test_bad_params_fail_before_any_notebook(workbook: tuple[dict[str, Any], Wor
     assert not (scratch / "bad").exists()
 
 
-def _rerun_copy(executed: Path, folder: Path, extra: dict[str, Any] | None = None) -> Path:
+def _rerun_copy(executed: Path, folder: Path) -> Path:
     """A copy of an executed notebook whose injected ``run_dir`` is ``folder``, so re-executing it
-    never overwrites the first run's artefacts (the tests here read those), and whose injected
-    ``overrides`` also hold ``extra``."""
-    import ast
-
+    never overwrites the first run's artefacts (the tests here read those)."""
     notebook = json.loads(executed.read_text())
     for cell in notebook["cells"]:
         if "injected-parameters" in cell.get("metadata", {}).get("tags", []):
@@ -249,8 +246,6 @@ def _rerun_copy(executed: Path, folder: Path, extra: dict[str, Any] | None = Non
             for line in source.splitlines():
                 if line.startswith("run_dir = "):
                     line = f"run_dir = {json.dumps(str(folder))}"
-                elif line.startswith("overrides = ") and extra:
-                    line = f"overrides = {ast.literal_eval(line.split('=', 1)[1].strip()) | extra!r}"
                 lines.append(line)
             assert any(line.startswith("run_dir = ") for line in lines), executed.name
             cell["source"] = "\n".join(lines)
@@ -270,8 +265,8 @@ def test_kill9_and_stack_stop_then_nbval_lax_reruns_every_notebook_without_reloa
     back without reloading anything, and rows changed since the first load (a scripted update, the
     first run's own changes in notebooks 04 and 07) are kept: it counts exactly what the sources
     held before the kill; 02 starts capture, and 03 a new Silver job whose first round it waits
-    for (not the stopped job's status). Notebook 07 re-runs one scenario (the first run ran one
-    per engine; the short set is the integration tier's)."""
+    for (not the stopped job's status). Notebook 07 re-runs the ``ci`` parameters' one scenario, as
+    the first run did (the short set is the integration tier's)."""
     from helpers.silver.job import SilverJob
     from helpers.sources.cdc import source_row_counts
 
@@ -301,8 +296,7 @@ def test_kill9_and_stack_stop_then_nbval_lax_reruns_every_notebook_without_reloa
     stopped_run = job.status().get("run_id")
 
     rerun = tmp_path / "rerun"
-    one = {"conformance.scenarios": ["deletes_postgres"]}
-    executed = [str(_rerun_copy(nb.output_path, rerun, one)) for nb in first_run.notebooks]
+    executed = [str(_rerun_copy(nb.output_path, rerun)) for nb in first_run.notebooks]
     assert [Path(nb).name[:2] for nb in executed] == ["01", "02", "03", "04", "05", "06", "07"]
     proc = subprocess.run(
         [
