@@ -422,7 +422,7 @@ class SilverParams(_Strict):
     """The Silver zone's Hudi tables."""
 
     tables: tuple[SilverTableParams, ...] = ()
-    min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
     #: the continuous job's Spark driver memory (its rounds are small: at most
     #: ``max_files_per_round`` files per table); notebooks use ``spark.driver_memory``
     job_driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1536m"

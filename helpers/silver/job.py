@@ -69,6 +69,15 @@ def pending_lag(params: WorkbookParams, store: Any = None) -> dict[str, Any]:
     return out
 
 
+def _lag_after(params: WorkbookParams, store: Any, result: Any) -> dict[str, Any]:
+    """The lag to report after a round: listed again (:func:`pending_lag`) when the round took
+    files or failed; a round whose listing found nothing new in any table has nothing pending as
+    of that listing, and an idle loop lists Bronze once, not twice."""
+    if result is None or (not result.empty and int(result["files"].sum())):
+        return pending_lag(params, store)
+    return {t.name: {"pending_files": 0, "oldest_pending_s": 0.0} for t in params.silver.tables}
+
+
 def run(directory: Path) -> int:
     """The job's loop (the worker process)."""
     params = WorkbookParams.model_validate(json.loads((directory / "config.json").read_text()))
@@ -98,6 +107,7 @@ def run(directory: Path) -> int:
     interval = params.silver.min_interval_s
     while not stopping["flag"]:
         started = time.monotonic()
+        result = None
         try:
             result = ingest_all(params, spark=spark)
             for row in result.itertuples():
@@ -113,7 +123,7 @@ def run(directory: Path) -> int:
         except WorkbookError as exc:
             status["error"] = str(exc)
         status["loops"] += 1
-        status["lag"] = pending_lag(params, store)
+        status["lag"] = _lag_after(params, store, result if status["error"] is None else None)
         write_status(directory, status)
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     status["state"] = "STOPPED"
