@@ -7,8 +7,10 @@ Hudi writer the way ingestion creates a table (bulk insert into key-range file g
 ``silver.file_group_rows``), then times single-row upserts through ``write_hudi`` with exactly the
 options ingestion uses (the baseline, measured in the same run), and with one setting at a time
 put back to Hudi's default: the embedded timeline server, timeline-server markers, the metadata
-table, Hive sync on every commit (against the workbook's local metastore), a table in one file
-group. Copy-on-Write and Merge-on-Read. Prints the median and the difference to the baseline.
+table, Hive sync on every commit (against the workbook's local metastore); then without Hudi's
+CDC log, and with the table in one file group or in groups of a half and a quarter of
+``silver.file_group_rows``. Copy-on-Write and Merge-on-Read. Prints the median and the
+difference to the baseline.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench_settings_", dir="/tmp"))
     params = load_params(
-        "ci",
+        "local",  # what users run (the ci parameters' C1-only JIT would slow every write)
         {
             "state_dir": str(work / "st"),
             "lake.silver": str(work / "silver"),
@@ -76,20 +78,28 @@ def main(argv: list[str] | None = None) -> int:
             pq.write_table(row, path)
             return spark.read.parquet(str(path))
 
-        variants: list[tuple[str, dict[str, str], bool]] = [
-            ("the workbook's settings (baseline)", {}, False),
-            ("+ embedded timeline server", {"hoodie.embed.timeline.server": "true"}, False),
+        default_rows = params.silver.file_group_rows
+        # (label, options put back or changed, rows per file group of the bulk insert; 0: one group)
+        variants: list[tuple[str, dict[str, str], int]] = [
+            ("the workbook's settings (baseline)", {}, default_rows),
+            ("+ embedded timeline server", {"hoodie.embed.timeline.server": "true"}, default_rows),
             (
                 "+ timeline-server markers",
                 {
                     "hoodie.embed.timeline.server": "true",
                     "hoodie.write.markers.type": "TIMELINE_SERVER_BASED",
                 },
-                False,
+                default_rows,
             ),
-            ("+ metadata table", {"hoodie.metadata.enable": "true"}, False),
-            ("+ Hive sync on every commit", {"__sync": "true"}, False),
-            ("+ the table in one file group", {}, True),
+            ("+ metadata table", {"hoodie.metadata.enable": "true"}, default_rows),
+            ("+ Hive sync on every commit", {"__sync": "true"}, default_rows),
+            ("- Hudi's CDC log", {"hoodie.table.cdc.enabled": "false"}, default_rows),
+            ("+ the table in one file group", {}, 0),
+            *[
+                (f"file groups of {n:,} rows", {}, n)
+                for n in (default_rows // 2, default_rows // 4)
+                if n >= 1000
+            ],
         ]
         print(
             f"# bench_settings  {rows.num_rows:,} rows, one-row upserts, median of {args.repeat}\n\n"
@@ -98,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
             prepared = []
-            for n, (label, extra, one_group) in enumerate(variants):
+            for n, (label, extra, group_rows) in enumerate(variants):
                 name = f"s_{table_type[:3].lower()}_{n}"
                 table = SilverTableParams(
                     name=name, source="ecomm", table="sale", record_key=("salesid",), table_type=table_type
@@ -112,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 config = table_config(params, table)
                 frame = (
                     base_df.coalesce(1)
-                    if one_group
-                    else file_groups(base_df, rows.num_rows, config, params.silver.file_group_rows)
+                    if not group_rows
+                    else file_groups(base_df, rows.num_rows, config, group_rows)
                 )
                 write_hudi(frame, seed, base)
                 if sync is None:
