@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetch the JVM jars of scripts/jars.tsv from Maven Central into .jars/ (git-ignored) and check
 # each against its pinned SHA-256. A jar already present with the right checksum is not fetched
-# again. Maven's own cache is project-local too (.cache/m2). Three kinds of rows:
+# again; the missing single artifacts are downloaded in one Maven run, then each is checked and
+# placed. Maven's own cache is project-local too (.cache/m2). Three kinds of rows:
 #   group:artifact:version                       one jar, .jars/<artifact>-<version>.jar
 #   group:artifact:version:tar.gz:plugin         a Kafka Connect plugin archive, checked, then
 #                                                unpacked into .jars/connect-plugins/<artifact>-<version>/
@@ -62,27 +63,65 @@ fetch_tree() {  # fetch_tree POM SUMS
   fi
   fetched=$((fetched + 1))
 }
+present() {  # present COORDS SHA: the jar, or the unpacked archive, is in place and checked
+  local coords="$1" sha="$2" group artifact version type classifier base
+  IFS=: read -r group artifact version type classifier <<<"$coords"
+  type="${type:-jar}"
+  base="$artifact-$version${classifier:+-$classifier}"
+  if [ "$type" = jar ]; then
+    [ -f "$dest/$base.jar" ] && [ "$(sha256sum "$dest/$base.jar" | cut -d' ' -f1)" = "$sha" ]
+  elif [ "$classifier" = plugin ]; then
+    [ "$(cat "$dest/connect-plugins/$artifact-$version/.sha256" 2>/dev/null || true)" = "$sha" ]
+  else
+    [ "$(cat "$dest/$base/.sha256" 2>/dev/null || true)" = "$sha" ]
+  fi
+}
+batch="$dest/.batch-$$"  # what prefetch downloaded in one Maven run, moved into place by fetch_artifact
+trap 'rm -rf "$batch"' EXIT
+prefetch() {  # prefetch COORDS...: the missing single artifacts in one Maven run (one JVM start
+  # and one resolution instead of one per artifact; transitive dependencies excluded, as
+  # dependency:copy does); each file is then checked and placed by fetch_artifact
+  local coords group artifact version type classifier deps=""
+  [ $# -gt 1 ] || return 0  # one artifact: dependency:copy is as quick
+  need_mvn "$*"
+  for coords in "$@"; do
+    IFS=: read -r group artifact version type classifier <<<"$coords"
+    deps+="<dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$version</version>"
+    deps+="<type>${type:-jar}</type>${classifier:+<classifier>$classifier</classifier>}"
+    deps+="<exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>"
+  done
+  rm -rf "$batch" && mkdir -p "$batch"
+  printf '%s' "<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>
+<groupId>local.workbook</groupId><artifactId>jar-batch</artifactId><version>0</version><packaging>pom</packaging>
+<dependencies>$deps</dependencies></project>" > "$batch/pom.xml"
+  log "fetching $# artifacts from Maven Central in one run"
+  mvn_run "$# artifacts" -f "$ROOT/$batch/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$ROOT/$batch/files" -Dmdep.overWriteReleases=true
+}
 fetch_artifact() {  # fetch_artifact COORDS SHA
   local coords="$1" sha="$2" group artifact version type classifier base file got into outdir
+  present "$coords" "$sha" && return 0
   IFS=: read -r group artifact version type classifier <<<"$coords"
   type="${type:-jar}"
   base="$artifact-$version${classifier:+-$classifier}"
   if [ "$type" = jar ]; then
     file="$dest/$base.jar"
-    [ -f "$file" ] && [ "$(sha256sum "$file" | cut -d' ' -f1)" = "$sha" ] && return 0
     outdir="$dest"
   else  # an archive: present once unpacked with its stamp; the download itself is temporary
     if [ "$classifier" = plugin ]; then into="$dest/connect-plugins/$artifact-$version"; else into="$dest/$base"; fi
-    [ "$(cat "$into/.sha256" 2>/dev/null || true)" = "$sha" ] && return 0
     outdir="$dest/.download-$$"
     file="$outdir/$base.$type"
     rm -rf "$outdir" && mkdir -p "$outdir"
   fi
-  need_mvn "$coords"
-  log "fetching $coords from Maven Central"
   rm -f "$file"
-  mvn_run "$coords" dependency:copy -Dartifact="$coords" -DoutputDirectory="$ROOT/$outdir" \
-    -Dmdep.overWriteReleases=true
+  if [ -f "$batch/files/$base.$type" ]; then
+    mv "$batch/files/$base.$type" "$file"
+  else
+    need_mvn "$coords"
+    log "fetching $coords from Maven Central"
+    mvn_run "$coords" dependency:copy -Dartifact="$coords" -DoutputDirectory="$ROOT/$outdir" \
+      -Dmdep.overWriteReleases=true
+  fi
   got="$(sha256sum "$file" | cut -d' ' -f1)"
   if [ "$got" != "$sha" ]; then
     rm -f "$file"
@@ -103,14 +142,22 @@ fetch_artifact() {  # fetch_artifact COORDS SHA
   rm -rf "$outdir"
   log "unpacked $coords into $into/"
 }
+rows=()  # the wanted rows of scripts/jars.tsv, as "coords<TAB>sha"
 while IFS=$'\t' read -r set coords sha; do
   case "$set" in ''|'#'*) continue ;; esac
-  wanted=0
-  for s in "${sets[@]}"; do [ "$s" = "$set" ] && wanted=1; done
-  [ "$wanted" = 1 ] || continue
+  for s in "${sets[@]}"; do [ "$s" = "$set" ] && rows+=("$coords"$'\t'"$sha") && break; done
+done < scripts/jars.tsv
+missing=()
+for row in "${rows[@]}"; do
+  IFS=$'\t' read -r coords sha <<<"$row"
+  case "$coords" in tree:*) ;; *) present "$coords" "$sha" || missing+=("$coords") ;; esac
+done
+prefetch "${missing[@]}"
+for row in "${rows[@]}"; do
+  IFS=$'\t' read -r coords sha <<<"$row"
   case "$coords" in
     tree:*) fetch_tree "${coords#tree:}" "$sha" ;;
     *) fetch_artifact "$coords" "$sha" ;;
   esac
-done < scripts/jars.tsv
+done
 [ "$fetched" = 0 ] || log "fetched $fetched item(s) into $dest/"
