@@ -27,6 +27,32 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+# --- two workers (``./workbook test`` runs pytest-xdist with ``-n 2``) ----------------------------
+
+#: Test files of the second worker: the notebook tiers and the Kafka Bronze sink. Each starts its own
+#: servers on free ports and needs none of the integration tier's session fixtures (the shared
+#: pipeline); the first worker runs every other file, in order. Two groups, so at most two stacks
+#: run at once and the time tests spend waiting on servers is used.
+SECOND_WORKER = (
+    "tests/notebooks/test_workbook.py",
+    "tests/notebooks/test_workbook_kafka.py",
+    "tests/integration/test_kafka_bronze_sink.py",
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n 2``: two fixed groups of test files (:data:`SECOND_WORKER` and the rest), each run
+    in collection order by one worker. xdist's own ``loadgroup`` marks do not work with pytest 9.2
+    (it renames node ids, which pytest 9.2 no longer allows), so the groups are made here."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "second" if nodeid.split("::", 1)[0] in SECOND_WORKER else "first"
+
+    return TwoGroups(config, log)
+
+
 # --- the project's own lake stays untouched -----------------------------------------------------
 
 _PROJECT_LAKE = Path(__file__).resolve().parent.parent / "lake"
