@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
-from support.pipeline import Capture
+from support.pipeline import Capture, own_job_params
 
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
@@ -361,24 +361,12 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     from helpers.sources.changes import apply_scenario
 
     base = capture.stack.params
-    category = next(t for t in base.silver.tables if t.name == "category")
-    params = base.model_copy(
-        update={
-            "lake": base.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
-            "silver": base.silver.model_copy(update={"tables": (category,), "sync": False}),
-        }
-    )
-    job_params = params.model_copy(  # the job's own state folder: it never meets the pipeline's job
-        update={
-            "state_dir": str(tmp_path / "state"),
-            "spark": params.spark.model_copy(update={"catalog": "none"}),  # no metastore in that folder
-        }
-    )
+    params, job_params = own_job_params(base, "category", tmp_path)
     job = SilverJob(job_params)
     job.start()
     try:
         wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
-        path = table_config(params, category).base_path
+        path = table_config(params, params.silver.tables[0]).base_path
         writer = threading.Thread(target=lambda: [apply_scenario(base, "burst") for _ in range(5)])
         writer.start()
         wait_until(

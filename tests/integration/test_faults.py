@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.pipeline import Capture
+from support.pipeline import Capture, own_job_params
 
 from helpers.capture.backends import wait_until_running
 from helpers.checks.parity import bronze_vs_source
@@ -127,22 +127,9 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
     from helpers.silver.tables import table_config
 
     base = capture.stack.params
-    mor = next(t for t in base.silver.tables if t.name == "sale_mor")
-    params = base.model_copy(
-        update={
-            "lake": base.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
-            "silver": base.silver.model_copy(update={"tables": (mor,), "min_interval_s": 0.2, "sync": False}),
-        }
-    )
-    # the job's own state folder, so it never meets the shared pipeline's continuous job
-    job_params = params.model_copy(
-        update={
-            "state_dir": str(tmp_path / "state"),
-            "spark": params.spark.model_copy(update={"catalog": "none"}),  # no metastore in that folder
-        }
-    )
+    params, job_params = own_job_params(base, "sale_mor", tmp_path, min_interval_s=0.2)
     job = SilverJob(job_params)
-    path = table_config(params, mor).base_path
+    path = table_config(params, params.silver.tables[0]).base_path
     stop = threading.Event()
 
     def update_sales() -> None:
