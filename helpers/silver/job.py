@@ -123,7 +123,7 @@ def run(directory: Path) -> int:
         except WorkbookError as exc:
             status["error"] = str(exc)
         status["loops"] += 1
-        status["lag"] = _lag_after(params, store, result if status["error"] is None else None)
+        status["lag"] = _lag_after(params, store, result)  # result: None when the round failed
         write_status(directory, status)
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     status["state"] = "STOPPED"
