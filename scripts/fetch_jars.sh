@@ -63,17 +63,23 @@ fetch_tree() {  # fetch_tree POM SUMS
   fi
   fetched=$((fetched + 1))
 }
-present() {  # present COORDS SHA: the jar, or the unpacked archive, is in place and checked
-  local coords="$1" sha="$2" group artifact version type classifier base
-  IFS=: read -r group artifact version type classifier <<<"$coords"
-  type="${type:-jar}"
-  base="$artifact-$version${classifier:+-$classifier}"
-  if [ "$type" = jar ]; then
-    [ -f "$dest/$base.jar" ] && [ "$(sha256sum "$dest/$base.jar" | cut -d' ' -f1)" = "$sha" ]
-  elif [ "$classifier" = plugin ]; then
-    [ "$(cat "$dest/connect-plugins/$artifact-$version/.sha256" 2>/dev/null || true)" = "$sha" ]
+unpacked_dir() {  # unpacked_dir COORDS: where an archive row is unpacked
+  local group artifact version type classifier
+  IFS=: read -r group artifact version type classifier <<<"$1"
+  if [ "$classifier" = plugin ]; then
+    printf '%s' "$dest/connect-plugins/$artifact-$version"
   else
-    [ "$(cat "$dest/$base/.sha256" 2>/dev/null || true)" = "$sha" ]
+    printf '%s' "$dest/$artifact-$version${classifier:+-$classifier}"
+  fi
+}
+present() {  # present COORDS SHA: the jar, or the unpacked archive, is in place and checked
+  local coords="$1" sha="$2" group artifact version type classifier jar
+  IFS=: read -r group artifact version type classifier <<<"$coords"
+  if [ "${type:-jar}" = jar ]; then
+    jar="$dest/$artifact-$version${classifier:+-$classifier}.jar"
+    [ -f "$jar" ] && [ "$(sha256sum "$jar" | cut -d' ' -f1)" = "$sha" ]
+  else
+    [ "$(cat "$(unpacked_dir "$coords")/.sha256" 2>/dev/null || true)" = "$sha" ]
   fi
 }
 batch="$dest/.batch-$$"  # what prefetch downloaded in one Maven run, moved into place by fetch_artifact
@@ -108,7 +114,7 @@ fetch_artifact() {  # fetch_artifact COORDS SHA
     file="$dest/$base.jar"
     outdir="$dest"
   else  # an archive: present once unpacked with its stamp; the download itself is temporary
-    if [ "$classifier" = plugin ]; then into="$dest/connect-plugins/$artifact-$version"; else into="$dest/$base"; fi
+    into="$(unpacked_dir "$coords")"
     outdir="$dest/.download-$$"
     file="$outdir/$base.$type"
     rm -rf "$outdir" && mkdir -p "$outdir"
