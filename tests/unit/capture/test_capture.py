@@ -55,6 +55,11 @@ def test_postgres_config_uses_pgoutput_publication_slot_heartbeat_and_3_6_flatte
     assert c["transforms.unwrap.delete.tombstone.handling.mode"] == "rewrite"
     assert "transforms.unwrap.delete.handling.mode" not in c  # ignored by 3.6: never rely on it
     assert c["transforms.unwrap.add.fields"] == "op,table,lsn,source.ts_ms"
+    # truncates are emitted and kept as markers: the marker transform runs before unwrap, with its fields
+    assert c["skipped.operations"] == "none"
+    assert c["transforms"] == "truncate,unwrap"
+    assert c["transforms.truncate.type"] == "workbook.connect.TruncateMarker"
+    assert c["transforms.truncate.add.fields"] == c["transforms.unwrap.add.fields"]
     assert (c["decimal.handling.mode"], c["value.converter.decimal.format"]) == ("precise", "NUMERIC")
     assert spec.topics == {"ems.category": "tickit.ems.category", "ems.event": "tickit.ems.event"}
     assert redacted(c)["database.password"] == "********" and "s3cret" not in json.dumps(redacted(c))
@@ -94,7 +99,7 @@ def test_mysql_and_sqlserver_configs() -> None:
         "true",
         "false",
     )
-    assert c["transforms"] == "unwrap,route"
+    assert c["transforms"] == "truncate,unwrap,route"
     assert c["transforms.unwrap.add.fields"] == "op,table,change_lsn,commit_lsn,event_serial_no,source.ts_ms"
     import re
 
