@@ -18,6 +18,7 @@ from helpers.errors import BronzeError
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 __all__ = [
+    "TRUNCATE_OP",
     "UNAVAILABLE_VALUE",
     "BronzeEvent",
     "avro_record",
@@ -27,6 +28,11 @@ __all__ = [
     "event_from_json",
     "position_of",
 ]
+
+
+#: Debezium's op code of a TRUNCATE: capture keeps it as a marker event with its log position and
+#: no key (the ``TruncateMarker`` transform, ``connect/src``); replay and Silver apply it.
+TRUNCATE_OP = "t"
 
 
 @dataclass(frozen=True)

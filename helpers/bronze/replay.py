@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.bronze.events import UNAVAILABLE_VALUE, position_of
+from helpers.bronze.events import TRUNCATE_OP, UNAVAILABLE_VALUE, position_of
 from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
 from helpers.errors import BronzeError
 
@@ -20,7 +20,8 @@ _PLACEHOLDERS = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
 
 def replay(events: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
     """The rows ``events`` leave behind: the newest event per key by log position, a TOAST
-    placeholder keeping the key's previous value, deleted keys (``__deleted=true``) dropped.
+    placeholder keeping the key's previous value, deleted keys (``__deleted=true``) dropped, and
+    nothing from before a TRUNCATE (a marker event, ``__op = 't'``).
 
     Args:
         events: decoded change events (:func:`helpers.bronze.read.read_bronze`), in any order.
@@ -28,6 +29,9 @@ def replay(events: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[st
     """
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for event in sorted(events, key=position_of):
+        if event.get("__op") == TRUNCATE_OP:  # every row so far is gone
+            latest.clear()
+            continue
         k = tuple(event[c] for c in key)
         before = latest.get(k)
         if before is not None:
@@ -93,6 +97,12 @@ def replay_arrow(events: pa.Table, key: Sequence[str]) -> pa.Table:
     }
     numbered = pa.table({**order, _ORDER: pa.array(range(events.num_rows), pa.int64())})
     ranked = pc.sort_indices(numbered, sort_keys=[(name, "ascending") for name in [*order, _ORDER]])
+    if "__op" in events.column_names:  # a TRUNCATE: only the events after the last one count
+        truncates = pc.indices_nonzero(
+            pc.fill_null(pc.equal(events.column("__op").take(ranked), TRUNCATE_OP), False)
+        )
+        if len(truncates):
+            return replay_arrow(events.take(ranked.slice(truncates[-1].as_py() + 1)), key)
     rank = pa.table(
         {
             **{k: events.column(k).take(ranked) for k in key},

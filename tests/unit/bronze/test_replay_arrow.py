@@ -75,3 +75,32 @@ def test_replay_arrow_keeps_the_previous_value_for_a_toast_placeholder() -> None
 def test_replay_arrow_names_missing_positions() -> None:
     with pytest.raises(BronzeError, match="no __lsn"):
         replay_arrow(pa.table({"id": [1], "v": [2]}), ["id"])
+
+
+def test_a_truncate_marker_removes_every_earlier_row_and_keeps_the_later_changes() -> None:
+    """TRUNCATE at lsn 50: the rows before it are gone, the changes after it (shuffled in) stay."""
+    before = [{"id": i, "v": f"old{i}", "__op": "c", "__lsn": 10 + i, "__deleted": "false"} for i in range(5)]
+    marker = {"id": None, "v": None, "__op": "t", "__lsn": 50, "__deleted": None}
+    after = [
+        {"id": 1, "v": "new1", "__op": "c", "__lsn": 60, "__deleted": "false"},
+        {"id": 7, "v": "new7", "__op": "c", "__lsn": 61, "__deleted": "false"},
+        {"id": 7, "v": "new7", "__op": "d", "__lsn": 62, "__deleted": "true"},
+        {"id": 8, "v": "new8", "__op": "c", "__lsn": 63, "__deleted": "false"},
+    ]
+    events = [after[2], *before[3:], marker, after[0], *before[:3], after[1], after[3]]
+    want = [after[0], after[3]]
+    assert _sorted(replay(events, ["id"])) == want
+    assert _sorted(replay_arrow(pa.Table.from_pylist(events), ["id"]).to_pylist()) == want
+
+
+def test_the_last_of_two_truncates_counts_and_a_truncate_at_the_end_leaves_nothing() -> None:
+    events = [
+        {"id": 1, "__op": "c", "__lsn": 1, "__deleted": "false"},
+        {"id": None, "__op": "t", "__lsn": 2, "__deleted": None},
+        {"id": 2, "__op": "c", "__lsn": 3, "__deleted": "false"},
+        {"id": None, "__op": "t", "__lsn": 4, "__deleted": None},
+    ]
+    assert replay(events, ["id"]) == []
+    assert replay_arrow(pa.Table.from_pylist(events), ["id"]).num_rows == 0
+    kept = [*events, {"id": 3, "__op": "c", "__lsn": 5, "__deleted": "false"}]
+    assert replay_arrow(pa.Table.from_pylist(kept), ["id"]).to_pylist() == [kept[-1]] == replay(kept, ["id"])
