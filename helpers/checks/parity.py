@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 from psycopg import sql as pgsql
 
+from helpers.bronze.events import TRUNCATE_OP
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
@@ -38,8 +39,15 @@ from helpers.naming import silver_topic, source_of_connector
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.checked import check_events
-from helpers.silver.prepare import fill_unavailable, latest_per_key, prepare_events, toast_columns
+from helpers.silver.prepare import (
+    fill_unavailable,
+    latest_per_key,
+    position_column,
+    prepare_events,
+    toast_columns,
+)
 from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS, bronze_store, pending_bronze, table_config
+from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate
 from helpers.sources.api import Sources, open_sources
 from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
@@ -119,8 +127,9 @@ def _replay_config(key: Sequence[str]) -> HudiTableConfig:
 def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str], engine: str) -> BronzeReplay:
     """What a topic's Bronze events leave behind, replayed by Spark's executors: the steps of a
     Silver first load (:mod:`helpers.silver.ingest`) without the write, so the newest event per key
-    by log position, TOAST placeholders keeping the key's previous value, deleted keys dropped;
-    bad input left out. One aggregation counts the events, the redelivered ones and the TOAST
+    by log position, TOAST placeholders keeping the key's previous value, deleted keys dropped,
+    nothing from before the last TRUNCATE marker (:mod:`helpers.silver.truncate`); bad input left
+    out. One aggregation counts the events, the redelivered ones and the TOAST
     placeholders (the window that fills them runs only when there are some).
 
     Args:
@@ -136,18 +145,27 @@ def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str],
     events = check_events(read_events(spark, layouts), config, positions)
     if "__op" not in events.columns:
         return BronzeReplay(events.where(F.lit(False)), 0, 0)
-    good = prepare_events(events.where(F.col(BAD_REASON).isNull()), config, engine, positions)
+    good = events.where(F.col(BAD_REASON).isNull())
+    if any(k not in good.columns for k in key):  # TRUNCATE markers only: the table is empty
+        return BronzeReplay(events.where(F.lit(False)), good.count(), 0)
+    marker = F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False))
+    good = prepare_events(good, config, engine, positions).withColumns(
+        {TRUNCATE: marker, LOG_POSITION: position_column(engine, positions)}
+    )
     toast = toast_columns(good)
     identity = [F.col(c) for c in (*positions, *key) if c in good.columns]
     found = good.agg(
         F.count(F.lit(1)).alias("n"),
-        F.countDistinct(*identity).alias("d"),
+        F.count(F.when(~F.col(TRUNCATE), F.lit(1))).alias("rows"),
+        F.countDistinct(*identity).alias("d"),  # a marker has no key: not counted
+        F.max(F.when(F.col(TRUNCATE), F.col(LOG_POSITION))).alias("truncate_at"),
         *[F.max(F.when(t, 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())],
     ).collect()[0]
+    good = after_truncate(good, found["truncate_at"]).drop(TRUNCATE, LOG_POSITION)
     holding = [name for i, name in enumerate(toast) if found[f"t{i}"]]
     if holding:
         good = fill_unavailable(spark, good, config, holding, stored=False)
-    return BronzeReplay(latest_per_key(good, config), int(found["n"]), int(found["n"]) - int(found["d"]))
+    return BronzeReplay(latest_per_key(good, config), int(found["n"]), int(found["rows"]) - int(found["d"]))
 
 
 def _source_digests(

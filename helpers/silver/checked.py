@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from helpers.bronze.events import TRUNCATE_OP
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN, FileLayout
 from helpers.bronze.read import DEBEZIUM_FIELDS, arrow_type
 from helpers.hudi.config import HudiTableConfig
 from helpers.silver.quarantine import VALID_OPS
+from helpers.silver.truncate import is_marker_schema
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame
@@ -31,10 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
 
 #: What an unknown ``__op`` reason says about Debezium's other op codes.
-UNKNOWN_OP_HINT = (
-    "only c, u, d, r are applied (t = truncate: re-snapshot the table; m = logical decoding message: "
-    "not a row)"
-)
+UNKNOWN_OP_HINT = "only c, u, d, r and t (truncate) are applied (m = logical decoding message: not a row)"
 
 
 def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
@@ -99,6 +98,11 @@ def schema_verdicts(
                 continue
             seen.add(part.schema)
             fields = _fields(part.schema)
+            if is_marker_schema(set(fields), config.record_key_fields):  # TRUNCATE markers
+                missing = [f for f in ("__op", *positions) if f not in fields]
+                if missing:
+                    rejected[part.schema] = f"truncate marker lacks log position field(s) {missing}"
+                continue
             missing = [f for f in required if f not in fields]
             if missing:
                 rejected[part.schema] = (
@@ -140,12 +144,19 @@ def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[st
     if "__op" not in columns:  # every schema was rejected: nothing to check
         return events
     op = F.col("__op")
+    marker = F.coalesce(op == F.lit(TRUNCATE_OP), F.lit(False))
     fields = list(dict.fromkeys((*config.record_key_fields, *positions)))
-    nulls: list[Column] = [F.when(F.col(f).isNull(), F.lit(repr(f))) for f in fields if f in columns]
+    # a truncate marker has no key: only its log position is required
+    nulls: list[Column] = [
+        F.when(F.col(f).isNull() & (F.lit(f in positions) | ~marker), F.lit(repr(f)))
+        for f in fields
+        if f in columns
+    ]
     missing = [f for f in fields if f not in columns]
-    null_names = F.concat_ws(", ", *nulls, *[F.lit(repr(f)) for f in missing])
+    missing_names = [F.when(F.lit(f in positions) | ~marker, F.lit(repr(f))) for f in missing]
+    null_names = F.concat_ws(", ", *nulls, *missing_names)
     reason: Any = F.when(
-        op.isNull() | ~op.isin(*sorted(VALID_OPS)),
+        op.isNull() | ~op.isin(*sorted(VALID_OPS | {TRUNCATE_OP})),
         F.concat(
             F.lit("unknown __op "),
             F.coalesce(F.concat(F.lit("'"), op, F.lit("'")), F.lit("None")),

@@ -11,10 +11,10 @@ read, checked, prepared and written by the executors:
    their writer schemas (:func:`helpers.silver.checked.schema_verdicts`);
 3. read, check and prepare the events (Spark's Avro source, :mod:`helpers.silver.checked`,
    :mod:`helpers.silver.prepare`), flag changes older than their key's delete
-   (:mod:`helpers.silver.tombstones`), and count per file (one aggregation);
+   (:mod:`helpers.silver.tombstones`), and count per file (one aggregation, :mod:`helpers.silver.counts`);
 4. set bad input aside (:mod:`helpers.silver.quarantine`, written by the executors);
-5. fill TOAST placeholders, compute the next tombstones, and write with the official Hudi
-   datasource in one commit that carries the checkpoint.
+5. apply a TRUNCATE (:mod:`helpers.silver.truncate`), fill TOAST placeholders, compute the next
+   tombstones, and write with the official Hudi datasource in one commit that carries the checkpoint.
 
 :func:`ingest_all` does every configured table. The guarantees: ``docs/architecture.md``,
 "Silver ingestion". Continuous mode is :mod:`helpers.silver.job`.
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from helpers.bronze.events import TRUNCATE_OP
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import (
     BAD_EVENT,
@@ -50,11 +51,13 @@ from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checked import check_events, data_columns, schema_verdicts
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY
+from helpers.silver.counts import FileCounts, count_files
 from helpers.silver.prepare import (
     DELETED,
     KEY,
     fill_unavailable,
     latest_per_key,
+    position_column,
     prepare_events,
     toast_columns,
 )
@@ -78,6 +81,7 @@ from helpers.silver.tombstones import (
     read_tombstones,
     write_tombstones,
 )
+from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, truncated_rows
 from helpers.spark import build_spark_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -102,7 +106,18 @@ log = logging.getLogger(__name__)
 KEEP_ROUND_BYTES = 16 * 1024 * 1024
 
 #: Columns of the round that Hudi does not write.
-_ROUND_COLUMNS = (FILE_COLUMN, ROW_COLUMN, BAD_REASON, BAD_EVENT, KEY, DELETED, LATE, STONE_HIT)
+_ROUND_COLUMNS = (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    BAD_REASON,
+    BAD_EVENT,
+    KEY,
+    DELETED,
+    LATE,
+    STONE_HIT,
+    TRUNCATE,
+    LOG_POSITION,
+)
 
 
 @dataclass(frozen=True)
@@ -118,24 +133,11 @@ class IngestResult:
     deletes: int = 0
     unavailable_filled: int = 0
     unavailable_unresolved: int = 0
+    truncated_at: str | None = None  # the round's newest TRUNCATE's position (:mod:`helpers.silver.truncate`)
     quarantined: int = 0  # bad input set aside (:mod:`helpers.silver.quarantine`): events, or whole files
     late_dropped: int = 0  # changes not newer than their key's delete (:mod:`helpers.silver.tombstones`)
     seconds: float = 0.0  # wall time of the round
     write_seconds: float = 0.0  # of which the Hudi write (Spark job and commit)
-
-
-@dataclass(frozen=True)
-class _FileCounts:
-    """What one aggregation over a round's events tells of one Bronze file."""
-
-    events: int
-    bad: int
-    late: int
-    deletes: int
-    stone_hits: int
-    min_row: int
-    max_row: int
-    placeholders: dict[str, int]
 
 
 def file_groups(frame: Any, rows: int, config: HudiTableConfig, per_group: int) -> Any:
@@ -148,62 +150,13 @@ def file_groups(frame: Any, rows: int, config: HudiTableConfig, per_group: int) 
     return frame.repartitionByRange(groups, *config.record_key_fields)
 
 
-def _count_files(
-    events: DataFrame, toast: dict[str, Any], *, new_table: bool
-) -> tuple[dict[str, _FileCounts], int]:
-    """One Spark job: per Bronze file, its events, bad, late, deletes, events of tombstoned keys,
-    the rows' range and TOAST placeholders per column; for a new table, the rollup's total row
-    estimates the distinct keys applied (its file groups are sized by it; else 0)."""
-    from pyspark.sql import functions as F
-
-    good = F.col(BAD_REASON).isNull()
-    applied = good & ~F.col(LATE)
-    aggregates = [
-        F.count(F.lit(1)).alias("events"),
-        F.sum(F.when(~good, 1).otherwise(0)).alias("bad"),
-        F.sum(F.when(good & F.col(LATE), 1).otherwise(0)).alias("late"),
-        F.sum(F.when(applied & F.col(DELETED), 1).otherwise(0)).alias("deletes"),
-        F.sum(F.when(good & F.col(STONE_HIT), 1).otherwise(0)).alias("stone_hits"),
-        F.min(ROW_COLUMN).alias("min_row"),
-        F.max(ROW_COLUMN).alias("max_row"),
-        *[
-            F.sum(F.when(applied & test, 1).otherwise(0)).alias(f"ph_{i}")
-            for i, test in enumerate(toast.values())
-        ],
-    ]
-    if new_table:
-        keys_estimate = F.approx_count_distinct(F.when(applied, F.col(KEY))).alias("keys")
-        grouped = events.rollup(FILE_COLUMN).agg(
-            *aggregates, keys_estimate, F.grouping(FILE_COLUMN).alias("total")
-        )
-    else:
-        grouped = events.groupBy(FILE_COLUMN).agg(*aggregates, F.lit(0).alias("total"))
-    out = {}
-    keys = 0
-    for row in grouped.collect():
-        if row["total"]:
-            keys = int(row["keys"] or 0)
-            continue
-        out[row[FILE_COLUMN]] = _FileCounts(
-            events=int(row["events"]),
-            bad=int(row["bad"]),
-            late=int(row["late"]),
-            deletes=int(row["deletes"]),
-            stone_hits=int(row["stone_hits"]),
-            min_row=int(row["min_row"] or 0),
-            max_row=int(row["max_row"] or 0),
-            placeholders={name: int(row[f"ph_{i}"] or 0) for i, name in enumerate(toast)},
-        )
-    return out, keys
-
-
 def _quarantine(
     params: WorkbookParams,
     table: SilverTableParams,
     store: BronzeStore,
     layouts: Sequence[FileLayout],
     events: DataFrame,
-    counts: dict[str, _FileCounts],
+    counts: dict[str, FileCounts],
 ) -> tuple[int, dict[str, int]]:
     """Set the round's bad input aside: whole unreadable files by the driver (a copy and a record,
     no event is read), bad events by the executors. Every record is durable before the commit.
@@ -270,16 +223,19 @@ def _tombstones(
     state: TableState,
     stones: DataFrame | None,
     applied: DataFrame,
-    counts: dict[str, _FileCounts],
+    counts: dict[str, FileCounts],
+    *,
+    truncated: bool = False,
 ) -> dict[str, str]:
     """The tombstone state to commit (its name and oldest tombstone), written only when the
-    batch can change it: a delete, a change of a tombstoned key, or a tombstone past retention."""
+    batch can change it: a delete, a truncate, a change of a tombstoned key, or a tombstone past
+    retention."""
     now = time.time()
     retention = params.silver.tombstone_retention_s
     expired = stones is not None and (
         state.tombstones_oldest is None or now - state.tombstones_oldest > retention
     )
-    changes = any(c.deletes or c.stone_hits for c in counts.values())
+    changes = truncated or any(c.deletes or c.stone_hits for c in counts.values())
     if not changes and not expired:
         out = {TOMBSTONES_KEY: state.tombstones}
         if state.tombstones_oldest is not None:
@@ -389,20 +345,36 @@ def _prepared(
     from pyspark.sql import functions as F
 
     events = check_events(read_events(spark, layouts, rejected), config, positions)
-    if "__op" not in data_columns(events):  # every event is bad input: nothing to prepare
+    columns = data_columns(events)
+    engine = params.source(table.source).engine
+    good = F.col(BAD_REASON).isNull()
+    if "__op" not in columns or any(k not in columns for k in config.record_key_fields):
+        # every event is bad input, or the round holds only truncate markers: nothing to prepare
+        marker = F.lit(False)
+        position: Any = F.lit(None).cast("string")
+        if "__op" in columns and all(p in columns for p in positions):
+            marker = good & F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False))
+            position = position_column(engine, positions)
         return events.withColumns(
             {
                 DELETED: F.lit(False),
                 KEY: F.lit(None).cast("string"),
                 LATE: F.lit(False),
                 STONE_HIT: F.lit(False),
+                TRUNCATE: marker,
+                LOG_POSITION: position,
             }
         )
-    engine = params.source(table.source).engine
-    good = F.col(BAD_REASON).isNull()
     prepared = prepare_events(events, config, engine, positions)
     flagged = flag_late(prepared, stones, config)
-    return flagged.withColumns({LATE: good & F.col(LATE), STONE_HIT: good & F.col(STONE_HIT)})
+    return flagged.withColumns(
+        {
+            LATE: good & F.col(LATE),
+            STONE_HIT: good & F.col(STONE_HIT),
+            TRUNCATE: good & F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False)),
+            LOG_POSITION: position_column(engine, positions),
+        }
+    )
 
 
 def _ingest_prepared(
@@ -423,7 +395,7 @@ def _ingest_prepared(
 
     topic = silver_topic(params, table)
     toast = toast_columns(events)
-    counts, keys = _count_files(events, toast, new_table=state.is_new)
+    counts, keys = count_files(events, toast, new_table=state.is_new)
     quarantined, per_file = _quarantine(params, table, store, layouts, events, counts)
     good_events = sum(c.events - c.bad for c in counts.values())
     late = sum(c.late for c in counts.values())
@@ -432,6 +404,13 @@ def _ingest_prepared(
             table.name, len(files), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
         )
     applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE))
+    truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
+    if truncate_at is not None and not state.is_new:
+        deletes = truncated_rows(spark, applied, config, truncate_at)
+        applied = after_truncate(applied, truncate_at).unionByName(deletes, allowMissingColumns=True)
+        log.info("%s: TRUNCATE at log position %s: all stored rows deleted as of it", table.name, truncate_at)
+    else:
+        applied = after_truncate(applied, truncate_at)
     placeholders = [name for name in toast if any(c.placeholders.get(name) for c in counts.values())]
     filled = unresolved = 0
     if placeholders:  # rare (PostgreSQL under REPLICA IDENTITY DEFAULT): one more job to count
@@ -455,7 +434,9 @@ def _ingest_prepared(
     if per_file:
         metadata[QUARANTINE_KEY] = json.dumps(dict(sorted(per_file.items())))
     if config.delete_mode == "hard":
-        metadata.update(_tombstones(params, config, state, stones, applied, counts))
+        metadata.update(
+            _tombstones(params, config, state, stones, applied, counts, truncated=truncate_at is not None)
+        )
         if late:
             log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
     frame = _write_frame(applied)
@@ -483,6 +464,7 @@ def _ingest_prepared(
         commit.deletes,
         filled,
         unresolved,
+        truncate_at,
         quarantined,
         late,
         seconds=time.monotonic() - started,

@@ -1,0 +1,98 @@
+"""TRUNCATE in a Silver round: a truncate marker deletes every row of the table as of its log
+position, and the changes after it still apply (``docs/operations.md``, "TRUNCATE").
+
+Capture turns Debezium's truncate event into a marker row (``__op = 't'``, its log position, no
+key; the ``TruncateMarker`` transform in ``connect/src``). A round that holds markers takes the
+newest one's position ``T`` (from its one aggregation, :func:`helpers.silver.ingest.ingest_table`)
+and then, all on the executors:
+
+* drops the round's events at or before ``T`` (they were truncated away) and the markers;
+* adds a delete at ``T`` for every row the table holds (read through the official datasource),
+  so the upsert deletes them (hard) or flags them deleted (soft), in the same commit. A key whose
+  change after ``T`` is in the round keeps that change: it is newer than the delete.
+
+An instant before the truncate still shows the rows (time travel), as for any delete.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
+from helpers.hudi.api import read_hudi_df
+from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
+from helpers.hudi.keys import RECORD_KEY_COL
+from helpers.silver.prepare import DELETED, KEY
+from helpers.silver.tables import POSITION_COLUMN
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["LOG_POSITION", "TRUNCATE", "after_truncate", "is_marker_schema", "truncated_rows"]
+
+#: Whether the event is a (good) truncate marker; not written.
+TRUNCATE = "_truncate"
+#: The event's log position as one sortable string (as ``_cdc_position``), for every table; not written.
+LOG_POSITION = "_log_position"
+
+
+def is_marker_schema(field_names: list[str] | set[str], key_fields: tuple[str, ...]) -> bool:
+    """Whether a Bronze writer schema is the truncate marker's: Debezium's fields only (every
+    name starts with ``__``) and none of the record key. A table's own events always carry its
+    key and columns."""
+    names = set(field_names)
+    return "__op" in names and not names & set(key_fields) and all(n.startswith("__") for n in names)
+
+
+def after_truncate(events: DataFrame, truncate_at: str | None) -> DataFrame:
+    """The events to apply: without markers, and, when the round truncates at ``truncate_at``,
+    only those after it."""
+    from pyspark.sql import functions as F
+
+    kept = events.where(~F.col(TRUNCATE))
+    if truncate_at is None:
+        return kept
+    return kept.where(F.col(LOG_POSITION) > F.lit(truncate_at))
+
+
+def truncated_rows(
+    spark: SparkSession, events: DataFrame, config: HudiTableConfig, truncate_at: str
+) -> DataFrame:
+    """A delete at ``truncate_at`` of every row the table holds (soft deletes: the rows not yet
+    flagged), shaped as ``events`` so the two union: the stored row's values, the delete marker
+    set, ``__op = 'd'``, the ordering position ``truncate_at``."""
+    from pyspark.sql import functions as F
+
+    stored = read_hudi_df(spark, config.base_path)
+    if config.delete_mode == "soft" and SOFT_DELETE_FIELD in stored.columns:
+        stored = stored.where(~F.coalesce(F.col(SOFT_DELETE_FIELD).cast("boolean"), F.lit(False)))
+    fixed: dict[str, Column] = {
+        KEY: F.col(RECORD_KEY_COL),
+        DELETED: F.lit(True),
+        DELETE_MARKER_FIELD: F.lit(True),
+        "__op": F.lit("d"),
+        POSITION_COLUMN: F.lit(truncate_at),
+        LOG_POSITION: F.lit(truncate_at),
+        TRUNCATE: F.lit(False),
+        FILE_COLUMN: F.lit(""),
+        ROW_COLUMN: F.lit(-1),
+        BAD_REASON: F.lit(None),
+        BAD_EVENT: F.lit(None),
+    }
+    if config.delete_mode == "soft":
+        fixed[SOFT_DELETE_FIELD] = F.lit(True)
+    out: list[Any] = []
+    for field in events.schema.fields:
+        name = field.name
+        if name in fixed:
+            value = fixed[name]
+        elif name in stored.columns:
+            value = F.col(name)
+        elif field.dataType.typeName() == "boolean":  # the round's flags (late, tombstone hit)
+            value = F.lit(False)
+        else:
+            value = F.lit(None)
+        out.append(value.cast(field.dataType).alias(name))
+    # the table's columns that the round's events do not carry (a round of markers only)
+    out += [F.col(c) for c in stored.columns if c not in events.columns and not c.startswith("_hoodie")]
+    return stored.select(*out)
