@@ -24,14 +24,14 @@ pytestmark = pytest.mark.integration
 
 
 def test_short_set_passes_on_both_engines_and_every_variant(capture: Capture, tmp_path: Path) -> None:
-    """Items 1, 2, 3, 4, 8 on PostgreSQL and MariaDB, in CoW/MoR x hard/soft: all equal to the
-    source, and every comparison reports its tampered copy."""
+    """Items 1, 2, 3, 4, 8 and 13 (TRUNCATE) on PostgreSQL and MariaDB, in CoW/MoR x hard/soft:
+    all equal to the source, and every comparison reports its tampered copy."""
     frame = run_scenarios(capture.stack.params, short=True, silver_root=tmp_path / "conformance")
     assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
         ["scenario", "silver_table", "detail"]
     ].to_string()
     assert set(frame["scenario"]) == set(short_set())
-    assert set(frame["item"]) == {1, 2, 3, 4, 8}
+    assert set(frame["item"]) == {1, 2, 3, 4, 8, 13}
     assert {SCENARIOS[n].engine for n in frame["scenario"]} == {"postgres", "mariadb"}
     for name, rows in frame.groupby("scenario"):
         assert set(zip(rows["table_type"], rows["delete_mode"], strict=True)) == set(VARIANTS), name
@@ -41,7 +41,7 @@ def test_short_set_passes_on_both_engines_and_every_variant(capture: Capture, tm
 
 @pytest.mark.slow
 def test_full_set(capture: Capture, tmp_path: Path) -> None:
-    """Every scenario (items 1-9 and 11; TOAST n/a on MariaDB) passes. Slow: fresh connectors."""
+    """Every scenario (items 1-9, 11 and 13; TOAST n/a on MariaDB) passes. Slow: fresh connectors."""
     frame = run_scenarios(capture.stack.params, silver_root=tmp_path / "conformance")
     assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
         ["scenario", "silver_table", "detail"]

@@ -193,6 +193,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("exact_values_mariadb", 8, "mariadb", (SALE,), maria.exact_values, short=True),
         Scenario("out_of_order_postgres", 9, "postgres", (CATEGORY,), pg.out_of_order),
         Scenario("out_of_order_mariadb", 9, "mariadb", (SALE,), maria.out_of_order),
+        Scenario("truncate_postgres", 13, "postgres", (CATEGORY,), pg.truncate, short=True),
+        Scenario("truncate_mariadb", 13, "mariadb", (DATE,), maria.truncate, short=True),
         Scenario("snapshot_handover_postgres", 11, "postgres", (CATEGORY,), pg.handover, slow=True),
         Scenario("snapshot_handover_mariadb", 11, "mariadb", (SALE,), maria.handover, slow=True),
     )
@@ -200,7 +202,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def short_set() -> list[str]:
-    """Names of the short (CI) set: items 1, 2, 3, 4 and 8 on both engines."""
+    """Names of the short (CI) set: items 1, 2, 3, 4, 8 and 13 (TRUNCATE) on both engines."""
     return [n for n, s in SCENARIOS.items() if s.short]
 
 
@@ -280,7 +282,7 @@ def run_scenarios(
     Args:
         params: the workbook's parameters (local environment).
         names: scenarios to run (default: all, or the short set with ``short``).
-        short: only the short set (items 1, 2, 3, 4, 8 on both engines; for CI).
+        short: only the short set (items 1, 2, 3, 4, 8, 13 on both engines; for CI).
         silver_root: where the variant Silver tables go.
         progress: show a progress bar.
 

@@ -34,6 +34,7 @@ __all__ = [
     "rapid_updates",
     "redelivery",
     "redelivery_delete",
+    "truncate",
 ]
 
 
@@ -231,3 +232,35 @@ def handover(ctx: ScenarioContext) -> None:
                 ctx.delete(SALE, (k - 2,), ingested=False)
 
     snapshot_handover(ctx, "ecomm", SALE, writer)
+
+
+def truncate(ctx: ScenarioContext) -> None:
+    """Day-2: ``TRUNCATE TABLE date`` and a reload without one row (a scripted copy of a day that
+    Silver already holds), then a change after it. In MariaDB a TRUNCATE commits on its own: the
+    reload is the transactions after it."""
+    k = next_key(ctx, DATE, "dateid")
+    with ctx.mariadb() as cur:
+        cur.execute("SELECT min(dateid) FROM `date`")
+        top = cur.fetchone()
+        if not top or top[0] is None:
+            raise SourceError("Failed to script the truncate scenario: ecomm.date is empty")
+        first = int(top[0])
+        cur.execute(
+            "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
+            " SELECT %s, caldate, day, week, month, qtr, year, holiday FROM `date` WHERE dateid = %s",
+            (k, first),
+        )
+    ctx.sync()  # the copy is in Silver before the truncate
+    with ctx.mariadb() as cur:
+        cur.execute(
+            "CREATE TEMPORARY TABLE wb_truncate_copy AS SELECT * FROM `date` WHERE dateid <> %s", (k,)
+        )
+        try:
+            cur.execute("TRUNCATE TABLE `date`")
+            cur.execute("INSERT INTO `date` SELECT * FROM wb_truncate_copy")
+        finally:
+            cur.execute("DROP TEMPORARY TABLE wb_truncate_copy")
+        cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (first,))
+    ctx.delete(DATE, (k,))
+    ctx.touch(DATE, (first,))
+    ctx.sync()

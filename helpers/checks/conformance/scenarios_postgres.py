@@ -39,6 +39,7 @@ __all__ = [
     "redelivery",
     "redelivery_delete",
     "toast",
+    "truncate",
 ]
 
 
@@ -234,3 +235,27 @@ def handover(ctx: ScenarioContext) -> None:
                 ctx.delete(CATEGORY, (k - 2,), ingested=False)
 
     snapshot_handover(ctx, "ems", CATEGORY, writer)
+
+
+def truncate(ctx: ScenarioContext) -> None:
+    """Day-2: ``TRUNCATE`` and a reload in one transaction (one row left out), then changes after it
+    in the same batch: Silver deletes every row as of the truncate and applies what follows."""
+    k = next_key(ctx, CATEGORY, "catid")
+    insert = "INSERT INTO ems.category VALUES (%s, 'Scripted', %s, %s)"
+    with ctx.postgres("ems") as c:
+        for i in (k, k + 1):
+            c.execute(insert, (i, f"tr{i}", "before truncate"))
+    ctx.sync()  # both are in Silver before the truncate
+    with ctx.postgres("ems", autocommit=False) as c, c.transaction():
+        rows = c.execute(
+            "SELECT catid, catgroup, catname, catdesc FROM ems.category WHERE catid <> %s", (k,)
+        ).fetchall()
+        c.execute("TRUNCATE ems.category")
+        with c.cursor() as cur:
+            cur.executemany("INSERT INTO ems.category VALUES (%s, %s, %s, %s)", rows)
+    with ctx.postgres("ems") as c:  # after the truncate, same ingestion batch
+        c.execute("UPDATE ems.category SET catdesc = 'after truncate' WHERE catid = %s", (k + 1,))
+        c.execute(insert, (k + 2, f"tr{k + 2}", "after truncate"))
+    ctx.delete(CATEGORY, (k,))
+    ctx.touch(CATEGORY, (k + 1,), (k + 2,))
+    ctx.sync()
