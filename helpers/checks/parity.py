@@ -14,7 +14,7 @@ compared with :func:`helpers.checks.compare.compare_frames`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -83,11 +83,11 @@ def bronze_vs_source(
         ``redelivered`` (events seen before, same position and key: delivered again), ``equal``.
     """
     sources = open_sources(params)
-    spark = spark or build_spark_session(params)
+    session = _lazy_session(params, spark)
     last: list[pd.DataFrame] = []
 
     def compared() -> bool:
-        last[:] = [_bronze_vs_source_once(params, specs, sources, spark)]
+        last[:] = [_bronze_vs_source_once(params, specs, sources, session)]
         return bool(last[0]["equal"].all())
 
     if wait_s > 0:
@@ -183,8 +183,23 @@ def _digest_cache(params: WorkbookParams) -> DigestCache:
     return DigestCache(params.state_path / "parity")
 
 
+def _lazy_session(params: WorkbookParams, spark: Any) -> Callable[[], Any]:
+    """``spark``, or the session built once on first use: a check whose every side is in the
+    digest cache starts no Spark at all (the re-run of a notebook with nothing new)."""
+    sessions: list[Any] = [spark]
+    building = threading.Lock()
+
+    def session() -> Any:
+        with building:
+            if sessions[0] is None:
+                sessions[0] = build_spark_session(params)
+            return sessions[0]
+
+    return session
+
+
 def _bronze_vs_source_once(
-    params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources, spark: Any
+    params: WorkbookParams, specs: Sequence[ConnectorSpec], sources: Sources, session: Callable[[], Any]
 ) -> pd.DataFrame:
     store = bronze_store(params)
     cache = _digest_cache(params)
@@ -208,6 +223,7 @@ def _bronze_vs_source_once(
         if hit is not None:
             replayed, counts = hit
         else:
+            spark = session()
             replay = bronze_replay(spark, inspect_files(spark, files), key, engine)
             replayed = spark_bucket_digests(replay.rows, columns, key, json_columns)
             counts = {"events": replay.events, "redelivered": replay.redelivered}
@@ -275,14 +291,7 @@ def silver_vs_source(
 
     tables = [t for t in params.silver.tables if names is None or t.name in names]
     cache = _digest_cache(params)
-    sessions: list[Any] = [spark]
-    building = threading.Lock()
-
-    def session() -> Any:  # built once, on the first Silver side that is not in the cache
-        with building:
-            if sessions[0] is None:
-                sessions[0] = build_spark_session(params)
-            return sessions[0]
+    session = _lazy_session(params, spark)
 
     def live_rows(table: SilverTableParams, base: str) -> Any:
         silver = read_hudi_df(session(), base)
