@@ -98,7 +98,8 @@ def test_kill_9_capture_worker_mid_stream_then_silver_equals_the_source(
         topic = capture.specs[source].topics[f"{capture.stack.params.source(source).namespace}.{table}"]
         key_col = "venueid" if source == "ems" else "dateid"
         wait_until(
-            lambda: sum(1 for r in read_bronze(capture.bronze, topic) if r[key_col] in keys) >= 20,
+            # r.get: a topic may hold TRUNCATE / re-snapshot markers, which have no key
+            lambda: sum(1 for r in read_bronze(capture.bronze, topic) if r.get(key_col) in keys) >= 20,
             timeout_s=60,
             what="the first changes before the kill",
             interval_s=0.1,
@@ -275,9 +276,9 @@ def test_read_only_bronze_fails_clearly_then_loses_nothing_once_writable(capture
             wait_until(lambda: not pid_alive(worker), timeout_s=120, what="the failed worker to exit")
             assert "is not writable" in (status.error or "")
             assert str(folder) in (status.error or "")
-            assert not any(r["venueid"] in keys for r in read_bronze(capture.bronze, topic))
+            assert not any(r.get("venueid") in keys for r in read_bronze(capture.bronze, topic))
     finally:
         _ensure_running(capture, "ems")
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=90)["equal"].all()
-    assert {r["venueid"] for r in read_bronze(capture.bronze, topic)} >= set(keys)
+    assert {r.get("venueid") for r in read_bronze(capture.bronze, topic)} >= set(keys)
     _silver_equals_source(params, ["venue"])

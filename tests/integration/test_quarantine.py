@@ -131,14 +131,14 @@ def test_truncated_avro_file_is_set_aside_whole_and_the_rest_is_ingested(params:
 
 
 def test_unknown_op_and_changed_column_type_are_set_aside_per_event(params: WorkbookParams) -> None:
-    """A file with c, u, t and m events: c and u are applied, t and m set aside (record numbers
+    """A file with c, u, x and m events: c and u are applied, x and m set aside (record numbers
     2 and 4); then a file whose ``price`` arrives as text while the table holds a decimal: every
     event of it is set aside, none applied. The commit lists the counts."""
     _write(params, [_raw(10, 1, "a")])
     ingest_table(params, _category(params))
     mixed = _write(
         params,
-        [_raw(20, 2, "b"), _raw(21, 9, "x", op="t"), _raw(22, 1, "a2", op="u"), _raw(23, 9, "y", op="m")],
+        [_raw(20, 2, "b"), _raw(21, 9, "x", op="x"), _raw(22, 1, "a2", op="u"), _raw(23, 9, "y", op="m")],
     )
     typed = _write(params, [_raw(30, 1, "wrong", price="12.50", kind="string")])
 
@@ -152,7 +152,7 @@ def test_unknown_op_and_changed_column_type_are_set_aside_per_event(params: Work
     reasons = dict(
         zip(frame["record"].astype(int).astype(str) + frame["bronze_file"], frame["reason"], strict=True)
     )
-    assert "unknown __op 't'" in reasons["2" + str(mixed)]
+    assert "unknown __op 'x'" in reasons["2" + str(mixed)]
     assert "unknown __op 'm'" in reasons["4" + str(mixed)]
     assert "'price' is string in this event but decimal128(8, 2)" in reasons["1" + str(typed)]
     record = json.loads(
@@ -190,7 +190,7 @@ def test_a_record_written_before_a_failed_commit_is_rewritten_not_duplicated(
     commits: one record, the good rows applied once."""
     import helpers.silver.ingest as silver
 
-    _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b", op="t")])
+    _write(params, [_raw(10, 1, "a"), _raw(11, 2, "b", op="x")])
     real = silver.write_hudi
 
     def failing(*args: Any, **kwargs: Any) -> Any:
