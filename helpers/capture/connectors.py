@@ -18,7 +18,9 @@ from helpers.naming import topic_name
 __all__ = [
     "BINLOG_CONNECTORS",
     "ConnectorSpec",
+    "NOTIFICATION_TOPIC",
     "SECRET_KEYS",
+    "SNAPSHOT_POSITION",
     "TRUNCATE_MARKER",
     "flatten_transform",
     "postgres_source_config",
@@ -26,14 +28,22 @@ __all__ = [
     "sqlserver_source_config",
     "bronze_s3_sink_config",
     "redacted",
+    "signal_settings",
     "UNAVAILABLE_VALUE",
 ]
 
 #: Configuration keys whose values are secrets (masked by :func:`redacted`).
 SECRET_KEYS = ("database.password", "aws.secret.access.key", "password")
 
+#: Where the connectors publish Debezium's notifications (incremental snapshot progress): the
+#: embedded worker records them in its status (:mod:`helpers.capture.worker`).
+NOTIFICATION_TOPIC = "__debezium-notifications"
+
 #: The workbook's transform that keeps a truncate event as a flat marker (``connect/src``).
 TRUNCATE_MARKER = "workbook.connect.TruncateMarker"
+
+#: The workbook's transform that gives an incremental snapshot's reads their log position (``connect/src``).
+SNAPSHOT_POSITION = "workbook.connect.SnapshotPosition"
 
 #: Fields ``ExtractNewRecordState`` adds per engine (source field names; the SMT prefixes ``__``).
 POSITION_FIELDS: Mapping[str, tuple[str, ...]] = {
@@ -94,6 +104,12 @@ def flatten_transform(engine: str, *, route_sqlserver: str | None = None) -> dic
         "transforms.unwrap.add.fields": fields,
         "transforms.unwrap.add.fields.prefix": "__",
     }
+    if engine == "postgres":
+        # an incremental snapshot's reads come without source.lsn: the offset's LSN places them
+        # (the workbook's own transform, connect/src; docs/operations.md, "Re-snapshot one table")
+        out["transforms"] = "truncate,position,unwrap"
+        out["transforms.position.type"] = SNAPSHOT_POSITION
+        out["transforms.position.fields"] = "lsn"
     if engine == "sqlserver" and route_sqlserver:
         prefix = route_sqlserver.replace(".", r"\.")
         out["transforms"] = "truncate,unwrap,route"
@@ -101,6 +117,21 @@ def flatten_transform(engine: str, *, route_sqlserver: str | None = None) -> dic
         out["transforms.route.regex"] = rf"{prefix}\.[^.]+\.(.*)"
         out["transforms.route.replacement"] = f"{route_sqlserver}.$1"
     return out
+
+
+def signal_settings(collection: str | None) -> dict[str, str]:
+    """Debezium's source signalling channel on ``collection`` (``schema.table`` or
+    ``database.table``; :mod:`helpers.sources.signals`) and notifications to
+    :data:`NOTIFICATION_TOPIC`: how the workbook asks for an incremental snapshot of one table and
+    learns it is done. None: no signalling."""
+    if not collection:
+        return {}
+    return {
+        "signal.enabled.channels": "source",
+        "signal.data.collection": _require(collection, "signal data collection"),
+        "notification.enabled.channels": "sink",
+        "notification.sink.topic.name": NOTIFICATION_TOPIC,
+    }
 
 
 def _common(name: str, project: str) -> dict[str, str]:
@@ -135,6 +166,7 @@ def postgres_source_config(
     publication: str,
     slot: str,
     heartbeat_ms: int = 10_000,
+    signal_table: str | None = None,
 ) -> ConnectorSpec:
     """PostgreSQL source through ``pgoutput`` on an existing publication.
 
@@ -154,6 +186,7 @@ def postgres_source_config(
         publication: publication created by notebook 01 (``publication.autocreate.mode=disabled``).
         slot: replication slot name (created by the connector, kept on stop).
         heartbeat_ms: heartbeat interval.
+        signal_table: the signal table's name in ``schema`` (None: no signalling).
 
     Returns:
         The connector spec.
@@ -179,6 +212,7 @@ def postgres_source_config(
         # stated, not left to the default: Silver replaces it with the stored value
         "unavailable.value.placeholder": UNAVAILABLE_VALUE,
     }
+    config.update(signal_settings(signal_table and f"{schema}.{signal_table}"))
     config.update(flatten_transform("postgres"))
     topics = {f"{schema}.{t}": topic_name(project, schema, t) for t in tables}
     return ConnectorSpec(name, "postgres", name.split("-", 1)[-1], config, topics)
@@ -197,6 +231,7 @@ def mysql_source_config(
     server_id: int,
     schema_history: Mapping[str, str],
     connector: str = "mysql",
+    signal_table: str | None = None,
 ) -> ConnectorSpec:
     """MySQL (or MariaDB, see the README) source reading the ROW/FULL binlog.
 
@@ -213,6 +248,7 @@ def mysql_source_config(
         schema_history: ``schema.history.internal*`` entries (a file locally, Kafka or S3 on AWS).
         connector: ``mysql`` (Debezium's MySQL connector, which the embedded engine also runs
             against MariaDB) or ``mariadb`` (Debezium's own MariaDB connector, same event shape).
+        signal_table: the signal table's name in ``database`` (None: no signalling).
 
     Returns:
         The connector spec.
@@ -245,6 +281,7 @@ def mysql_source_config(
         "connect.keep.alive": "true",
         "connect.keep.alive.interval.ms": "3000",
         **dict(schema_history),
+        **signal_settings(signal_table and f"{database}.{signal_table}"),
     }
     config.update(flatten_transform("mysql"))
     topics = {f"{database}.{t}": topic_name(project, database, t) for t in tables}

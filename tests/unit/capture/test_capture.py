@@ -57,7 +57,11 @@ def test_postgres_config_uses_pgoutput_publication_slot_heartbeat_and_3_6_flatte
     assert c["transforms.unwrap.add.fields"] == "op,table,lsn,source.ts_ms"
     # truncates are emitted and kept as markers: the marker transform runs before unwrap, with its fields
     assert c["skipped.operations"] == "none"
-    assert c["transforms"] == "truncate,unwrap"
+    assert c["transforms"] == "truncate,position,unwrap"
+    assert (c["transforms.position.type"], c["transforms.position.fields"]) == (
+        "workbook.connect.SnapshotPosition",
+        "lsn",
+    )
     assert c["transforms.truncate.type"] == "workbook.connect.TruncateMarker"
     assert c["transforms.truncate.add.fields"] == c["transforms.unwrap.add.fields"]
     assert (c["decimal.handling.mode"], c["value.converter.decimal.format"]) == ("precise", "NUMERIC")
