@@ -244,6 +244,7 @@ class EmbeddedBackend:
                 "last_event_ts_ms",
                 "last_file",
                 "tombstones",
+                "notifications",
             )
         }
         return ConnectorStatus(name, state, error, details)

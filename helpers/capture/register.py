@@ -44,6 +44,7 @@ from helpers.naming import connector_name, publication_name, slot_name, table_to
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
+from helpers.sources.signals import SIGNAL_TABLE
 from helpers.sources.sql import engine_kind
 
 __all__ = [
@@ -142,6 +143,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                     publication=publication_name(params, source),
                     slot=slot_name(params, source),
                     heartbeat_ms=params.capture.heartbeat_ms,
+                    signal_table=SIGNAL_TABLE,
                 )
             )
         elif kind == "mysql":
@@ -162,6 +164,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                         if kafka_connect and sp.engine == "mariadb"
                         else "mysql"
                     ),
+                    signal_table=SIGNAL_TABLE,
                 )
             )
         else:

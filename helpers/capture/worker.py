@@ -26,6 +26,7 @@ from psycopg import sql
 
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
+from helpers.capture.connectors import NOTIFICATION_TOPIC
 from helpers.errors import BronzeError
 from helpers.lakefs import is_s3, set_lake_s3
 from helpers.lakefs_server import S3Connection
@@ -34,6 +35,8 @@ from helpers.sources.sql import quote_mariadb
 
 CONFIG_FILE = "config.json"
 HEARTBEAT_PREFIX = "__debezium-heartbeat"
+#: How many of Debezium's latest notifications the status keeps.
+NOTIFICATIONS_KEPT = 50
 
 
 def _db_message(exc: BaseException) -> str:
@@ -111,6 +114,7 @@ class _Capture:
         previous = read_status(directory)
         if previous.get("name") == config["name"]:  # a restart continues the counters
             for key in (
+                "notifications",
                 "snapshot_rows",
                 "streaming",
                 "events",
@@ -133,11 +137,15 @@ class _Capture:
 
     def handle(self, records: list[Any]) -> None:
         events: list[BronzeEvent] = []
+        notes: list[dict[str, Any]] = []
         tombstones = heartbeats = 0
         for record in records:
             topic = str(record.destination())
             if topic.startswith(HEARTBEAT_PREFIX):
                 heartbeats += 1
+                continue
+            if topic == NOTIFICATION_TOPIC:  # Debezium's notifications (incremental snapshots)
+                notes.append(notification(record.value()))
                 continue
             value = record.value()
             event = event_from_json(topic, None if value is None else str(value))
@@ -165,6 +173,8 @@ class _Capture:
                 st["streaming"] = True
             st["tombstones"] += tombstones
             st["heartbeats"] += heartbeats
+            if notes:  # after the batch's events are durable: a COMPLETED one follows its reads
+                st["notifications"] = [*st.get("notifications", []), *notes][-NOTIFICATIONS_KEPT:]
             st["files"] += len(files)
             if events:
                 st["last_position"] = list(position_of(events[-1].value))
@@ -173,6 +183,22 @@ class _Capture:
             if st["state"] == "STARTING":
                 st["state"] = "RUNNING"
             write_status(self.directory, st)
+
+
+def notification(value: Any) -> dict[str, Any]:
+    """A Debezium notification as the status keeps it: aggregate type, type, its additional data
+    (``data_collections``, ``scanned_collection``...) and the time it was received."""
+    try:
+        doc = json.loads(str(value))
+    except ValueError:
+        return {"type": "UNPARSED", "received_at": time.time()}
+    payload = doc.get("payload", doc) if isinstance(doc, dict) else {}
+    return {
+        "aggregate_type": payload.get("aggregate_type"),
+        "type": payload.get("type"),
+        "data": payload.get("additional_data") or {},
+        "received_at": time.time(),
+    }
 
 
 def _throwable_message(error: Any) -> str:

@@ -22,6 +22,8 @@ from helpers.sources.cdc_report import preflight_frame
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.rds import RdsSources
 from helpers.sources.sample.load import load_orders, load_tickit
+from helpers.sources.signals import create_signal_table
+from helpers.sources.sql import engine_kind
 
 __all__ = ["Sources", "LocalSources", "open_sources", "check_preflight"]
 
@@ -139,7 +141,8 @@ class LocalSources:
         return pd.concat([tickit.to_frame(), orders.to_frame()], ignore_index=True)
 
     def enable_cdc(self) -> pd.DataFrame:
-        """Publications, replica identity, binlog settings and grants; then the preflight table.
+        """Publications, replica identity, binlog settings, grants and the signal tables; then the
+        preflight table.
 
         Returns:
             Columns :data:`helpers.sources.cdc_report.PREFLIGHT_COLUMNS`.
@@ -147,7 +150,19 @@ class LocalSources:
         Raises:
             CdcSetupError: if a change cannot be applied.
         """
-        return preflight_frame(enable_cdc_local(self.stack, self.params))
+        frame = preflight_frame(enable_cdc_local(self.stack, self.params))
+        for source in self.params.sources.values():  # the re-snapshot's signal table per source
+            kind = engine_kind(source.engine)
+            if kind == "postgres":
+                with self.connect_postgres(source.database, autocommit=True) as conn:
+                    create_signal_table(conn, source.engine, source.schema_name or "public")
+            elif kind == "mysql":
+                conn = self.connect_mariadb(source.database, autocommit=True)
+                try:
+                    create_signal_table(conn, source.engine, source.database)
+                finally:
+                    conn.close()
+        return frame
 
     def row_counts(self) -> pd.DataFrame:
         """``count(*)`` of every configured table; raises :class:`SourceError` for a missing one."""

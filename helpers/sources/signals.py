@@ -1,0 +1,111 @@
+"""Debezium's signal table on a source: how the workbook asks a running connector for an
+incremental snapshot of one table (``execute-snapshot``, the source signalling channel), and the
+source's current log position, which bounds what that snapshot re-reads.
+
+The table (``debezium_signal``, in the captured schema or database) has the three columns
+Debezium's signalling channel reads; the connectors name it in ``signal.data.collection``
+(:mod:`helpers.capture.connectors`). Debezium also writes its snapshot watermarks into it, so the
+capture login can insert into it. Each function takes an open DB-API connection to the source's
+database (:func:`helpers.sources.connect.connect`, or the local stack's). What a re-snapshot does
+end to end: ``docs/operations.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from psycopg import sql
+
+from helpers.errors import SourceError
+from helpers.sources.sql import engine_kind, quote_mariadb
+
+__all__ = ["SIGNAL_TABLE", "create_signal_table", "current_position", "request_snapshot", "signal_collection"]
+
+SIGNAL_TABLE = "debezium_signal"
+#: The columns Debezium's signalling channel reads, in its order.
+_COLUMNS = "(id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))"
+
+
+def _mariadb_name(namespace: str) -> str:
+    return f"{quote_mariadb(namespace)}.{quote_mariadb(SIGNAL_TABLE)}"
+
+
+def signal_collection(namespace: str) -> str:
+    """The signal table as ``signal.data.collection`` names it: ``<schema or database>.debezium_signal``."""
+    return f"{namespace}.{SIGNAL_TABLE}"
+
+
+def create_signal_table(conn: Any, engine: str, namespace: str) -> None:
+    """Create the signal table in ``namespace`` (the schema, or the MariaDB/MySQL database) when it
+    is missing (idempotent; ``conn`` in autocommit mode).
+
+    Raises:
+        SourceError: when it cannot be created (the database's message).
+    """
+    try:
+        if engine_kind(engine) == "postgres":
+            name = sql.Identifier(namespace, SIGNAL_TABLE)
+            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} " + _COLUMNS).format(name))
+        else:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE TABLE IF NOT EXISTS {_mariadb_name(namespace)} {_COLUMNS}")
+    except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
+        raise SourceError(f"Failed to create the signal table {signal_collection(namespace)}: {exc}") from exc
+
+
+def current_position(conn: Any, engine: str) -> dict[str, Any]:
+    """The source's log position now, as the position fields of its change events (PostgreSQL
+    ``{"__lsn": int}``; MariaDB/MySQL ``{"__file", "__pos", "__row": 0}``): every change
+    committed after this call, and every row an incremental snapshot requested after it reads,
+    carries a later position.
+
+    Raises:
+        SourceError: when the position cannot be read.
+    """
+    try:
+        if engine_kind(engine) == "postgres":
+            row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+            high, low = str(row[0]).split("/")
+            return {"__lsn": (int(high, 16) << 32) + int(low, 16)}
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            status = cur.fetchone()
+    except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
+        raise SourceError(f"Failed to read the source's log position: {exc}") from exc
+    if not status:
+        raise SourceError("Failed to read the source's log position: binary logging is off")
+    return {"__file": str(status[0]), "__pos": int(status[1]), "__row": 0}
+
+
+def request_snapshot(conn: Any, engine: str, namespace: str, table: str) -> str:
+    """Insert an ``execute-snapshot`` signal for an incremental snapshot of ``namespace.table``
+    (``conn`` in autocommit mode); the signal's id.
+
+    Raises:
+        SourceError: when the signal cannot be written.
+    """
+    signal_id = f"wb-resnapshot-{uuid.uuid4()}"
+    data = json.dumps({"data-collections": [f"{namespace}.{table}"], "type": "incremental"})
+    try:
+        if engine_kind(engine) == "postgres":
+            conn.execute(
+                sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)").format(
+                    sql.Identifier(namespace, SIGNAL_TABLE)
+                ),
+                (signal_id, data),
+            )
+        else:
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO {_mariadb_name(namespace)} (id, type, data)"  # noqa: S608 - quoted names
+                    " VALUES (%s, 'execute-snapshot', %s)",
+                    (signal_id, data),
+                )
+    except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
+        raise SourceError(
+            f"Failed to send the snapshot signal for {namespace}.{table} to "
+            f"{signal_collection(namespace)}: {exc}"
+        ) from exc
+    return signal_id
