@@ -18,7 +18,10 @@ from helpers.errors import BronzeError
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 __all__ = [
+    "MARKER_OPS",
+    "RESNAPSHOT_OP",
     "TRUNCATE_OP",
+    "marker_event",
     "UNAVAILABLE_VALUE",
     "BronzeEvent",
     "avro_record",
@@ -33,6 +36,12 @@ __all__ = [
 #: Debezium's op code of a TRUNCATE: capture keeps it as a marker event with its log position and
 #: no key (the ``TruncateMarker`` transform, ``connect/src``); replay and Silver apply it.
 TRUNCATE_OP = "t"
+#: The workbook's marker of a finished re-snapshot (:mod:`helpers.capture.resnapshot`), at the
+#: source position from which the snapshot re-read every row: what came before it is void, as
+#: for a TRUNCATE at that position.
+RESNAPSHOT_OP = "resnapshot"
+#: The ops of marker events: no key, a log position, and "every row before me is gone".
+MARKER_OPS = (TRUNCATE_OP, RESNAPSHOT_OP)
 
 
 @dataclass(frozen=True)
@@ -294,3 +303,28 @@ _LOGICAL: dict[str, dict[str, Any]] = {
 
 
 _AVRO_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+_CONNECT_TYPES = {str: "string", int: "int64"}
+
+
+def marker_event(topic: str, op: str, table: str, position: Mapping[str, Any], ts_ms: int) -> BronzeEvent:
+    """A marker event (:data:`MARKER_OPS`) for ``topic``, shaped as capture writes events: the
+    flattened value (``__op``, ``__table``, the position fields, ``__source_ts_ms``) with its
+    Connect schema, and the JSON converter's bytes.
+
+    Args:
+        topic: the table's topic.
+        op: :data:`RESNAPSHOT_OP` (a TRUNCATE marker comes from capture itself).
+        table: the source table's name.
+        position: the position fields (``__lsn``, or ``__file``, ``__pos``, ``__row``).
+        ts_ms: the source time, epoch milliseconds.
+    """
+    value: dict[str, Any] = {"__op": op, "__table": table, **position, "__source_ts_ms": ts_ms}
+    fields = [
+        {"field": name, "type": _CONNECT_TYPES[type(v)], "optional": name != "__op"}
+        for name, v in value.items()
+    ]
+    schema = {"type": "struct", "optional": False, "name": f"{topic}.Marker", "fields": fields}
+    raw = json.dumps({"schema": schema, "payload": value}, separators=(",", ":")).encode()
+    return BronzeEvent(topic, value, schema, raw)

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.bronze.events import TRUNCATE_OP, UNAVAILABLE_VALUE, position_of
+from helpers.bronze.events import MARKER_OPS, UNAVAILABLE_VALUE, position_of
 from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
 from helpers.errors import BronzeError
 
@@ -29,7 +29,7 @@ def replay(events: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[st
     """
     latest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for event in sorted(events, key=position_of):
-        if event.get("__op") == TRUNCATE_OP:  # every row so far is gone
+        if event.get("__op") in MARKER_OPS:  # a TRUNCATE or a re-snapshot: every row so far is gone
             latest.clear()
             continue
         k = tuple(event[c] for c in key)
@@ -99,7 +99,7 @@ def replay_arrow(events: pa.Table, key: Sequence[str]) -> pa.Table:
     ranked = pc.sort_indices(numbered, sort_keys=[(name, "ascending") for name in [*order, _ORDER]])
     if "__op" in events.column_names:  # a TRUNCATE: only the events after the last one count
         truncates = pc.indices_nonzero(
-            pc.fill_null(pc.equal(events.column("__op").take(ranked), TRUNCATE_OP), False)
+            pc.fill_null(pc.is_in(events.column("__op").take(ranked), pa.array(MARKER_OPS)), False)
         )
         if len(truncates):
             return replay_arrow(events.take(ranked.slice(truncates[-1].as_py() + 1)), key)

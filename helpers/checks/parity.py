@@ -22,7 +22,6 @@ from typing import Any
 import pandas as pd
 from psycopg import sql as pgsql
 
-from helpers.bronze.events import TRUNCATE_OP
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
@@ -47,7 +46,7 @@ from helpers.silver.prepare import (
     toast_columns,
 )
 from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS, bronze_store, pending_bronze, table_config
-from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate
+from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, is_marker
 from helpers.sources.api import Sources, open_sources
 from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
@@ -148,9 +147,8 @@ def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str],
     good = events.where(F.col(BAD_REASON).isNull())
     if any(k not in good.columns for k in key):  # TRUNCATE markers only: the table is empty
         return BronzeReplay(events.where(F.lit(False)), good.count(), 0)
-    marker = F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False))
     good = prepare_events(good, config, engine, positions).withColumns(
-        {TRUNCATE: marker, LOG_POSITION: position_column(engine, positions)}
+        {TRUNCATE: is_marker(), LOG_POSITION: position_column(engine, positions)}
     )
     toast = toast_columns(good)
     identity = [F.col(c) for c in (*positions, *key) if c in good.columns]

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from helpers.bronze.events import TRUNCATE_OP
+from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN, FileLayout
 from helpers.bronze.read import DEBEZIUM_FIELDS, arrow_type
 from helpers.hudi.config import HudiTableConfig
 from helpers.silver.quarantine import VALID_OPS
-from helpers.silver.truncate import is_marker_schema
+from helpers.silver.truncate import is_marker, is_marker_schema
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame
@@ -33,7 +33,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = ["UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
 
 #: What an unknown ``__op`` reason says about Debezium's other op codes.
-UNKNOWN_OP_HINT = "only c, u, d, r and t (truncate) are applied (m = logical decoding message: not a row)"
+UNKNOWN_OP_HINT = (
+    "only c, u, d, r, t (truncate) and resnapshot (the workbook's marker) are applied"
+    " (m = logical decoding message: not a row)"
+)
 
 
 def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
@@ -144,7 +147,7 @@ def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[st
     if "__op" not in columns:  # every schema was rejected: nothing to check
         return events
     op = F.col("__op")
-    marker = F.coalesce(op == F.lit(TRUNCATE_OP), F.lit(False))
+    marker = is_marker()
     fields = list(dict.fromkeys((*config.record_key_fields, *positions)))
     # a truncate marker has no key: only its log position is required
     nulls: list[Column] = [
@@ -156,7 +159,7 @@ def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[st
     missing_names = [F.when(F.lit(f in positions) | ~marker, F.lit(repr(f))) for f in missing]
     null_names = F.concat_ws(", ", *nulls, *missing_names)
     reason: Any = F.when(
-        op.isNull() | ~op.isin(*sorted(VALID_OPS | {TRUNCATE_OP})),
+        op.isNull() | ~op.isin(*sorted(VALID_OPS | set(MARKER_OPS))),
         F.concat(
             F.lit("unknown __op "),
             F.coalesce(F.concat(F.lit("'"), op, F.lit("'")), F.lit("None")),

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from helpers.bronze.events import TRUNCATE_OP
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import (
     BAD_EVENT,
@@ -81,7 +80,7 @@ from helpers.silver.tombstones import (
     read_tombstones,
     write_tombstones,
 )
-from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, truncated_rows
+from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, is_marker, truncated_rows
 from helpers.spark import build_spark_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -353,7 +352,7 @@ def _prepared(
         marker = F.lit(False)
         position: Any = F.lit(None).cast("string")
         if "__op" in columns and all(p in columns for p in positions):
-            marker = good & F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False))
+            marker = good & is_marker()
             position = position_column(engine, positions)
         return events.withColumns(
             {
@@ -371,7 +370,7 @@ def _prepared(
         {
             LATE: good & F.col(LATE),
             STONE_HIT: good & F.col(STONE_HIT),
-            TRUNCATE: good & F.coalesce(F.col("__op") == F.lit(TRUNCATE_OP), F.lit(False)),
+            TRUNCATE: good & is_marker(),
             LOG_POSITION: position_column(engine, positions),
         }
     )
@@ -406,9 +405,11 @@ def _ingest_prepared(
     applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE))
     truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
     if truncate_at is not None and not state.is_new:
-        deletes = truncated_rows(spark, applied, config, truncate_at)
+        engine = params.source(table.source).engine
+        position = position_column(engine, position_fields(params, table))
+        deletes = truncated_rows(spark, applied, config, truncate_at, position)
         applied = after_truncate(applied, truncate_at).unionByName(deletes, allowMissingColumns=True)
-        log.info("%s: TRUNCATE at log position %s: all stored rows deleted as of it", table.name, truncate_at)
+        log.info("%s: marker (TRUNCATE or re-snapshot) at %s: older rows deleted", table.name, truncate_at)
     else:
         applied = after_truncate(applied, truncate_at)
     placeholders = [name for name in toast if any(c.placeholders.get(name) for c in counts.values())]

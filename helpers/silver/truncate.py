@@ -1,23 +1,27 @@
-"""TRUNCATE in a Silver round: a truncate marker deletes every row of the table as of its log
-position, and the changes after it still apply (``docs/operations.md``, "TRUNCATE").
+"""Markers in a Silver round: a TRUNCATE, or a finished re-snapshot, deletes every row of the
+table from before its log position, and the changes after it still apply (``docs/operations.md``).
 
 Capture turns Debezium's truncate event into a marker row (``__op = 't'``, its log position, no
-key; the ``TruncateMarker`` transform in ``connect/src``). A round that holds markers takes the
-newest one's position ``T`` (from its one aggregation, :func:`helpers.silver.ingest.ingest_table`)
-and then, all on the executors:
+key; the ``TruncateMarker`` transform in ``connect/src``); a re-snapshot ends with a marker the
+workbook writes at the position from which the snapshot re-read every row (``__op =
+'resnapshot'``, :mod:`helpers.capture.resnapshot`). Both mean: what the table held before this
+position is void. A round that holds markers takes the newest one's position ``T`` (from its
+one aggregation, :mod:`helpers.silver.counts`) and then, all on the executors:
 
-* drops the round's events at or before ``T`` (they were truncated away) and the markers;
-* adds a delete at ``T`` for every row the table holds (read through the official datasource),
-  so the upsert deletes them (hard) or flags them deleted (soft), in the same commit. A key whose
-  change after ``T`` is in the round keeps that change: it is newer than the delete.
+* drops the round's events at or before ``T`` and the markers;
+* adds a delete at ``T`` for every stored row written from a change before ``T`` (read through
+  the official datasource), so the upsert deletes them (hard) or flags them deleted (soft), in
+  the same commit. A key whose change after ``T`` is in the round keeps that change: it is newer
+  than the delete; a row re-read or changed after ``T`` in an earlier round stays.
 
-An instant before the truncate still shows the rows (time travel), as for any delete.
+An instant before the marker still shows the rows (time travel), as for any delete.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
@@ -28,7 +32,7 @@ from helpers.silver.tables import POSITION_COLUMN
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["LOG_POSITION", "TRUNCATE", "after_truncate", "is_marker_schema", "truncated_rows"]
+__all__ = ["LOG_POSITION", "TRUNCATE", "after_truncate", "is_marker", "is_marker_schema", "truncated_rows"]
 
 #: Whether the event is a (good) truncate marker; not written.
 TRUNCATE = "_truncate"
@@ -44,6 +48,13 @@ def is_marker_schema(field_names: list[str] | set[str], key_fields: tuple[str, .
     return "__op" in names and not names & set(key_fields) and all(n.startswith("__") for n in names)
 
 
+def is_marker() -> Column:
+    """Whether an event is a marker (a TRUNCATE, or a finished re-snapshot: :data:`MARKER_OPS`)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("__op").isin(*MARKER_OPS), F.lit(False))
+
+
 def after_truncate(events: DataFrame, truncate_at: str | None) -> DataFrame:
     """The events to apply: without markers, and, when the round truncates at ``truncate_at``,
     only those after it."""
@@ -56,14 +67,16 @@ def after_truncate(events: DataFrame, truncate_at: str | None) -> DataFrame:
 
 
 def truncated_rows(
-    spark: SparkSession, events: DataFrame, config: HudiTableConfig, truncate_at: str
+    spark: SparkSession, events: DataFrame, config: HudiTableConfig, truncate_at: str, position: Column
 ) -> DataFrame:
-    """A delete at ``truncate_at`` of every row the table holds (soft deletes: the rows not yet
-    flagged), shaped as ``events`` so the two union: the stored row's values, the delete marker
-    set, ``__op = 'd'``, the ordering position ``truncate_at``."""
+    """A delete at ``truncate_at`` of every row the table holds from before it (``position`` is
+    a stored row's log position; soft deletes: the rows not yet flagged), shaped as ``events``
+    plus the table's columns it lacks, for a union by name: the stored row's values, the delete
+    marker set, ``__op = 'd'``, the ordering position ``truncate_at``."""
     from pyspark.sql import functions as F
 
-    stored = read_hudi_df(spark, config.base_path)
+    # a row written from a change after the marker (taken in an earlier round) stays
+    stored = read_hudi_df(spark, config.base_path).where(position < F.lit(truncate_at))
     if config.delete_mode == "soft" and SOFT_DELETE_FIELD in stored.columns:
         stored = stored.where(~F.coalesce(F.col(SOFT_DELETE_FIELD).cast("boolean"), F.lit(False)))
     fixed: dict[str, Column] = {

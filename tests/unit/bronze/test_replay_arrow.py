@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -104,3 +106,37 @@ def test_the_last_of_two_truncates_counts_and_a_truncate_at_the_end_leaves_nothi
     assert replay_arrow(pa.Table.from_pylist(events), ["id"]).num_rows == 0
     kept = [*events, {"id": 3, "__op": "c", "__lsn": 5, "__deleted": "false"}]
     assert replay_arrow(pa.Table.from_pylist(kept), ["id"]).to_pylist() == [kept[-1]] == replay(kept, ["id"])
+
+
+def test_a_resnapshot_marker_written_by_the_bronze_writer_voids_what_came_before(tmp_path: Path) -> None:
+    """The workbook's re-snapshot marker goes through the Bronze writer like capture's events and
+    replays as a TRUNCATE at its position: a row only an event before it knew is gone."""
+    from helpers.bronze.events import RESNAPSHOT_OP, event_from_json, marker_event
+    from helpers.bronze.read import bronze_files, read_bronze_arrow
+    from helpers.bronze.writer import BronzeWriter
+
+    def change(key: int, lsn: int, op: str = "c") -> str:
+        schema = {
+            "type": "struct",
+            "fields": [
+                {"field": "id", "type": "int32", "optional": False},
+                {"field": "__op", "type": "string", "optional": True},
+                {"field": "__lsn", "type": "int64", "optional": True},
+                {"field": "__source_ts_ms", "type": "int64", "optional": True},
+                {"field": "__deleted", "type": "string", "optional": True},
+            ],
+        }
+        payload = {"id": key, "__op": op, "__lsn": lsn, "__source_ts_ms": 1_700_000_000_000}
+        payload["__deleted"] = "false"
+        return json.dumps({"schema": schema, "payload": payload})
+
+    topic = "p.s.t"
+    writer = BronzeWriter(tmp_path, "avro")
+    stale, reread = event_from_json(topic, change(1, 10)), event_from_json(topic, change(2, 30, "r"))
+    assert stale is not None and reread is not None
+    writer.write_batch([stale])
+    writer.write_batch([marker_event(topic, RESNAPSHOT_OP, "t", {"__lsn": 20}, 1_700_000_000_001)])
+    writer.write_batch([reread])
+    events = read_bronze_arrow(bronze_files(tmp_path, topic))
+    assert events.num_rows == 3
+    assert [r["id"] for r in replay_arrow(events, ["id"]).to_pylist()] == [2]
