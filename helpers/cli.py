@@ -2,6 +2,7 @@
 
 Commands: ``run`` (``--env aws``: EMR Studio notebook executions), ``stack start|stop|status``,
 ``status``, ``changes list|run NAME``, ``conformance [--short] [--only NAME] [--list]``,
+``resnapshot TABLE`` (a new snapshot of one table while capture runs),
 ``lint-config [FILE...]`` (Debezium / Kafka Connect / DeltaStreamer configurations),
 ``package [--upload]``, ``cluster create|check`` (the EMR cluster) and ``lab [--port N]``
 (JupyterLab); :func:`main` is the entry point. Every command exits 0 on success, 1 when what it
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
+from helpers.capture.resnapshot import resnapshot
 from helpers.checks import conformance
 from helpers.checks.config_lint import has_errors, lint_files, lint_workbook
 from helpers.deploy import emr
@@ -75,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     chg.add_argument("action", choices=["list", "run"])
     chg.add_argument("scenario", nargs="?", help="the scenario to run")
     _add_params_options(chg, _LOCAL_ENVS)
+
+    res = sub.add_parser(
+        "resnapshot", help="a new snapshot of one table while capture runs; Silver ends equal to the source"
+    )
+    res.add_argument("table", help="the Silver table (or its source table, e.g. ems.category)")
+    res.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the snapshot")
+    _add_params_options(res, _LOCAL_ENVS)
 
     conf = sub.add_parser("conformance", help="the CDC edge cases checked end to end in Silver")
     _add_params_options(conf, _LOCAL_ENVS)
@@ -156,6 +165,18 @@ def _changes(args: argparse.Namespace) -> int:
     print(f"{result.scenario}: topic {result.topic}, keys {result.keys}; {result.note}")
     for statement in result.statements:
         print(f"  {statement[:160]}")
+    return 0
+
+
+def _resnapshot(args: argparse.Namespace) -> int:
+    params = _params(args)
+    result = resnapshot(params, args.table, timeout_s=args.timeout)
+    print(
+        f"{result.table}: incremental snapshot completed in {result.seconds:.1f} s"
+        f" (signal {result.signal_id}); marker at {result.position} in {result.marker_file}."
+        " The Silver job applies it in its next round"
+        " (or: ./workbook run); rows deleted at the source while Silver had diverged are removed."
+    )
     return 0
 
 
@@ -260,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stack": _stack,
         "status": _stack,
         "changes": _changes,
+        "resnapshot": _resnapshot,
         "conformance": _conformance,
         "package": _package,
         "cluster": _cluster,

@@ -3,7 +3,8 @@
 :func:`connector_specs` builds one source connector per source system from the parameters;
 :func:`open_backend` returns the backend the parameters choose (embedded workers locally, Kafka
 Connect REST or MSK Connect on AWS); :func:`register_connectors` creates or updates them all and
-waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show progress.
+waits until they run; :func:`capture_status_frame` and :func:`bronze_frame` show progress;
+:func:`resnapshot` takes a new snapshot of one table while capture runs.
 
 The names below are loaded on first use (PEP 562). Every embedded connector runs as
 ``python -m helpers.capture.worker``, which imports this package first: eager imports would load
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         stop_connectors,
         wait_for_snapshots,
     )
+    from helpers.capture.resnapshot import ResnapshotResult, resnapshot
 
 #: Where the exported names live (the imports above, for type checkers).
 _HOMES = (
@@ -50,6 +52,7 @@ _HOMES = (
     "helpers.capture.backends",
     "helpers.capture.connectors",
     "helpers.capture.register",
+    "helpers.capture.resnapshot",
 )
 
 __all__ = [
@@ -71,6 +74,8 @@ __all__ = [
     "open_backend",
     "read_bronze",
     "register_connectors",
+    "resnapshot",
+    "ResnapshotResult",
     "source_endpoints",
     "stop_connectors",
     "wait_for_snapshots",

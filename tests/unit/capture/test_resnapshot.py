@@ -1,0 +1,44 @@
+"""The pieces of a re-snapshot that need no server: the connectors' signalling settings, reading
+Debezium's notifications, and the table lookup."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.capture.connectors import NOTIFICATION_TOPIC, signal_settings
+from helpers.capture.resnapshot import find_table, snapshot_completed
+from helpers.capture.worker import notification
+from helpers.errors import CaptureError
+from helpers.params import load_params
+
+
+def test_signal_settings_name_the_table_and_the_notification_topic() -> None:
+    assert signal_settings(None) == {}
+    got = signal_settings("ems.debezium_signal")
+    assert got["signal.data.collection"] == "ems.debezium_signal"
+    assert got["signal.enabled.channels"] == "source"
+    assert got["notification.sink.topic.name"] == NOTIFICATION_TOPIC
+
+
+def test_a_notification_as_the_worker_records_it_and_as_the_wait_reads_it() -> None:
+    value = (
+        '{"schema":{"type":"struct"},"payload":{"id":"1","aggregate_type":"Incremental Snapshot",'
+        '"type":"COMPLETED","additional_data":{"connector_name":"tickit","data_collections":"ems.category"},'
+        '"timestamp":1}}'
+    )
+    note = notification(value)
+    assert (note["aggregate_type"], note["type"]) == ("Incremental Snapshot", "COMPLETED")
+    started = note["received_at"] - 1
+    assert snapshot_completed([note], "ems.category", started)
+    assert not snapshot_completed([note], "ems.venue", started)  # another table's snapshot
+    assert not snapshot_completed([note], "ems.category", note["received_at"] + 1)  # an older snapshot's
+    assert not snapshot_completed([{**note, "type": "IN_PROGRESS"}], "ems.category", started)
+    assert notification("not json")["type"] == "UNPARSED"
+
+
+def test_the_table_is_found_by_silver_or_source_name_and_an_unknown_one_is_named() -> None:
+    params = load_params("local")
+    assert find_table(params, "category").table == "category"
+    assert find_table(params, "ems.category").name == "category"
+    with pytest.raises(CaptureError, match="no Silver table has that name.*category"):
+        find_table(params, "nope")
