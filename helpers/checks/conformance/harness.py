@@ -195,6 +195,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("out_of_order_mariadb", 9, "mariadb", (SALE,), maria.out_of_order),
         Scenario("truncate_postgres", 13, "postgres", (CATEGORY,), pg.truncate, short=True),
         Scenario("truncate_mariadb", 13, "mariadb", (DATE,), maria.truncate, short=True),
+        Scenario("resnapshot_postgres", 14, "postgres", (CATEGORY, VENUE), pg.resnapshot),
+        Scenario("resnapshot_mariadb", 14, "mariadb", (DATE,), maria.resnapshot),
         Scenario("snapshot_handover_postgres", 11, "postgres", (CATEGORY,), pg.handover, slow=True),
         Scenario("snapshot_handover_mariadb", 11, "mariadb", (SALE,), maria.handover, slow=True),
     )

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from helpers.capture.resnapshot import resnapshot as resnapshot_table
 from helpers.checks.conformance.drivers import (
     check_tombstones,
     redeliver,
@@ -22,6 +23,7 @@ from helpers.checks.conformance.model import (
     wait_for_bronze,
 )
 from helpers.errors import SourceError
+from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "add_column",
@@ -35,6 +37,7 @@ __all__ = [
     "redelivery",
     "redelivery_delete",
     "truncate",
+    "resnapshot",
 ]
 
 
@@ -263,4 +266,38 @@ def truncate(ctx: ScenarioContext) -> None:
         cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (first,))
     ctx.delete(DATE, (k,))
     ctx.touch(DATE, (first,))
+    ctx.sync()
+
+
+def resnapshot(ctx: ScenarioContext) -> None:
+    """Day-2: Silver diverges (changes made with ``sql_log_bin = 0``, which the binlog and so
+    capture never see), then ``./workbook resnapshot date``: Silver ends equal to the source, the
+    row deleted unseen is gone."""
+    k = next_key(ctx, DATE, "dateid")
+    copy = (
+        "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
+        " SELECT %s, caldate, day, week, month, qtr, year, holiday FROM `date` WHERE dateid = %s"
+    )
+    with ctx.mariadb() as cur:
+        cur.execute("SELECT min(dateid) FROM `date`")
+        top = cur.fetchone()
+        if not top or top[0] is None:
+            raise SourceError("Failed to script the re-snapshot scenario: ecomm.date is empty")
+        first = int(top[0])
+        for i in (k, k + 1):
+            cur.execute(copy, (i, first))
+    ctx.sync()
+    admin = LocalStack(ctx.params).connect_mariadb_admin(ctx.params.source("ecomm").database)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")  # these changes never reach the binlog
+            cur.execute("DELETE FROM `date` WHERE dateid = %s", (k,))
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (k + 1,))
+            cur.execute(copy, (k + 2, first))
+    finally:
+        admin.close()
+    result = resnapshot_table(ctx.params, "date")
+    ctx.notes.append(f"re-snapshot in {result.seconds:.1f} s")
+    ctx.delete(DATE, (k,))
+    ctx.touch(DATE, (k + 1,), (k + 2,))
     ctx.sync()

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import threading
+import time
 
+from psycopg import sql
+
+from helpers.capture.resnapshot import resnapshot as resnapshot_table
 from helpers.checks.conformance.drivers import (
     check_tombstones,
     redeliver,
@@ -24,6 +29,7 @@ from helpers.checks.conformance.model import (
     wait_for_bronze,
 )
 from helpers.errors import SourceError
+from helpers.naming import publication_name
 from helpers.sources import changes
 from helpers.sources.local.stack import LocalStack
 
@@ -38,6 +44,7 @@ __all__ = [
     "rapid_updates",
     "redelivery",
     "redelivery_delete",
+    "resnapshot",
     "toast",
     "truncate",
 ]
@@ -258,4 +265,56 @@ def truncate(ctx: ScenarioContext) -> None:
         c.execute(insert, (k + 2, f"tr{k + 2}", "after truncate"))
     ctx.delete(CATEGORY, (k,))
     ctx.touch(CATEGORY, (k + 1,), (k + 2,))
+    ctx.sync()
+
+
+def resnapshot(ctx: ScenarioContext) -> None:
+    """Day-2: Silver diverges (changes made while ``ems`` was out of the publication, which
+    capture never sees), then ``./workbook resnapshot category`` while venues keep being inserted:
+    both tables end equal to the source, the row deleted unseen is gone."""
+    k = next_key(ctx, CATEGORY, "catid")
+    insert = "INSERT INTO ems.category VALUES (%s, 'Scripted', %s, %s)"
+    with ctx.postgres("ems") as c:
+        for i in (k, k + 1):
+            c.execute(insert, (i, f"rs{i}", "before"))
+    ctx.sync()
+    stack = LocalStack(ctx.params)
+    schema = sql.Identifier(ctx.params.source("ems").schema_name or "public")
+    publication = sql.Identifier(publication_name(ctx.params, "ems"))
+    with stack.connect_postgres_admin(ctx.params.source("ems").database) as admin:
+        admin.execute(sql.SQL("ALTER PUBLICATION {} DROP TABLES IN SCHEMA {}").format(publication, schema))
+        try:
+            with ctx.postgres("ems") as c:  # decoded while the table is out of the publication: skipped
+                c.execute("DELETE FROM ems.category WHERE catid = %s", (k,))
+                c.execute("UPDATE ems.category SET catdesc = 'unseen update' WHERE catid = %s", (k + 1,))
+                c.execute(insert, (k + 2, f"rs{k + 2}", "unseen insert"))
+        finally:
+            admin.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLES IN SCHEMA {}").format(publication, schema))
+    v = next_key(ctx, VENUE, "venueid")
+    inserted: list[int] = []
+    stop = threading.Event()
+
+    def keep_inserting() -> None:  # another table's changes flow during the re-snapshot
+        with ctx.postgres("ems") as c:
+            while not stop.is_set() and len(inserted) < 200:
+                key = v + len(inserted)
+                c.execute(
+                    "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
+                    " VALUES (%s, %s, 'c', 'ST', 1)",
+                    (key, f"rs{key}"),
+                )
+                inserted.append(key)
+                time.sleep(0.05)
+
+    flow = threading.Thread(target=keep_inserting)
+    flow.start()
+    try:
+        result = resnapshot_table(ctx.params, "category")
+    finally:
+        stop.set()
+        flow.join()
+    ctx.notes.append(f"re-snapshot in {result.seconds:.1f} s while {len(inserted)} venues were inserted")
+    ctx.delete(CATEGORY, (k,))
+    ctx.touch(CATEGORY, (k + 1,), (k + 2,))
+    ctx.touch(VENUE, *((key,) for key in inserted))
     ctx.sync()
