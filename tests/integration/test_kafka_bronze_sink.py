@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
@@ -39,11 +40,15 @@ from helpers.capture.register import (
     wait_for_snapshots,
 )
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
+from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import list_instants
+from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
 from helpers.pipeline import pipeline_status, start_servers
 from helpers.poll import wait_until
 from helpers.proc import pid_alive
 from helpers.silver.ingest import ingest_all
+from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
 from helpers.sources.changes import apply_scenario
 from helpers.sources.local.stack import LocalStack
@@ -239,6 +244,52 @@ def test_kill_9_of_the_worker_and_the_broker_then_bronze_and_silver_equal_the_so
     ingest_all(world.params, names, spark=spark)
     check = silver_vs_source(world.params, names)
     assert check["equal"].all(), check[~check["equal"]]
+
+
+def _marker_files(params: WorkbookParams, table: str) -> list[Path]:
+    """The Bronze files of ``table``'s topic that hold TRUNCATE markers (a writer schema of
+    Debezium's fields only)."""
+    topic = silver_topic(params, next(t for t in params.silver.tables if t.name == table))
+    out = []
+    for path in Path(params.path(params.lake.bronze)).glob(f"{topic}/**/*.avro"):
+        with open(path, "rb") as handle:
+            fields = [f["name"] for f in fastavro.reader(handle).writer_schema["fields"]]
+        if all(name.startswith("__") for name in fields):
+            out.append(path)
+    return out
+
+
+def test_a_truncate_on_either_engine_travels_through_connect_and_silver_follows(
+    world: World, spark: Any
+) -> None:
+    """``TRUNCATE`` of ``ems.venue`` (PostgreSQL) and of ``ecomm.date`` (MariaDB), then new rows:
+    the markers pass Kafka Connect (the workbook's TruncateMarker before ExtractNewRecordState),
+    Apicurio's Avro and the sink into Bronze; Bronze replays to the sources; Silver, which held the
+    old rows, equals the sources row by row after one round."""
+    params = world.params
+    names = ["venue", "date"]
+    ingest_all(params, names, spark=spark)  # Silver holds the rows before the truncate
+    bases = {t.name: table_config(params, t).base_path for t in params.silver.tables if t.name in names}
+    before = {n: [i for i in list_instants(b) if i.is_completed][-1].timestamp for n, b in bases.items()}
+    rows_before = {n: read_snapshot(b).num_rows for n, b in bases.items()}
+    with world.stack.connect_postgres(params.source("ems").database, autocommit=True) as conn:
+        conn.execute("TRUNCATE ems.venue")
+    maria = world.stack.connect_mariadb(params.source("ecomm").database, autocommit=True)
+    try:
+        with maria.cursor() as cur:
+            cur.execute("TRUNCATE TABLE `date`")
+    finally:
+        maria.close()
+    insert_venues(world.stack, range(24_000, 24_003), "tr")
+    insert_dates(world.stack, range(24_000, 24_003), 2033)
+    _bronze_equal(world, "after a TRUNCATE on both engines")
+    assert _marker_files(params, "venue") and _marker_files(params, "date")
+    result = ingest_all(params, names, spark=spark).set_index("table")
+    assert result["truncated_at"].notna().all(), result
+    check = silver_vs_source(params, names)
+    assert check["equal"].all() and (check["source_rows"] == 3).all(), check
+    for name, base in bases.items():  # time travel to before the truncate still shows the old rows
+        assert read_snapshot(base, as_of=before[name]).num_rows == rows_before[name] > 3, name
 
 
 def test_a_message_that_is_no_change_event_fails_the_sink_naming_the_topic(world: World) -> None:
