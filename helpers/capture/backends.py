@@ -154,6 +154,15 @@ class EmbeddedBackend:
     def _pid(self, name: str) -> int | None:
         return live_pid(self.directory(name) / "worker.pid")
 
+    def captured_tables(self, name: str) -> set[str] | None:
+        """The tables the connector captures now (``schema.table``), or None when it has never
+        streamed (no offsets: its first start snapshots every table it is given)."""
+        d = self.directory(name)
+        if not (d / CONFIG_FILE).exists() or not (d / "offsets.dat").exists():
+            return None
+        props = json.loads((d / CONFIG_FILE).read_text(encoding="utf-8")).get("properties", {})
+        return {t for t in str(props.get("table.include.list", "")).split(",") if t}
+
     def engine_properties(self, spec: ConnectorSpec) -> dict[str, str]:
         """The connector's configuration plus the embedded engine's storage and batching."""
         d = self.directory(spec.name)

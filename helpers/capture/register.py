@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import psycopg
+import pymysql
 from tqdm.auto import tqdm
 
 from helpers.bronze.read import bronze_entries
@@ -44,8 +47,10 @@ from helpers.naming import connector_name, publication_name, slot_name, table_to
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
-from helpers.sources.signals import SIGNAL_TABLE
+from helpers.sources.signals import SIGNAL_TABLE, create_signal_table, request_snapshot
 from helpers.sources.sql import engine_kind
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SourceEndpoint",
@@ -59,6 +64,7 @@ __all__ = [
     "local_endpoints",
     "open_backend",
     "register_connectors",
+    "signal_added_tables",
     "source_endpoints",
     "stop_connectors",
     "wait_for_snapshots",
@@ -285,17 +291,75 @@ def register_connectors(
 ) -> pd.DataFrame:
     """Create or update every connector, then wait until each runs.
 
+    A table added to a running connector (embedded backend: it streamed before, and its include
+    list grows) gets an incremental snapshot through Debezium's signal table
+    (:func:`signal_added_tables`): the connector restarts from its offsets with the new list, no
+    other table is snapshotted again, nothing is lost.
+
     Returns:
         :func:`capture_status_frame` of the connectors.
 
     Raises:
         CaptureError: naming the connector and its error, when one fails or does not start.
+        SourceError: when the snapshot signal of an added table cannot be written.
     """
+    before = {
+        spec.name: backend.captured_tables(spec.name) if isinstance(backend, EmbeddedBackend) else None
+        for spec in specs
+    }
     for spec in specs:
         backend.create_or_update(spec)
     for spec in specs:
         wait_until_running(backend, spec.name, timeout_s=timeout_s)
+    for spec in specs:
+        previous = before[spec.name]
+        if previous is not None:
+            now = [t for t in spec.config.get("table.include.list", "").split(",") if t]
+            signal_added_tables(spec, [t for t in now if t not in previous])
     return capture_status_frame(backend, specs)
+
+
+def signal_added_tables(spec: ConnectorSpec, tables: Sequence[str]) -> None:
+    """Ask the running connector of ``spec`` for an incremental snapshot of each of ``tables``
+    (``schema.table``), by an ``execute-snapshot`` row in its source's signal table, written with
+    the connector's own login (:mod:`helpers.sources.signals`).
+
+    Raises:
+        SourceError: when the source cannot be reached or the signal not written.
+    """
+    if not tables:
+        return
+    c = spec.config
+    for qualified in tables:
+        namespace, table = qualified.split(".", 1)
+        log.info("%s: %s was added: taking its snapshot incrementally", spec.name, qualified)
+        if spec.engine == "postgres":
+            with psycopg.connect(
+                host=c["database.hostname"],
+                port=int(c["database.port"]),
+                user=c["database.user"],
+                password=c["database.password"],
+                dbname=c["database.dbname"],
+                autocommit=True,
+                connect_timeout=10,
+            ) as pg:
+                create_signal_table(pg, "postgres", namespace)
+                request_snapshot(pg, "postgres", namespace, table)
+        else:
+            conn = pymysql.connect(
+                host=c["database.hostname"],
+                port=int(c["database.port"]),
+                user=c["database.user"],
+                password=c["database.password"],
+                database=namespace,
+                autocommit=True,
+                connect_timeout=10,
+            )
+            try:
+                create_signal_table(conn, "mysql", namespace)
+                request_snapshot(conn, "mysql", namespace, table)
+            finally:
+                conn.close()
 
 
 def stop_connectors(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> None:

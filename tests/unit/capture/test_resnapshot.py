@@ -1,13 +1,18 @@
-"""The pieces of a re-snapshot that need no server: the connectors' signalling settings, reading
-Debezium's notifications, and the table lookup."""
+"""The pieces of a re-snapshot and of an added table that need no server: the connectors'
+signalling settings, reading Debezium's notifications, the table lookup, the include list a
+connector streamed with."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.connectors import NOTIFICATION_TOPIC, signal_settings
 from helpers.capture.resnapshot import find_table, snapshot_completed
-from helpers.capture.worker import notification
+from helpers.capture.worker import CONFIG_FILE, notification
 from helpers.errors import CaptureError
 from helpers.params import load_params
 
@@ -42,3 +47,16 @@ def test_the_table_is_found_by_silver_or_source_name_and_an_unknown_one_is_named
     assert find_table(params, "ems.category").name == "category"
     with pytest.raises(CaptureError, match="no Silver table has that name.*category"):
         find_table(params, "nope")
+
+
+def test_captured_tables_come_from_the_config_a_connector_streamed_with(tmp_path: Path) -> None:
+    """A connector that never streamed (no offsets) takes its snapshot on its first start: no
+    table counts as added; one that streamed reports its include list."""
+    backend = EmbeddedBackend(state_dir=tmp_path, bronze_root=tmp_path / "bronze")
+    assert backend.captured_tables("tickit-ems") is None
+    d = backend.directory("tickit-ems")
+    d.mkdir(parents=True)
+    (d / CONFIG_FILE).write_text(json.dumps({"properties": {"table.include.list": "ems.category,ems.venue"}}))
+    assert backend.captured_tables("tickit-ems") is None  # registered, never streamed
+    (d / "offsets.dat").write_bytes(b"")
+    assert backend.captured_tables("tickit-ems") == {"ems.category", "ems.venue"}
