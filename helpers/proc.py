@@ -155,10 +155,16 @@ class ModuleJob:
         return live_pid(self.directory / self.pid_name)
 
     def launch(self, config: dict[str, Any], status: dict[str, Any]) -> int:
-        """Start the process unless it runs, with ``config`` and a first ``status``; its pid."""
+        """Start the process unless it runs with this ``config`` (one running with another, say
+        a table added to the parameters, is stopped after its round and started again), with a
+        first ``status``; its pid."""
         running = self.pid()
         if running:
-            return running
+            path = self.directory / "config.json"
+            current = json.loads(path.read_text()) if path.exists() else None
+            if current == json.loads(json.dumps(config)):
+                return running
+            self.stop()
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "config.json").write_text(json.dumps(config))
         write_status(self.directory, status)
