@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import psycopg
-import pymysql
 from tqdm.auto import tqdm
 
 from helpers.bronze.read import bronze_entries
@@ -40,6 +38,7 @@ from helpers.capture.kafka import (
 )
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.registry import LocalRegistry
+from helpers.capture.worker import connector_login
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.lakefs import is_s3, lake_uri, open_store, use_lake_s3
 from helpers.lakefs_server import S3Connection
@@ -329,37 +328,12 @@ def signal_added_tables(spec: ConnectorSpec, tables: Sequence[str]) -> None:
     """
     if not tables:
         return
-    c = spec.config
-    for qualified in tables:
-        namespace, table = qualified.split(".", 1)
-        log.info("%s: %s was added: taking its snapshot incrementally", spec.name, qualified)
-        if spec.engine == "postgres":
-            with psycopg.connect(
-                host=c["database.hostname"],
-                port=int(c["database.port"]),
-                user=c["database.user"],
-                password=c["database.password"],
-                dbname=c["database.dbname"],
-                autocommit=True,
-                connect_timeout=10,
-            ) as pg:
-                create_signal_table(pg, "postgres", namespace)
-                request_snapshot(pg, "postgres", namespace, table)
-        else:
-            conn = pymysql.connect(
-                host=c["database.hostname"],
-                port=int(c["database.port"]),
-                user=c["database.user"],
-                password=c["database.password"],
-                database=namespace,
-                autocommit=True,
-                connect_timeout=10,
-            )
-            try:
-                create_signal_table(conn, "mysql", namespace)
-                request_snapshot(conn, "mysql", namespace, table)
-            finally:
-                conn.close()
+    with connector_login(spec.config, spec.engine, autocommit=True) as conn:
+        for qualified in tables:
+            namespace, table = qualified.split(".", 1)
+            log.info("%s: %s was added: taking its snapshot incrementally", spec.name, qualified)
+            create_signal_table(conn, spec.engine, namespace)
+            request_snapshot(conn, spec.engine, namespace, table)
 
 
 def stop_connectors(backend: ConnectorBackend, specs: Sequence[ConnectorSpec]) -> None:

@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,43 +44,57 @@ def _db_message(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+@contextmanager
+def connector_login(props: Mapping[str, str], engine: str, *, autocommit: bool = False) -> Iterator[Any]:
+    """A DB-API connection to the connector's source with the connector's own login (its
+    ``database.*`` properties), closed on exit: ``engine`` is ``postgres`` or ``mysql``."""
+    if engine == "postgres":
+        with psycopg.connect(
+            host=props["database.hostname"],
+            port=int(props["database.port"]),
+            user=props["database.user"],
+            password=props["database.password"],
+            dbname=props["database.dbname"],
+            autocommit=autocommit,
+            connect_timeout=10,
+        ) as conn:
+            yield conn
+        return
+    mconn = pymysql.connect(
+        host=props["database.hostname"],
+        port=int(props["database.port"]),
+        user=props["database.user"],
+        password=props["database.password"],
+        autocommit=autocommit,
+        connect_timeout=10,
+    )
+    try:
+        yield mconn
+    finally:
+        mconn.close()
+
+
 def preflight(config: dict[str, Any]) -> str | None:
     """Log in to the source and check every captured table exists; the database's message on failure."""
     check = config.get("preflight") or {}
     engine = check.get("engine")
-    props = config["properties"]
     tables = check.get("tables", [])
+    if engine not in ("postgres", "mysql"):
+        return None
     try:
-        if engine == "postgres":
-            with psycopg.connect(
-                host=props["database.hostname"],
-                port=int(props["database.port"]),
-                user=props["database.user"],
-                password=props["database.password"],
-                dbname=props["database.dbname"],
-                connect_timeout=10,
-            ) as conn:
+        with connector_login(config["properties"], engine) as conn:
+            if engine == "postgres":
                 for schema, table in tables:
                     conn.execute(
                         sql.SQL("SELECT 1 FROM {}.{} LIMIT 0").format(
                             sql.Identifier(schema), sql.Identifier(table)
                         )
                     )
-        elif engine == "mysql":
-            mconn = pymysql.connect(
-                host=props["database.hostname"],
-                port=int(props["database.port"]),
-                user=props["database.user"],
-                password=props["database.password"],
-                connect_timeout=10,
-            )
-            try:
-                with mconn.cursor() as cur:
+            else:
+                with conn.cursor() as cur:
                     for schema, table in tables:
                         target = f"{quote_mariadb(schema)}.{quote_mariadb(table)}"
                         cur.execute(f"SELECT 1 FROM {target} LIMIT 0")  # noqa: S608 - quoted identifiers
-            finally:
-                mconn.close()
     except Exception as exc:  # noqa: BLE001 - the database's own message is the point
         return f"{type(exc).__name__}: {_db_message(exc)}"
     return None
