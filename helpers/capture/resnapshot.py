@@ -110,7 +110,7 @@ def resnapshot(params: WorkbookParams, name: str, *, timeout_s: float = 900.0) -
             f"{': ' + status.error if status.error else ''}; start it with ./workbook run (notebook 02)"
         )
     source = params.source(table.source)
-    namespace = (source.schema_name or "public") if kind == "postgres" else source.database
+    namespace = source.namespace  # where the connector captures (and names its signal table)
     collection = f"{namespace}.{table.table}"
     started = time.time()
     with connect(params, table.source, autocommit=True) as conn:

@@ -151,15 +151,16 @@ class LocalSources:
             CdcSetupError: if a change cannot be applied.
         """
         frame = preflight_frame(enable_cdc_local(self.stack, self.params))
-        for source in self.params.sources.values():  # the re-snapshot's signal table per source
+        # the re-snapshot's signal table per source, in the namespace its connector captures
+        for source in self.params.sources.values():
             kind = engine_kind(source.engine)
             if kind == "postgres":
                 with self.connect_postgres(source.database, autocommit=True) as conn:
-                    create_signal_table(conn, source.engine, source.schema_name or "public")
+                    create_signal_table(conn, source.engine, source.namespace)
             elif kind == "mysql":
                 conn = self.connect_mariadb(source.database, autocommit=True)
                 try:
-                    create_signal_table(conn, source.engine, source.database)
+                    create_signal_table(conn, source.engine, source.namespace)
                 finally:
                     conn.close()
         return frame
