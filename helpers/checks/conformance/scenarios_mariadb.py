@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from helpers.capture.resnapshot import resnapshot as resnapshot_table
@@ -237,22 +237,29 @@ def handover(ctx: ScenarioContext) -> None:
     snapshot_handover(ctx, "ecomm", SALE, writer)
 
 
+def _copy_first_day(cur: Any, keys: Sequence[int], scenario: str) -> int:
+    """Insert a copy of ``date``'s first day under each of ``keys``; that first day's key."""
+    cur.execute("SELECT min(dateid) FROM `date`")
+    top = cur.fetchone()
+    if not top or top[0] is None:
+        raise SourceError(f"Failed to script the {scenario} scenario: ecomm.date is empty")
+    first = int(top[0])
+    for key in keys:
+        cur.execute(
+            "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
+            " SELECT %s, caldate, day, week, month, qtr, year, holiday FROM `date` WHERE dateid = %s",
+            (key, first),
+        )
+    return first
+
+
 def truncate(ctx: ScenarioContext) -> None:
     """Day-2: ``TRUNCATE TABLE date`` and a reload without one row (a scripted copy of a day that
     Silver already holds), then a change after it. In MariaDB a TRUNCATE commits on its own: the
     reload is the transactions after it."""
     k = next_key(ctx, DATE, "dateid")
     with ctx.mariadb() as cur:
-        cur.execute("SELECT min(dateid) FROM `date`")
-        top = cur.fetchone()
-        if not top or top[0] is None:
-            raise SourceError("Failed to script the truncate scenario: ecomm.date is empty")
-        first = int(top[0])
-        cur.execute(
-            "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
-            " SELECT %s, caldate, day, week, month, qtr, year, holiday FROM `date` WHERE dateid = %s",
-            (k, first),
-        )
+        first = _copy_first_day(cur, [k], "truncate")
     ctx.sync()  # the copy is in Silver before the truncate
     with ctx.mariadb() as cur:
         cur.execute(
@@ -274,18 +281,8 @@ def resnapshot(ctx: ScenarioContext) -> None:
     capture never see), then ``./workbook resnapshot date``: Silver ends equal to the source, the
     row deleted unseen is gone."""
     k = next_key(ctx, DATE, "dateid")
-    copy = (
-        "INSERT INTO `date` (dateid, caldate, day, week, month, qtr, year, holiday)"
-        " SELECT %s, caldate, day, week, month, qtr, year, holiday FROM `date` WHERE dateid = %s"
-    )
     with ctx.mariadb() as cur:
-        cur.execute("SELECT min(dateid) FROM `date`")
-        top = cur.fetchone()
-        if not top or top[0] is None:
-            raise SourceError("Failed to script the re-snapshot scenario: ecomm.date is empty")
-        first = int(top[0])
-        for i in (k, k + 1):
-            cur.execute(copy, (i, first))
+        _copy_first_day(cur, [k, k + 1], "re-snapshot")
     ctx.sync()
     admin = LocalStack(ctx.params).connect_mariadb_admin(ctx.params.source("ecomm").database)
     try:
@@ -293,7 +290,7 @@ def resnapshot(ctx: ScenarioContext) -> None:
             cur.execute("SET SESSION sql_log_bin = 0")  # these changes never reach the binlog
             cur.execute("DELETE FROM `date` WHERE dateid = %s", (k,))
             cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (k + 1,))
-            cur.execute(copy, (k + 2, first))
+            _copy_first_day(cur, [k + 2], "re-snapshot")
     finally:
         admin.close()
     result = resnapshot_table(ctx.params, "date")
