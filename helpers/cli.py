@@ -26,6 +26,7 @@ from tabulate import tabulate
 from helpers.capture.resnapshot import resnapshot
 from helpers.checks import conformance
 from helpers.checks.config_lint import has_errors, lint_files, lint_workbook
+from helpers.checks.divergence import DIFFERS
 from helpers.deploy import emr
 from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
@@ -69,8 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_params_options(stack, _LOCAL_ENVS)
     stack.add_argument("--state-dir", help="override params state_dir")
 
-    status = sub.add_parser("status", help="servers, connectors, the Silver job and the lag per table")
+    status = sub.add_parser(
+        "status", help="servers, connectors, the Silver job, the lag and Silver against the source per table"
+    )
     _add_params_options(status, _LOCAL_ENVS)
+    status.add_argument(
+        "--no-check", action="store_true", help="show the last recorded checks of Silver against the source"
+    )
     status.add_argument("--state-dir", help="override params state_dir")
 
     chg = sub.add_parser("changes", help="scripted CDC edge cases on the local sources")
@@ -148,8 +154,13 @@ def _stack(args: argparse.Namespace) -> int:
         print(_servers(start_servers(params)))
     elif args.action == "stop":
         print(_servers(stop_all(params)))
-    else:
-        print(pipeline_status(params))
+    else:  # `status` checks Silver against the sources; `stack status` shows the last checks
+        status = pipeline_status(params, check=args.command == "status" and not args.no_check)
+        print(status)
+        if (status["divergence"]["result"] == DIFFERS).any():
+            if args.env != "local" or args.set or args.state_dir:
+                print("(run the repair with this command's --env, --set and --state-dir flags)")
+            return 1
     return 0
 
 

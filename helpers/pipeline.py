@@ -16,7 +16,8 @@ from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.registry import LocalRegistry
-from helpers.errors import CaptureError, ParamsError
+from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
+from helpers.errors import CaptureError, ParamsError, WorkbookError
 from helpers.lakefs_server import LocalS3Server
 from helpers.naming import connector_name
 from helpers.params import WorkbookParams
@@ -131,11 +132,17 @@ class PipelineStatus(dict[str, pd.DataFrame]):
         parts = []
         for name, frame in self.items():
             body = frame.to_string(index=False) if len(frame) else "(none)"
-            parts.append(f"== {name}\n{body}")
+            notes = "".join(f"\n{note}" for note in frame.attrs.get("notes", []))
+            parts.append(f"== {name}\n{body}{notes}")
         return "\n\n".join(parts)
 
 
-def pipeline_status(params: WorkbookParams) -> PipelineStatus:
+_DIVERGENCE_SHOWN = [
+    "table", "result", "source_rows", "silver_rows", "source_position", "checked_s_ago", "checked_by", "fix",
+]  # fmt: skip
+
+
+def pipeline_status(params: WorkbookParams, *, check: bool = True) -> PipelineStatus:
     """The state of every part of the local pipeline, read without changing anything.
 
     * ``servers``: PostgreSQL, MariaDB, the metastore and, when enabled or running, the schema
@@ -143,7 +150,12 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
     * ``connectors``: per source, the connector's state, events and files written, the
       last position captured and the offset it resumes from;
     * ``silver_job``: the continuous Silver job's state, loops, last error;
-    * ``lag``: per Silver table, Bronze files not yet in Silver and the age of the oldest.
+    * ``lag``: per Silver table, Bronze files not yet in Silver and the age of the oldest;
+    * ``divergence``: per Silver table, the newest check of Silver against its source (row counts
+      at a known position, or notebook 07's digests) with its age, and for a table that differs
+      the command that repairs it (:mod:`helpers.checks.divergence`). With ``check``, the count
+      check runs first (waiting up to 15 s for Silver to reach the source's position while the
+      Silver job runs); without, the newest recorded checks are shown.
     """
     servers = pd.DataFrame(
         [
@@ -172,6 +184,13 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
             }
         )
     job = SilverJob(params).status()
+    unchecked = ""
+    if check:
+        try:
+            check_divergence(params, wait_s=15.0 if job.get("state") == "RUNNING" else 0.0)
+        except WorkbookError as exc:  # a source that is down: say so, show the last checks
+            unchecked = f"not checked now: {exc}"
+    divergence = last_checks(params)
     silver_job = pd.DataFrame(
         [
             {
@@ -201,7 +220,23 @@ def pipeline_status(params: WorkbookParams) -> PipelineStatus:
                 }
             ]
         )
-    return PipelineStatus(**frames, silver_job=silver_job, lag=lag)
+    frames["silver_job"], frames["lag"] = silver_job, lag
+    frames["divergence"] = divergence[
+        [
+            "table",
+            "result",
+            "source_rows",
+            "silver_rows",
+            "source_position",
+            "checked_s_ago",
+            "checked_by",
+            "fix",
+        ]
+    ]
+    differs = divergence[divergence["result"] == DIFFERS]
+    notes = [f"{r.table}: {r.note}; repair: {r.fix}" for r in differs.itertuples()]
+    frames["divergence"].attrs["notes"] = [unchecked, *notes] if unchecked else notes
+    return PipelineStatus(**frames)
 
 
 def _age(at: Any) -> float | None:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from helpers.checks.compare import compare_rows
 from helpers.checks.digests import TableSide, canonical_records, compare_sides, side_from_arrow
+from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command
 from helpers.checks.snapshot import SourceSnapshot, caught_up, silver_rows, source_snapshot
 from helpers.errors import ReconcileError, WaitTimeoutError
 from helpers.params import SilverTableParams, WorkbookParams
@@ -39,6 +40,7 @@ def reconcile(
     *,
     silver_params: WorkbookParams | None = None,
     ingest: bool = False,
+    record: bool | None = None,
     wait_s: float = 60.0,
     poll_s: float = 0.5,
     max_keys: int = 20,
@@ -60,6 +62,8 @@ def reconcile(
             tables (default ``params``): e.g. a variant with extra tables under another root.
         ingest: run :func:`helpers.silver.ingest.ingest_table` while waiting (not when the continuous
             job already ingests: two writers wait for each other's lock).
+        record: store each table's result as its newest check, which ``./workbook status`` shows
+            (:mod:`helpers.checks.divergence`); default: when ``silver_params`` is not given.
         wait_s: longest wait for Silver to reach the source position.
         poll_s: interval between checks while waiting.
         max_keys: at most this many differing keys listed per table.
@@ -70,11 +74,14 @@ def reconcile(
         ``silver_checksum``, ``equal``, ``differing_keys`` (list of dicts, capped), ``diff_count``,
         ``missing_in_silver``, ``extra_in_silver``, ``different``, ``duplicate_in_silver``,
         ``detail`` (:func:`describe_differences`; empty when equal), ``caught_up`` (Silver shown
-        to have reached the position), ``note`` and ``seconds``.
+        to have reached the position), ``note``, ``fix`` (for a table that differs once caught up:
+        the command that repairs it) and ``seconds``.
 
     Raises:
         ReconcileError: when a name is not a Silver table or a source cannot be read.
     """
+    if record is None:
+        record = silver_params is None
     silver_params = silver_params or params
     tables = list(silver_params.silver.tables)
     if names is not None:
@@ -102,7 +109,32 @@ def reconcile(
                     params, silver_params, table, snap, deadline, ingest, poll_s, max_keys, read_s
                 )
             )
-    return pd.DataFrame(results)
+    frame = pd.DataFrame(results)
+    if record and len(frame):
+        record_checks(params, _as_checks(frame))
+    return frame
+
+
+def _as_checks(frame: pd.DataFrame) -> pd.DataFrame:
+    """The reconciliation's rows as :mod:`helpers.checks.divergence` records them."""
+
+    def result(row: pd.Series) -> str:
+        return EQUAL if row["equal"] else DIFFERS if row["caught_up"] else BEHIND
+
+    return pd.DataFrame(
+        {
+            "table": frame["table"],
+            "result": frame.apply(result, axis=1),
+            "source_rows": frame["source_rows"],
+            "silver_rows": frame["silver_rows"],
+            "source_position": frame["source_position"],
+            "instant": None,
+            "checked_at": time.time(),
+            "checked_by": "digests",
+            "fix": frame["fix"],
+            "note": [d or n for d, n in zip(frame["detail"], frame["note"], strict=True)],
+        }
+    )
 
 
 def describe_differences(
@@ -235,5 +267,6 @@ def _reconcile_table(
         "detail": "; ".join(detail),
         "caught_up": reached,
         "note": note,
+        "fix": "" if result["equal"] or not reached else repair_command(table.name),
         "seconds": round(time.monotonic() - started + read_s, 3),
     }

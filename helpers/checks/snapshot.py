@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "caught_up",
     "silver_position",
     "silver_rows",
+    "source_counts",
     "source_snapshot",
     "source_table",
     "stream_source_table",
@@ -68,6 +69,9 @@ _CX_TYPES = frozenset(
 )
 
 _POSTGRES_JSON_OIDS = {114, 3802}  # json, jsonb
+
+#: ``query(what, table)`` in one snapshot: column names, rows, JSON columns (PostgreSQL's, by type).
+_Query = Callable[[str, str], tuple[list[str], list[Any], set[str]]]
 
 
 #: Above this many rows (the server's estimate) a local MariaDB table is streamed rather than read
@@ -104,6 +108,67 @@ def _engine_kind(engine: str) -> str:
     return kind
 
 
+@contextlib.contextmanager
+def _consistent_read(params: WorkbookParams, source: str) -> Iterator[tuple[SourcePosition, _Query]]:
+    """One read-only transaction on a consistent snapshot of ``source`` and the log position it
+    corresponds to; yields the position and a function that runs ``SELECT <what> FROM <table>``
+    in it (the table name quoted) and returns the column names, the rows and the JSON columns."""
+    sp = params.source(source)
+    kind = _engine_kind(sp.engine)
+    try:
+        if kind == "postgres":
+            with connect(params, source) as conn:
+                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = True
+                with conn.transaction():
+                    # the snapshot is taken by this first statement: everything it sees committed
+                    # below the WAL insert position read in it
+                    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                    assert row is not None
+
+                    def pg_query(what: str, table: str) -> tuple[list[str], list[Any], set[str]]:
+                        cur = conn.execute(
+                            sql.SQL("SELECT {} FROM {}").format(
+                                sql.SQL(what), sql.Identifier(sp.namespace, table)
+                            )
+                        )
+                        desc = cur.description or []
+                        found = {d.name for d in desc if d.type_code in _POSTGRES_JSON_OIDS}
+                        return [d.name for d in desc], cur.fetchall(), found
+
+                    yield SourcePosition("postgres", lsn=parse_lsn(str(row[0]))), pg_query
+        else:
+            with connect(params, source) as mconn, mconn.cursor() as mcur:
+                mcur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                mcur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+                status = {str(k).lower(): str(v) for k, v in mcur.fetchall()}
+                if not status.get("binlog_snapshot_file"):
+                    raise ReconcileError(
+                        f"Failed to read source {source}: the server reports no binlog snapshot "
+                        "position (is the binary log enabled?)"
+                    )
+
+                def my_query(what: str, table: str) -> tuple[list[str], list[Any], set[str]]:
+                    mcur.execute(f"SELECT {what} FROM {quote_mariadb(table)}")  # noqa: S608
+                    return [d[0] for d in mcur.description or []], list(mcur.fetchall()), set()
+
+                yield (
+                    SourcePosition(
+                        "mysql",
+                        file=status["binlog_snapshot_file"],
+                        pos=int(status["binlog_snapshot_position"]),
+                    ),
+                    my_query,
+                )
+                mcur.execute("COMMIT")
+    except ReconcileError:
+        raise
+    except WorkbookError as exc:
+        raise ReconcileError(f"Failed to read source {source}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the database's message, with the place
+        raise ReconcileError(f"Failed to read source {source} ({sp.database}): {exc}") from None
+
+
 def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) -> SourceSnapshot:
     """Read ``tables`` of one source system in one consistent snapshot and its position.
 
@@ -118,59 +183,28 @@ def source_snapshot(params: WorkbookParams, source: str, tables: Sequence[str]) 
     Raises:
         ReconcileError: when the source cannot be read (the database's message).
     """
-    sp = params.source(source)
-    kind = _engine_kind(sp.engine)
     out: dict[str, pa.Table] = {}
     json_cols: dict[str, frozenset[str]] = {}
-    try:
-        if kind == "postgres":
-            with connect(params, source) as conn:
-                conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                conn.read_only = True
-                with conn.transaction():
-                    # the snapshot is taken by this first statement: everything it sees committed
-                    # below the WAL insert position read in it
-                    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-                    assert row is not None
-                    position = SourcePosition("postgres", lsn=parse_lsn(str(row[0])))
-                    for table in tables:
-                        cur = conn.execute(
-                            sql.SQL("SELECT * FROM {}").format(sql.Identifier(sp.namespace, table))
-                        )
-                        desc = cur.description or []
-                        names = [d.name for d in desc]
-                        found = {d.name for d in desc if d.type_code in _POSTGRES_JSON_OIDS}
-                        out[table] = rows_to_arrow(names, cur.fetchall(), found)
-                        json_cols[table] = frozenset(found)
-        else:
-            with connect(params, source) as mconn, mconn.cursor() as mcur:
-                mcur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-                mcur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
-                status = {str(k).lower(): str(v) for k, v in mcur.fetchall()}
-                if not status.get("binlog_snapshot_file"):
-                    raise ReconcileError(
-                        f"Failed to read source {source}: the server reports no binlog snapshot "
-                        "position (is the binary log enabled?)"
-                    )
-                position = SourcePosition(
-                    "mysql",
-                    file=status["binlog_snapshot_file"],
-                    pos=int(status["binlog_snapshot_position"]),
-                )
-                for table in tables:
-                    mcur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608
-                    names = [d[0] for d in mcur.description or []]
-                    detected: set[str] = set()
-                    out[table] = rows_to_arrow(names, list(mcur.fetchall()), detected)
-                    json_cols[table] = frozenset(detected)
-                mcur.execute("COMMIT")
-    except ReconcileError:
-        raise
-    except WorkbookError as exc:
-        raise ReconcileError(f"Failed to read source {source}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - the database's message, with the place
-        raise ReconcileError(f"Failed to read source {source} ({sp.database}): {exc}") from None
+    with _consistent_read(params, source) as (position, query):
+        for table in tables:
+            names, rows, found = query("*", table)  # MariaDB's JSON columns: found in the values
+            out[table] = rows_to_arrow(names, rows, found)
+            json_cols[table] = frozenset(found)
     return SourceSnapshot(position, out, json_cols)
+
+
+def source_counts(
+    params: WorkbookParams, source: str, tables: Sequence[str]
+) -> tuple[SourcePosition, dict[str, int]]:
+    """The row count of each of ``tables`` of one source system, all in one consistent snapshot,
+    and the log position of that snapshot (the database counts; no row leaves it).
+
+    Raises:
+        ReconcileError: when the source cannot be read (the database's message).
+    """
+    with _consistent_read(params, source) as (position, query):
+        counts = {table: int(query("count(*)", table)[1][0][0]) for table in tables}
+    return position, counts
 
 
 def source_table(params: WorkbookParams, source: str, table: str) -> tuple[pa.Table, frozenset[str]]:

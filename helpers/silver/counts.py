@@ -31,6 +31,7 @@ class FileCounts:
     max_row: int
     placeholders: dict[str, int]
     truncate_at: str | None  # the newest truncate marker's log position
+    max_position: str | None = None  # the newest good event's log position (markers included)
 
 
 def count_files(
@@ -52,6 +53,7 @@ def count_files(
         F.min(ROW_COLUMN).alias("min_row"),
         F.max(ROW_COLUMN).alias("max_row"),
         F.max(F.when(good & F.col(TRUNCATE), F.col(LOG_POSITION))).alias("truncate_at"),
+        F.max(F.when(good, F.col(LOG_POSITION))).alias("max_position"),
         *[
             F.sum(F.when(applied & test, 1).otherwise(0)).alias(f"ph_{i}")
             for i, test in enumerate(toast.values())
@@ -80,5 +82,6 @@ def count_files(
             max_row=int(row["max_row"] or 0),
             placeholders={name: int(row[f"ph_{i}"] or 0) for i, name in enumerate(toast)},
             truncate_at=row["truncate_at"],
+            max_position=row["max_position"],
         )
     return out, keys

@@ -61,8 +61,15 @@ from helpers.silver.prepare import (
     toast_columns,
 )
 from helpers.silver.quarantine import BadRecord, quarantine_dir, quarantine_events, write_quarantine
-from helpers.silver.state import TOMBSTONES_KEY, TOMBSTONES_OLDEST_KEY, TableState, read_table_state
+from helpers.silver.state import (
+    POSITION_KEY,
+    TOMBSTONES_KEY,
+    TOMBSTONES_OLDEST_KEY,
+    TableState,
+    read_table_state,
+)
 from helpers.silver.tables import (
+    POSITION_FIELDS,
     QUARANTINE_KEY,
     bronze_store,
     pending_bronze,
@@ -393,6 +400,7 @@ def _ingest_prepared(
     from pyspark.sql import functions as F
 
     topic = silver_topic(params, table)
+    engine = params.source(table.source).engine
     toast = toast_columns(events)
     counts, keys = count_files(events, toast, new_table=state.is_new)
     quarantined, per_file = _quarantine(params, table, store, layouts, events, counts)
@@ -405,7 +413,6 @@ def _ingest_prepared(
     applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE))
     truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
     if truncate_at is not None and not state.is_new:
-        engine = params.source(table.source).engine
         position = position_column(engine, position_fields(params, table))
         deletes = truncated_rows(spark, applied, config, truncate_at, position)
         applied = after_truncate(applied, truncate_at).unionByName(deletes, allowMissingColumns=True)
@@ -432,6 +439,9 @@ def _ingest_prepared(
         FILES_KEY: json.dumps(sorted(o.name for o in files)),
         CHECKPOINT_KEY: checkpoint.to_json(),
     }
+    newest = max((c.max_position for c in counts.values() if c.max_position), default=None)
+    if newest is not None and position_fields(params, table) == POSITION_FIELDS.get(engine):
+        metadata[POSITION_KEY] = max(newest, state.position or "")
     if per_file:
         metadata[QUARANTINE_KEY] = json.dumps(dict(sorted(per_file.items())))
     if config.delete_mode == "hard":

@@ -17,6 +17,7 @@ from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL, record_key_column
 from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS
+from helpers.sources.positions import SourcePosition, binlog_index
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -29,6 +30,7 @@ __all__ = [
     "placeholder_column",
     "position_column",
     "prepare_events",
+    "sortable_position",
     "toast_columns",
 ]
 
@@ -63,6 +65,15 @@ def position_column(engine: str, fields: tuple[str, ...]) -> Column:
             padded("__event_serial_no", 10),
         )
     raise HudiError(f"Failed to order change events: unknown source engine {engine!r}")
+
+
+def sortable_position(position: SourcePosition) -> str:
+    """A source position in the text form of :func:`position_column`, cut so that every event of a
+    transaction committed before it sorts below it and every later one above (MySQL: without the
+    row number, so an event at exactly ``pos`` sorts after it)."""
+    if position.engine == "postgres":
+        return f"{int(position.lsn or 0):020d}"
+    return f"{binlog_index(position.file or ''):010d}.{int(position.pos or 0):020d}"
 
 
 def prepare_events(

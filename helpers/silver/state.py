@@ -21,6 +21,7 @@ from helpers.lakefs import LakeStore, open_store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 
 __all__ = [
+    "POSITION_KEY",
     "TOMBSTONES_KEY",
     "TOMBSTONES_OLDEST_KEY",
     "TableState",
@@ -30,6 +31,9 @@ __all__ = [
 
 TOMBSTONES_KEY = "workbook.tombstones.file"
 TOMBSTONES_OLDEST_KEY = "workbook.tombstones.oldest"  # epoch s of the oldest tombstone in that state
+#: The newest source log position among the events taken so far (``_cdc_position``'s text): how far
+#: the table's data goes, for a check at a known position (:mod:`helpers.checks.divergence`).
+POSITION_KEY = "workbook.source.position"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class TableState:
         stored_types: column name to type (as Arrow types) of the newest commit's writer schema.
         tombstones: the tombstone state's name ("" for none, :mod:`helpers.silver.tombstones`).
         tombstones_oldest: when the oldest tombstone of that state was made (epoch s; None unknown).
+        position: the newest source log position taken (``_cdc_position``'s text; None: not
+            recorded, as by commits before it was, or a table ordered by a field of its own).
     """
 
     instants: tuple[Instant, ...] = ()
@@ -49,6 +55,7 @@ class TableState:
     stored_types: dict[str, pa.DataType] = field(default_factory=dict)
     tombstones: str = ""
     tombstones_oldest: float | None = None
+    position: str | None = None
 
     @property
     def is_new(self) -> bool:
@@ -70,7 +77,8 @@ def state_from_metadata(
     instants: tuple[Instant, ...], metadata_newest_first: Iterable[dict[str, Any]]
 ) -> TableState:
     """The :class:`TableState` of a timeline: ``metadata_newest_first`` is read only until the
-    checkpoint, the writer schema and the tombstone state are found (it may be lazy).
+    checkpoint (with the position taken), the writer schema and the tombstone state are found (it
+    may be lazy).
 
     Commits written before the checkpoint existed carry only their own files: those are united
     (watermark 0), which is exact while the timeline is complete.
@@ -79,12 +87,14 @@ def state_from_metadata(
     legacy: set[str] = set()
     types: dict[str, pa.DataType] | None = None
     stones: tuple[str, float | None] | None = None
+    position: str | None = None
     for meta in metadata_newest_first:
         extra: dict[str, Any] = meta.get("extraMetadata") or {}
         if checkpoint is None:
             if extra.get(CHECKPOINT_KEY):
                 state = BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
                 checkpoint = BronzeCheckpoint(state.watermark, state.files | frozenset(legacy))
+                position = extra.get(POSITION_KEY) or None  # written with every checkpoint
             elif extra.get(FILES_KEY):
                 legacy.update(json.loads(extra[FILES_KEY]))
         if types is None and extra.get("schema"):
@@ -100,6 +110,7 @@ def state_from_metadata(
         stored_types=types or {},
         tombstones=stones[0] if stones else "",
         tombstones_oldest=stones[1] if stones else None,
+        position=position,
     )
 
 

@@ -21,7 +21,14 @@ from psycopg import sql
 from helpers.errors import SourceError
 from helpers.sources.sql import engine_kind, quote_mariadb
 
-__all__ = ["SIGNAL_TABLE", "create_signal_table", "current_position", "request_snapshot", "signal_collection"]
+__all__ = [
+    "SIGNAL_TABLE",
+    "create_signal_table",
+    "current_position",
+    "request_snapshot",
+    "send_signal",
+    "signal_collection",
+]
 
 SIGNAL_TABLE = "debezium_signal"
 #: The columns Debezium's signalling channel reads, in its order.
@@ -86,26 +93,39 @@ def request_snapshot(conn: Any, engine: str, namespace: str, table: str) -> str:
     Raises:
         SourceError: when the signal cannot be written.
     """
-    signal_id = f"wb-resnapshot-{uuid.uuid4()}"
-    data = json.dumps({"data-collections": [f"{namespace}.{table}"], "type": "incremental"})
+    data = {"data-collections": [f"{namespace}.{table}"], "type": "incremental"}
+    return send_signal(
+        conn, engine, namespace, "execute-snapshot", data, f"the snapshot of {namespace}.{table}"
+    )
+
+
+def send_signal(conn: Any, engine: str, namespace: str, kind: str, data: dict[str, Any], what: str) -> str:
+    """Insert a signal of type ``kind`` (``execute-snapshot``, or ``log``: the connector only logs
+    ``data["message"]``) into the signal table (``conn`` in autocommit mode); the signal's id. Any
+    signal is also a change the connector reads in log order: once its offset passes it, it has
+    read everything committed before.
+
+    Raises:
+        SourceError: when the signal cannot be written (``what`` says what it was for).
+    """
+    signal_id = f"wb-{kind}-{uuid.uuid4()}"
     try:
         if engine_kind(engine) == "postgres":
             conn.execute(
-                sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, 'execute-snapshot', %s)").format(
+                sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, %s, %s)").format(
                     sql.Identifier(namespace, SIGNAL_TABLE)
                 ),
-                (signal_id, data),
+                (signal_id, kind, json.dumps(data)),
             )
         else:
             with conn.cursor() as cur:
                 cur.execute(
                     f"INSERT INTO {_mariadb_name(namespace)} (id, type, data)"  # noqa: S608 - quoted names
-                    " VALUES (%s, 'execute-snapshot', %s)",
-                    (signal_id, data),
+                    " VALUES (%s, %s, %s)",
+                    (signal_id, kind, json.dumps(data)),
                 )
     except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
         raise SourceError(
-            f"Failed to send the snapshot signal for {namespace}.{table} to "
-            f"{signal_collection(namespace)}: {exc}"
+            f"Failed to send the {kind} signal for {what} to {signal_collection(namespace)}: {exc}"
         ) from exc
     return signal_id

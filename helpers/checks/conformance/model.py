@@ -15,6 +15,7 @@ from typing import Any
 from helpers.bronze.read import bronze_files
 from helpers.bronze.replay import replay_topic_arrow
 from helpers.checks.compare import compare_tables
+from helpers.checks.divergence import DIFFERS, check_divergence
 from helpers.checks.snapshot import source_table
 from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
@@ -229,6 +230,20 @@ class ScenarioContext:
         """
         (self.deleted if ingested else self.gone).setdefault(target, []).extend(keys)
         self.touch(target, *keys)
+
+    def expect_check(self, target: Target, result: str) -> None:
+        """Run the status's check of Silver against the source (:mod:`helpers.checks.divergence`)
+        on every variant of ``target`` and record a problem where it does not say ``result``
+        (a ``DIFFERS`` must also name the repair command)."""
+        names = [t.name for t in target.variants()]
+        frame = check_divergence(self.cparams, names, wait_s=60.0, record=False)
+        for row in frame.itertuples():
+            if row.result != result or (result == DIFFERS and "resnapshot" not in row.fix):
+                self.problems.append(
+                    f"the check of {row.table} said {row.result!r} ({row.note}; fix {row.fix!r}), "
+                    f"expected {result!r}"
+                )
+        self.notes.append(f"check: {', '.join(sorted(set(frame['result'])))}")
 
     def use_scratch(self, label: str) -> None:
         """From now on ingest from a scratch Bronze root (a mirror of the captured files that the

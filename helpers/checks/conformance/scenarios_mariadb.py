@@ -22,6 +22,7 @@ from helpers.checks.conformance.model import (
     next_key,
     wait_for_bronze,
 )
+from helpers.checks.divergence import DIFFERS, EQUAL
 from helpers.errors import SourceError
 from helpers.sources.local.stack import LocalStack
 
@@ -282,19 +283,22 @@ def resnapshot(ctx: ScenarioContext) -> None:
     row deleted unseen is gone."""
     k = next_key(ctx, DATE, "dateid")
     with ctx.mariadb() as cur:
-        _copy_first_day(cur, [k, k + 1], "re-snapshot")
+        _copy_first_day(cur, [k, k + 1, k + 3], "re-snapshot")
     ctx.sync()
+    ctx.expect_check(DATE, EQUAL)
     admin = LocalStack(ctx.params).connect_mariadb_admin(ctx.params.source("ecomm").database)
     try:
         with admin.cursor() as cur:
             cur.execute("SET SESSION sql_log_bin = 0")  # these changes never reach the binlog
-            cur.execute("DELETE FROM `date` WHERE dateid = %s", (k,))
+            cur.execute("DELETE FROM `date` WHERE dateid IN (%s, %s)", (k, k + 3))
             cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (k + 1,))
             _copy_first_day(cur, [k + 2], "re-snapshot")
     finally:
         admin.close()
+    ctx.expect_check(DATE, DIFFERS)  # one row fewer at the source: the status names the table
     result = resnapshot_table(ctx.params, "date")
     ctx.notes.append(f"re-snapshot in {result.seconds:.1f} s")
-    ctx.delete(DATE, (k,))
+    ctx.delete(DATE, (k,), (k + 3,))
     ctx.touch(DATE, (k + 1,), (k + 2,))
     ctx.sync()
+    ctx.expect_check(DATE, EQUAL)

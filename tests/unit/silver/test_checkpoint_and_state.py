@@ -19,7 +19,13 @@ from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import HudiError, WorkbookError
 from helpers.lakefs import S3Store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint, plan_round
-from helpers.silver.state import TOMBSTONES_KEY, TableState, read_table_state, state_from_metadata
+from helpers.silver.state import (
+    POSITION_KEY,
+    TOMBSTONES_KEY,
+    TableState,
+    read_table_state,
+    state_from_metadata,
+)
 
 
 def _obj(name: str, modified: float) -> BronzeObject:
@@ -70,13 +76,19 @@ def test_the_state_is_read_from_the_newest_commits_only_as_far_as_needed() -> No
     def newest_first() -> Any:
         yield {"extraMetadata": {FILES_KEY: json.dumps(["z"]), TOMBSTONES_KEY: ""}}  # an older version
         yield {"extraMetadata": {}}  # a compaction
-        yield {"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json()}}
+        yield {
+            "extraMetadata": {
+                CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json(),
+                POSITION_KEY: "00000000000035724432",
+            }
+        }
         yield {"extraMetadata": {"schema": schema}}
         raise AssertionError("read one commit too many")
 
     state = state_from_metadata((), newest_first())
     assert state.checkpoint == BronzeCheckpoint(5.0, frozenset({"y", "z"}))
     assert state.stored_types == {"id": pa.int32()} and state.tombstones == ""
+    assert state.position == "00000000000035724432"  # recorded with the checkpoint
     assert state_from_metadata((), []) == TableState()
     with pytest.raises(HudiError, match="Bronze checkpoint"):
         state_from_metadata((), [{"extraMetadata": {CHECKPOINT_KEY: "{not json"}}])
