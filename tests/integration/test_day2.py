@@ -17,8 +17,10 @@ from support.pipeline import Capture
 
 from helpers.bronze.read import read_bronze
 from helpers.capture.register import connector_specs, local_endpoints, register_connectors
+from helpers.checks.divergence import EQUAL, check_divergence
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.params import SilverTableParams
+from helpers.pipeline import pipeline_status
 from helpers.silver.ingest import ingest_tables
 from helpers.sources.connect import connect
 
@@ -70,5 +72,10 @@ def test_a_table_added_to_a_running_pipeline_is_snapshotted_alone_and_reaches_si
         assert all(r.events > 0 for r in results), results
         silver = silver_vs_source(grown, [t.name for t in added], spark=spark)
         assert silver["equal"].all() and (silver["source_rows"] == 340).all(), silver
+        # the status's check agrees, at a known position of the source, and shows it
+        checked = check_divergence(grown, wait_s=60)
+        assert (checked["result"] == EQUAL).all() and (checked["silver_rows"] == 340).all(), checked
+        shown = pipeline_status(grown, check=False)["divergence"].set_index("table")
+        assert list(shown["result"]) == [EQUAL, EQUAL] and (shown["checked_s_ago"] < 120).all(), shown
     finally:  # the shared pipeline captures what it did before
         register_connectors(capture.backend, list(capture.specs.values()), timeout_s=180)
