@@ -74,6 +74,8 @@ class ConnectorBackend(Protocol):
 
     def delete(self, name: str) -> None: ...
 
+    def captured_tables(self, name: str) -> set[str] | None: ...
+
 
 def wait_until_running(
     backend: ConnectorBackend,
@@ -388,6 +390,24 @@ class KafkaConnectRestBackend:
             name, state, error, {"tasks": body.get("tasks", []), "worker": body["connector"].get("worker_id")}
         )
 
+    def captured_tables(self, name: str) -> set[str] | None:
+        """The tables the connector captures now (``table.include.list`` of its configuration),
+        or None when it does not exist or has committed no offset yet (its first start
+        snapshots every table it is given): ``GET /connectors/{name}/config`` and ``/offsets``."""
+        config = self._call("GET", f"/connectors/{name}/config", ok=(200, 404))
+        if not config or "connector.class" not in config:
+            return None
+        if self.source_offset(name) is None:
+            return None
+        return {t for t in str(config.get("table.include.list", "")).split(",") if t}
+
+    def source_offset(self, name: str) -> dict[str, Any] | None:
+        """The connector's committed source offset (``GET /connectors/{name}/offsets``: Debezium's
+        one partition), or None before its first commit or when it does not exist."""
+        body = self._call("GET", f"/connectors/{name}/offsets", ok=(200, 404)) or {}
+        entries = body.get("offsets") or []
+        return dict(entries[0].get("offset") or {}) if entries else None
+
     def pause(self, name: str) -> None:
         self._call("PUT", f"/connectors/{name}/pause")
 
@@ -534,6 +554,12 @@ class MskConnectBackend:
         arn = self._arn(name)
         if arn is not None:
             self.client.delete_connector(connectorArn=arn)
+
+    def captured_tables(self, name: str) -> set[str] | None:
+        """Always None: MSK Connect cannot change a connector's configuration in place
+        (``UpdateConnector`` changes its capacity only), so no include list grows under a running
+        connector here; a table is added by creating the connector again."""
+        return None
 
 
 def describe(spec: ConnectorSpec) -> dict[str, Any]:

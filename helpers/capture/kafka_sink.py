@@ -46,6 +46,7 @@ from helpers.capture.avro_events import AvroEventDecoder
 from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.kafka import bootstrap_servers
 from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
+from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
 from helpers.lakefs import lake_uri
 from helpers.params import WorkbookParams
@@ -135,6 +136,13 @@ class BronzeSink(ModuleJob):
                     f"ends: {self._log_tail()}"
                 )
             time.sleep(0.5)
+
+    def written_to_end(self, topic: str) -> bool:
+        """Whether the sink has written (durably, batch committed) every record the Kafka topic
+        holds now, in every partition."""
+        written = self.status().get("offsets") or {}
+        ends = end_offsets(bootstrap_servers(self.params), topic)
+        return all(int(written.get(f"{topic}/{p}", 0)) >= end for p, end in ends.items())
 
     def _log_tail(self) -> str:
         try:

@@ -11,7 +11,7 @@ from helpers.errors import RetentionError
 from helpers.params import WorkbookParams
 from helpers.sources.positions import SourcePosition
 
-__all__ = ["offsets_file", "read_offsets", "stored_offset", "stored_position"]
+__all__ = ["offset_position", "offsets_file", "read_offsets", "stored_offset", "stored_position"]
 
 
 def read_offsets(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -81,8 +81,14 @@ def stored_offset(params: WorkbookParams, connector: str) -> dict[str, Any] | No
 
 
 def stored_position(params: WorkbookParams, connector: str) -> SourcePosition | None:
-    """The log position the connector resumes from (``None`` before its first offset flush)."""
-    value = stored_offset(params, connector)
+    """The log position the embedded connector resumes from (``None`` before its first offset
+    flush)."""
+    return offset_position(stored_offset(params, connector))
+
+
+def offset_position(value: dict[str, Any] | None) -> SourcePosition | None:
+    """The log position of a Debezium source offset (PostgreSQL ``lsn``..., MySQL ``file`` and
+    ``pos``), wherever it is stored; ``None`` for none or another kind."""
     if value is None:
         return None
     if "lsn" in value:

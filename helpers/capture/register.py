@@ -290,8 +290,8 @@ def register_connectors(
 ) -> pd.DataFrame:
     """Create or update every connector, then wait until each runs.
 
-    A table added to a running connector (embedded backend: it streamed before, and its include
-    list grows) gets an incremental snapshot through Debezium's signal table
+    A table added to a running connector (it has offsets, and its include list grows; the
+    embedded engine or Kafka Connect) gets an incremental snapshot through Debezium's signal table
     (:func:`signal_added_tables`): the connector restarts from its offsets with the new list, no
     other table is snapshotted again, nothing is lost.
 
@@ -302,10 +302,7 @@ def register_connectors(
         CaptureError: naming the connector and its error, when one fails or does not start.
         SourceError: when the snapshot signal of an added table cannot be written.
     """
-    before = {
-        spec.name: backend.captured_tables(spec.name) if isinstance(backend, EmbeddedBackend) else None
-        for spec in specs
-    }
+    before = {spec.name: backend.captured_tables(spec.name) for spec in specs}
     for spec in specs:
         backend.create_or_update(spec)
     for spec in specs:

@@ -1,5 +1,6 @@
 """Reading a Kafka topic whole with ``kafka-python`` (tests and notebooks look at what the
-connectors wrote): :func:`read_topic` from its first offset to its end offset at the call."""
+connectors wrote, and a re-snapshot reads Debezium's notifications): :func:`read_topic` from its
+first offset to its end offset at the call, :func:`end_offsets`."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from kafka.serializer import Deserializer
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.poll import wait_until
 
-__all__ = ["JsonDeserializer", "read_topic"]
+__all__ = ["JsonDeserializer", "end_offsets", "read_topic"]
 
 
-def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+def read_topic(
+    bootstrap: str, topic: str, *, timeout_s: float = 30.0, raw_values: bool = False
+) -> list[dict[str, Any]]:
     """Every record of ``topic`` from its first offset up to its end offset at the time of the
-    call: ``partition``, ``offset``, ``key`` and ``value`` (JSON decoded; ``None`` for a null).
+    call: ``partition``, ``offset``, ``timestamp`` (epoch ms), ``key`` and ``value`` (JSON decoded,
+    or the bytes with ``raw_values``; ``None`` for a null).
 
     A topic that does not exist yet reads as empty.
 
@@ -29,8 +33,8 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[d
         enable_auto_commit=False,
         group_id=None,
         request_timeout_ms=10_000,
-        key_deserializer=JsonDeserializer(),
-        value_deserializer=JsonDeserializer(),
+        key_deserializer=None if raw_values else JsonDeserializer(),
+        value_deserializer=None if raw_values else JsonDeserializer(),
     )
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
@@ -45,7 +49,13 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[d
         def caught_up() -> bool:
             for batch in consumer.poll(timeout_ms=500).values():
                 records.extend(
-                    {"partition": r.partition, "offset": r.offset, "key": r.key, "value": r.value}
+                    {
+                        "partition": r.partition,
+                        "offset": r.offset,
+                        "timestamp": r.timestamp,
+                        "key": r.key,
+                        "value": r.value,
+                    }
                     for r in batch
                 )
             return all(consumer.position(tp) >= ends[tp] for tp in assigned)
@@ -58,6 +68,16 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 30.0) -> list[d
                 f"{sum(ends.values())} after {timeout_s:.0f} s"
             ) from None
         return records
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition of ``topic`` and its end offset now (empty for a topic that does not exist)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        assigned = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
+        return {tp.partition: int(end) for tp, end in consumer.end_offsets(assigned).items()}
     finally:
         consumer.close()
 

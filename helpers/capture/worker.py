@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -28,7 +29,7 @@ from psycopg import sql
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.connectors import NOTIFICATION_TOPIC
-from helpers.errors import BronzeError
+from helpers.errors import BronzeError, CaptureError
 from helpers.lakefs import is_s3, set_lake_s3
 from helpers.lakefs_server import S3Connection
 from helpers.proc import read_status, write_status
@@ -47,13 +48,19 @@ def _db_message(exc: BaseException) -> str:
 @contextmanager
 def connector_login(props: Mapping[str, str], engine: str, *, autocommit: bool = False) -> Iterator[Any]:
     """A DB-API connection to the connector's source with the connector's own login (its
-    ``database.*`` properties), closed on exit: ``engine`` is ``postgres`` or ``mysql``."""
+    ``database.*`` properties; a password given as Kafka Connect's ``${file:PATH:KEY}`` reference
+    is read from that file), closed on exit: ``engine`` is ``postgres`` or ``mysql``.
+
+    Raises:
+        CaptureError: for a password reference of another config provider, or one not found.
+    """
+    password = resolve_reference(props["database.password"])
     if engine == "postgres":
         with psycopg.connect(
             host=props["database.hostname"],
             port=int(props["database.port"]),
             user=props["database.user"],
-            password=props["database.password"],
+            password=password,
             dbname=props["database.dbname"],
             autocommit=autocommit,
             connect_timeout=10,
@@ -64,7 +71,7 @@ def connector_login(props: Mapping[str, str], engine: str, *, autocommit: bool =
         host=props["database.hostname"],
         port=int(props["database.port"]),
         user=props["database.user"],
-        password=props["database.password"],
+        password=password,
         autocommit=autocommit,
         connect_timeout=10,
     )
@@ -72,6 +79,36 @@ def connector_login(props: Mapping[str, str], engine: str, *, autocommit: bool =
         yield mconn
     finally:
         mconn.close()
+
+
+_FILE_REFERENCE = re.compile(r"^\$\{file:(?P<path>.+):(?P<key>[^:}]+)\}$")
+
+
+def resolve_reference(value: str) -> str:
+    """``value``, or what a ``${file:PATH:KEY}`` reference names (Kafka Connect's
+    ``FileConfigProvider``: a properties file of ``key=value`` lines).
+
+    Raises:
+        CaptureError: for another config provider's reference (``${secretsmanager:...}``: only the
+            worker resolves it), or a file or key that is not there (neither the value shown).
+    """
+    if not value.startswith("${"):
+        return value
+    found = _FILE_REFERENCE.match(value)
+    if found is None:
+        raise CaptureError(
+            f"Failed to resolve a connector password: {value.split(':', 1)[0]}...}} is not a file reference"
+        )
+    path, key = found.group("path"), found.group("key")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CaptureError(f"Failed to resolve a connector password from {path}: {exc.strerror}") from None
+    for line in lines:
+        name, sep, secret = line.partition("=")
+        if sep and name.strip() == key and not name.lstrip().startswith("#"):
+            return secret.strip()
+    raise CaptureError(f"Failed to resolve a connector password: no key {key} in {path}")
 
 
 def preflight(config: dict[str, Any]) -> str | None:
@@ -202,11 +239,15 @@ class _Capture:
 
 def notification(value: Any) -> dict[str, Any]:
     """A Debezium notification as the status keeps it: aggregate type, type, its additional data
-    (``data_collections``, ``scanned_collection``...) and the time it was received."""
-    try:
-        doc = json.loads(str(value))
-    except ValueError:
-        return {"type": "UNPARSED", "received_at": time.time()}
+    (``data_collections``, ``scanned_collection``...) and the time it was received; ``value`` is
+    the JSON converter's text, or the record already decoded (a dict, Avro from Kafka)."""
+    if isinstance(value, dict):
+        doc: Any = value
+    else:
+        try:
+            doc = json.loads(str(value))
+        except ValueError:
+            return {"type": "UNPARSED", "received_at": time.time()}
     payload = doc.get("payload", doc) if isinstance(doc, dict) else {}
     return {
         "aggregate_type": payload.get("aggregate_type"),

@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.checks.snapshot import captured_position, source_counts
+from helpers.checks.snapshot import captured_position, sink_has_written, source_counts
 from helpers.errors import ReconcileError, WaitTimeoutError, WorkbookError
 from helpers.hudi.read import (
     AS_OF_INSTANT,
@@ -267,6 +267,8 @@ def _reached(
     if state.position is not None and state.position >= sortable_position(position):
         return True, "Silver has taken a change at or after the position"
     captured = captured_position(params, table.source, position.engine)
+    if not sink_has_written(params, table):  # before the listing: what it wrote is listed
+        return False, "the Bronze sink has not written the table's Kafka topic to its end"
     pending, _ = pending_bronze(params, table, state=state)
     if pending:
         return False, f"{len(pending)} Bronze file(s) not ingested yet"

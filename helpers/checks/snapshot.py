@@ -32,11 +32,15 @@ import pyarrow.compute as pc
 import pymysql
 from psycopg import sql
 
-from helpers.capture.offsets import stored_position
+from helpers.capture.backends import KafkaConnectRestBackend
+from helpers.capture.kafka import local_worker
+from helpers.capture.kafka_sink import BronzeSink
+from helpers.capture.offsets import offset_position, stored_position
+from helpers.capture.register import open_backend
 from helpers.checks.digests import rows_to_arrow
 from helpers.errors import ReconcileError, WorkbookError
 from helpers.hudi.read import read_snapshot
-from helpers.naming import connector_name, slot_name
+from helpers.naming import connector_name, silver_topic, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.tables import pending_bronze, table_config
 from helpers.sources.connect import connect
@@ -51,6 +55,7 @@ __all__ = [
     "caught_up",
     "silver_position",
     "silver_rows",
+    "sink_has_written",
     "source_counts",
     "source_snapshot",
     "source_table",
@@ -390,9 +395,17 @@ def silver_position(params: WorkbookParams, table: SilverTableParams, engine: st
 
 
 def captured_position(params: WorkbookParams, source: str, engine: str) -> SourcePosition | None:
-    """How far capture has durably got: the connector's stored offset (and, for PostgreSQL,
-    its slot's confirmed position), whichever is further."""
-    best = stored_position(params, connector_name(params, source))
+    """How far capture has durably got: the connector's stored offset (the embedded engine's
+    file, or the Kafka Connect worker's committed offset) and, for PostgreSQL, its slot's
+    confirmed position, whichever is further. On Kafka Connect an event is in Bronze only once the
+    sink has also written its topic (:meth:`BronzeSink.written_to_end`)."""
+    name = connector_name(params, source)
+    if params.capture.backend == "kafka_connect":
+        backend = open_backend(params)
+        offset = backend.source_offset(name) if isinstance(backend, KafkaConnectRestBackend) else None
+        best = offset_position(offset)
+    else:
+        best = stored_position(params, name)
     if engine == "postgres":
         try:
             with connect(params, source, autocommit=True) as conn:
@@ -409,6 +422,12 @@ def captured_position(params: WorkbookParams, source: str, engine: str) -> Sourc
     return best
 
 
+def sink_has_written(params: WorkbookParams, table: SilverTableParams) -> bool:
+    """True, or on the local-kafka profile whether its Bronze sink has written every record the
+    table's Kafka topic holds now."""
+    return not local_worker(params) or BronzeSink(params).written_to_end(silver_topic(params, table))
+
+
 def caught_up(
     params: WorkbookParams,
     silver_params: WorkbookParams,
@@ -420,6 +439,8 @@ def caught_up(
     if top is not None and top.reaches(position):
         return True, f"Silver holds changes up to {top}"
     captured = captured_position(params, table.source, position.engine)
+    if not sink_has_written(params, table):  # before the listing: what it wrote is listed
+        return False, "the Bronze sink has not written the table's Kafka topic to its end"
     pending, _state = pending_bronze(silver_params, table)
     if captured is not None and captured.reaches(position) and not pending:
         return True, f"capture stored {captured} and Silver has taken every Bronze file"

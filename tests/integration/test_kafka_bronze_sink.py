@@ -27,6 +27,7 @@ import fastavro
 import pytest
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
+from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka import LocalKafka
@@ -39,11 +40,13 @@ from helpers.capture.register import (
     register_connectors,
     wait_for_snapshots,
 )
+from helpers.capture.resnapshot import resnapshot
+from helpers.checks.divergence import DIFFERS, EQUAL, check_divergence
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import list_instants
 from helpers.naming import silver_topic
-from helpers.params import WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams
 from helpers.pipeline import pipeline_status, start_servers
 from helpers.poll import wait_until
 from helpers.proc import pid_alive
@@ -290,6 +293,83 @@ def test_a_truncate_on_either_engine_travels_through_connect_and_silver_follows(
     assert check["equal"].all() and (check["source_rows"] == 3).all(), check
     for name, base in bases.items():  # time travel to before the truncate still shows the old rows
         assert read_snapshot(base, as_of=before[name]).num_rows == rows_before[name] > 3, name
+
+
+def test_a_resnapshot_through_kafka_connect_brings_a_diverged_table_back_while_others_flow(
+    world: World, spark: Any
+) -> None:
+    """Rows of ``ecomm.date`` deleted and changed with ``sql_log_bin = 0`` (capture never sees
+    them): the status's check names ``date`` as differing; ``resnapshot`` sends the signal, reads
+    Debezium's COMPLETED notification from Kafka (Avro, through the registry), waits for the sink
+    and writes the marker; venues inserted meanwhile flow; Silver equals the sources again."""
+    params = world.params
+    insert_dates(world.stack, range(24_100, 24_104), 2034)
+    _bronze_equal(world, "before the divergence")
+    ingest_all(params, ["date", "venue"], spark=spark)
+    assert check_divergence(params, ["date"], wait_s=60).iloc[0]["result"] == EQUAL
+    admin = world.stack.connect_mariadb_admin(params.source("ecomm").database)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")  # never in the binlog, so never captured
+            cur.execute("DELETE FROM `date` WHERE dateid IN (24100, 24101)")
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = 24102")
+    finally:
+        admin.close()
+    named = check_divergence(params, ["date"], wait_s=60).iloc[0]
+    assert named["result"] == DIFFERS and named["fix"] == "./workbook resnapshot date", named
+    insert_venues(world.stack, range(24_200, 24_210), "rs")  # another table's changes flow
+    result = resnapshot(params, "date", timeout_s=300)
+    assert Path(result.marker_file).exists()
+    _bronze_equal(world, "after the re-snapshot")
+    ingest_all(params, ["date", "venue"], spark=spark)
+    check = silver_vs_source(params, ["date", "venue"])
+    assert check["equal"].all(), check
+    assert check_divergence(params, ["date"], wait_s=60).iloc[0]["result"] == EQUAL
+
+
+def test_a_table_added_under_kafka_connect_is_snapshotted_alone_and_reaches_silver(
+    world: World, spark: Any, tmp_path: Path
+) -> None:
+    """A table created while capture runs and added to the parameters: registration updates the
+    Connect connector's include list (it restarts from its offsets) and signals an incremental
+    snapshot of the new table only; Bronze and Silver equal the source."""
+    params = world.params
+    with world.stack.connect_postgres(params.source("ems").database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE ems.wb_kadded (id integer PRIMARY KEY, name text NOT NULL)")
+        conn.execute("INSERT INTO ems.wb_kadded SELECT g, 'n' || g FROM generate_series(1, 120) g")
+    ems = params.source("ems")
+    table = SilverTableParams(name="wb_kadded", source="ems", table="wb_kadded", record_key=("id",))
+    grown = params.model_copy(
+        update={
+            "sources": {
+                **params.sources,
+                "ems": ems.model_copy(update={"tables": (*ems.tables, "wb_kadded")}),
+            },
+            "silver": params.silver.model_copy(update={"tables": (table,), "sync": False}),
+            "lake": params.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
+        }
+    )
+    specs = connector_specs(grown, local_endpoints(grown))
+    venue = f"{params.project}.ems.venue"
+    venue_reads = _snapshot_reads(params, venue)
+    try:
+        register_connectors(world.backend, specs, timeout_s=180)
+        with world.stack.connect_postgres(params.source("ems").database, autocommit=True) as conn:
+            conn.execute("UPDATE ems.wb_kadded SET name = 'changed' WHERE id % 5 = 0")
+            conn.execute("DELETE FROM ems.wb_kadded WHERE id > 110")
+        ems_spec = next(s for s in specs if s.source == "ems")
+        check = bronze_vs_source(grown, [ems_spec], wait_s=180)
+        assert check["equal"].all(), check
+        assert _snapshot_reads(params, venue) == venue_reads  # no other table was snapshotted again
+        ingest_all(grown, ["wb_kadded"], spark=spark)
+        silver = silver_vs_source(grown, ["wb_kadded"])
+        assert silver["equal"].all() and (silver["source_rows"] == 110).all(), silver
+    finally:  # the module's pipeline captures what it did before
+        register_connectors(world.backend, world.specs, timeout_s=180)
+
+
+def _snapshot_reads(params: WorkbookParams, topic: str) -> int:
+    return sum(1 for r in read_bronze(params.path(params.lake.bronze), topic) if r["__op"] == "r")
 
 
 def test_a_message_that_is_no_change_event_fails_the_sink_naming_the_topic(world: World) -> None:

@@ -7,9 +7,11 @@ import datetime as dt
 import decimal
 import threading
 import time
+import uuid
 
 from psycopg import sql
 
+from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.resnapshot import resnapshot as resnapshot_table
 from helpers.checks.conformance.drivers import (
     check_tombstones,
@@ -25,6 +27,7 @@ from helpers.checks.conformance.model import (
     ORDERS,
     VENUE,
     ScenarioContext,
+    Target,
     next_key,
     wait_for_bronze,
 )
@@ -36,6 +39,7 @@ from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "add_column",
+    "add_table",
     "delete_reinsert",
     "deletes",
     "exact_values",
@@ -322,3 +326,59 @@ def resnapshot(ctx: ScenarioContext) -> None:
     ctx.touch(VENUE, *((key,) for key in inserted))
     ctx.sync()
     ctx.expect_check(CATEGORY, EQUAL)
+
+
+def add_table(ctx: ScenarioContext) -> None:
+    """Day-2: a table created at the source while capture runs, then added to the parameters.
+    Registration updates the ``ems`` connector's include list (it restarts from its offsets) and
+    signals an incremental snapshot of the new table alone; its rows change during that snapshot
+    and venues are inserted meanwhile. Earlier runs' tables (no longer captured) are dropped."""
+    ems = ctx.params.source("ems")
+    name = f"wb_added_{uuid.uuid4().hex[:8]}"
+    table = sql.Identifier(ems.namespace, name)
+    with ctx.postgres("ems") as c:
+        earlier = c.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'wb\\_added\\_%%'",
+            (ems.namespace,),
+        ).fetchall()
+        for (old,) in earlier:
+            c.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(ems.namespace, old)))
+        c.execute(
+            sql.SQL("CREATE TABLE {} (id integer PRIMARY KEY, name text NOT NULL, qty integer)").format(table)
+        )
+        c.execute(
+            sql.SQL("INSERT INTO {} SELECT g, 'n' || g, g FROM generate_series(1, 300) g").format(table)
+        )
+    added = Target("ems", name, ("id",))
+    ctx.targets = (added, VENUE)
+    sources = {**ctx.params.sources, "ems": ems.model_copy(update={"tables": (*ems.tables, name)})}
+    grown = ctx.params.model_copy(update={"sources": sources})
+    v = next_key(ctx, VENUE, "venueid")
+    try:
+        register_connectors(
+            open_backend(grown), connector_specs(grown, local_endpoints(grown)), timeout_s=180
+        )
+        with ctx.postgres("ems") as c:  # while the new table's snapshot runs
+            c.execute(sql.SQL("UPDATE {} SET qty = -qty WHERE id % 7 = 0").format(table))
+            c.execute(sql.SQL("DELETE FROM {} WHERE id BETWEEN 100 AND 109").format(table))
+            c.execute(
+                sql.SQL("INSERT INTO {} SELECT g, 'late' || g, g FROM generate_series(301, 340) g").format(
+                    table
+                )
+            )
+            for key in range(v, v + 5):
+                c.execute(
+                    "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats)"
+                    " VALUES (%s, %s, 'c', 'ST', 1)",
+                    (key, f"add{key}"),
+                )
+        # deleted while the snapshot ran: a row the snapshot had not read yet never reaches Silver
+        ctx.delete(added, *((k,) for k in range(100, 110)), ingested=False)
+        ctx.touch(added, (7,), (301,))
+        ctx.touch(VENUE, *((k,) for k in range(v, v + 5)))
+        ctx.sync()
+        ctx.notes.append(f"{name} added")
+    finally:  # the pipeline captures what it did before
+        register_connectors(
+            open_backend(ctx.params), connector_specs(ctx.params, local_endpoints(ctx.params)), timeout_s=180
+        )

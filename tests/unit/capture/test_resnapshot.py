@@ -12,7 +12,7 @@ import pytest
 from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.connectors import NOTIFICATION_TOPIC, signal_settings
 from helpers.capture.resnapshot import find_table, snapshot_completed
-from helpers.capture.worker import CONFIG_FILE, notification
+from helpers.capture.worker import CONFIG_FILE, notification, resolve_reference
 from helpers.errors import CaptureError
 from helpers.params import load_params
 
@@ -60,3 +60,28 @@ def test_captured_tables_come_from_the_config_a_connector_streamed_with(tmp_path
     assert backend.captured_tables("tickit-ems") is None  # registered, never streamed
     (d / "offsets.dat").write_bytes(b"")
     assert backend.captured_tables("tickit-ems") == {"ems.category", "ems.venue"}
+
+
+def test_a_decoded_notification_record_reads_as_the_json_one() -> None:
+    """From Kafka with Apicurio's converter the notification arrives as an Avro record (a dict)."""
+    record = {"id": "1", "aggregate_type": "Incremental Snapshot", "type": "COMPLETED",
+              "additional_data": {"data_collections": "ecomm.date"}, "timestamp": 1}  # fmt: skip
+    note = notification(record)
+    assert note["type"] == "COMPLETED" and note["data"] == {"data_collections": "ecomm.date"}
+    assert snapshot_completed([note], "ecomm.date", 0.0)
+
+
+def test_a_password_reference_of_the_file_provider_is_read_and_others_are_refused(tmp_path: Path) -> None:
+    """Kafka Connect connectors carry ``${file:PATH:KEY}`` instead of the password: the workbook
+    logs in with the connector's login by reading that file (to send a signal)."""
+    secrets = tmp_path / "sources.properties"
+    secrets.write_text("# comment\npostgres.password=s3cr=t\nmysql.password=other\n")
+    assert resolve_reference(f"${{file:{secrets}:postgres.password}}") == "s3cr=t"
+    assert resolve_reference("plain") == "plain"
+    with pytest.raises(CaptureError, match="no key nope") as missing:
+        resolve_reference(f"${{file:{secrets}:nope}}")
+    assert "s3cr" not in str(missing.value)
+    with pytest.raises(CaptureError, match="not a file reference"):
+        resolve_reference("${secretsmanager:wb/src:password}")
+    with pytest.raises(CaptureError, match="No such file"):
+        resolve_reference(f"${{file:{tmp_path / 'gone'}:k}}")
