@@ -54,9 +54,23 @@ def test_resnapshot_after_a_divergence_on_both_engines(capture: Capture, tmp_pat
     assert (frame["status"] == "passed").all() and (frame["negative_check"] == "detected").all()
 
 
+def test_a_table_added_mid_stream_reaches_every_variant(capture: Capture, tmp_path: Path) -> None:
+    """Item 15: a table created while capture runs and added to the parameters, changed during
+    its incremental snapshot while venues are inserted: every variant of it and of ``venue``
+    equals the source row by row."""
+    frame = run_scenarios(capture.stack.params, ["add_table_postgres"], silver_root=tmp_path / "conformance")
+    assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
+        ["scenario", "silver_table", "detail"]
+    ].to_string()
+    added = {s for s in frame["source"] if s.startswith("postgres ems.wb_added_")}
+    assert len(added) == 1 and set(frame["source"]) == {"postgres ems.venue", *added}
+    assert len(frame) == 2 * len(VARIANTS) and set(frame["item"]) == {15}
+    assert (frame["status"] == "passed").all() and (frame["negative_check"] == "detected").all()
+
+
 @pytest.mark.slow
 def test_full_set(capture: Capture, tmp_path: Path) -> None:
-    """Every scenario (items 1-9, 11 and 13; TOAST n/a on MariaDB) passes. Slow: fresh connectors."""
+    """Every scenario (items 1-9, 11 and 13-15; TOAST n/a on MariaDB) passes. Slow: fresh connectors."""
     frame = run_scenarios(capture.stack.params, silver_root=tmp_path / "conformance")
     assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
         ["scenario", "silver_table", "detail"]

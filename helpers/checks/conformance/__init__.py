@@ -1,6 +1,6 @@
 """CDC conformance: scripted edge cases on the real sources, checked end to end in Silver.
 
-Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9 and 11) scripts changes on a real source
+Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9, 11 and 13 to 15) scripts changes on a real source
 table (:mod:`.scenarios_postgres`, :mod:`.scenarios_mariadb`, with the drivers of :mod:`.drivers`),
 waits until Bronze has captured them, ingests them into Silver tables of every variant
 (Copy-on-Write and Merge-on-Read, hard and soft deletes; :mod:`.model`) under
