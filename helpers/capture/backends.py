@@ -1,9 +1,10 @@
 """Where connectors run, behind one interface: embedded workers, Kafka Connect REST, MSK Connect.
 
 Every backend offers ``create_or_update``, ``status``, ``pause``, ``resume``, ``restart``,
-``delete`` and ``captured_tables`` plus :func:`wait_until_running`, and reports a :class:`ConnectorStatus` whose
-``state`` uses Kafka Connect's words (``RUNNING``, ``PAUSED``, ``FAILED``, ``UNASSIGNED``,
-``STOPPED``) and whose ``error`` carries the worker's / database's message. One cohesive module:
+``delete`` and ``captured_tables`` plus :func:`wait_until_running`, and reports a
+:class:`ConnectorStatus` whose ``state`` uses Kafka Connect's words (``RUNNING``, ``PAUSED``,
+``FAILED``, ``UNASSIGNED``, ``STOPPED``) and whose ``error`` carries the worker's / database's
+message. One cohesive module:
 three implementations of one interface (also ``captured_tables``, which registration compares to
 find an added table), read side by side when one changes.
 """

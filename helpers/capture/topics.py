@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.serializer import Deserializer
 
 from helpers.errors import CaptureError, WaitTimeoutError
@@ -73,11 +74,26 @@ def read_topic(
 
 
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    """Each partition of ``topic`` and its end offset now (empty for a topic that does not exist)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    """Each partition of ``topic`` and its end offset now (empty for a topic that does not exist).
+
+    Raises:
+        CaptureError: when the broker cannot be reached (kafka-python's message).
+    """
+    try:
+        consumer = KafkaConsumer(  # kafka-python waits 30 s to bootstrap by default
+            bootstrap_servers=bootstrap,
+            enable_auto_commit=False,
+            group_id=None,
+            bootstrap_timeout_ms=5000,
+            request_timeout_ms=10_000,
+        )
+    except KafkaError as exc:
+        raise CaptureError(f"Failed to reach Kafka at {bootstrap}: {exc}") from None
     try:
         assigned = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
         return {tp.partition: int(end) for tp, end in consumer.end_offsets(assigned).items()}
+    except KafkaError as exc:
+        raise CaptureError(f"Failed to read the end offsets of {topic} at {bootstrap}: {exc}") from None
     finally:
         consumer.close()
 
