@@ -396,7 +396,10 @@ class KafkaConnectRestBackend:
     def captured_tables(self, name: str) -> set[str] | None:
         """The tables the connector captures now (``table.include.list`` of its configuration),
         or None when it does not exist or has committed no offset yet (its first start
-        snapshots every table it is given): ``GET /connectors/{name}/config`` and ``/offsets``."""
+        snapshots every table it is given): ``GET /connectors/{name}/config`` and ``/offsets``,
+        once the local worker runs (registration asks before it creates or updates anything)."""
+        if self.start_worker is not None:
+            self.start_worker()
         config = self._call("GET", f"/connectors/{name}/config", ok=(200, 404))
         if not config or "connector.class" not in config:
             return None

@@ -4,7 +4,8 @@ The table is created at the source while capture runs and added to ``sources.ems
 ``silver.tables`` (CoW and MoR); registering the connectors again restarts the ``ems`` worker from
 its offsets with the longer include list and asks Debezium for an incremental snapshot of the new
 table only. Checked against the source row by row, with changes to it and to another table made
-while the snapshot runs, and with no other table snapshotted again.
+while the snapshot runs, and with no other table snapshotted again; then the status's check of
+Silver against the source and the catalog registration of the new tables.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from helpers.checks.divergence import EQUAL, check_divergence
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.params import SilverTableParams
 from helpers.pipeline import pipeline_status
+from helpers.poll import wait_until
+from helpers.silver.backend import register_catalog
 from helpers.silver.ingest import ingest_tables
 from helpers.sources.connect import connect
 
@@ -42,6 +45,13 @@ def test_a_table_added_to_a_running_pipeline_is_snapshotted_alone_and_reaches_si
         with c.cursor() as cur:
             rows = [(i, f"n{i}", i) for i in range(300)]
             cur.executemany("INSERT INTO ems.wb_added VALUES (%s, %s, %s)", rows)
+    # the shared pipeline's first snapshot is over and streaming (a restart during it takes it again)
+    assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=180)["equal"].all()
+    wait_until(
+        lambda: capture.backend.status(capture.specs["ems"].name).details.get("streaming"),
+        timeout_s=120,
+        what="the ems connector to stream",
+    )
     category_reads = _reads(capture, "category")
     table = SilverTableParams(name="wb_added", source="ems", table="wb_added", record_key=("id",))
     added = (table, table.model_copy(update={"name": "wb_added_mor", "table_type": "MERGE_ON_READ"}))
@@ -49,7 +59,7 @@ def test_a_table_added_to_a_running_pipeline_is_snapshotted_alone_and_reaches_si
     grown = params.model_copy(
         update={
             "sources": sources,
-            "silver": params.silver.model_copy(update={"tables": added, "sync": False}),
+            "silver": params.silver.model_copy(update={"tables": added, "sync": True, "database": "wb_day2"}),
             "lake": params.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
         }
     )
@@ -77,5 +87,10 @@ def test_a_table_added_to_a_running_pipeline_is_snapshotted_alone_and_reaches_si
         assert (checked["result"] == EQUAL).all() and (checked["silver_rows"] == 340).all(), checked
         shown = pipeline_status(grown, check=False)["divergence"].set_index("table")
         assert list(shown["result"]) == [EQUAL, EQUAL] and (shown["checked_s_ago"] < 120).all(), shown
+        # registered in the catalog by its first commit's Hive sync, as every table is (MoR: _ro, _rt)
+        catalog = set(register_catalog(grown, spark=spark)["name"])
+        assert {"wb_added", "wb_added_mor_ro", "wb_added_mor_rt"} <= catalog, catalog
+        for name in ("wb_added", "wb_added_mor_rt"):
+            assert spark.sql(f"SELECT count(*) AS n FROM wb_day2.{name}").collect()[0]["n"] == 340  # noqa: S608
     finally:  # the shared pipeline captures what it did before
         register_connectors(capture.backend, list(capture.specs.values()), timeout_s=180)
