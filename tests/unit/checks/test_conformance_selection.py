@@ -1,11 +1,18 @@
 """Which conformance scenarios notebook 07 runs: ``conformance.scenarios`` by name, else the set
-``conformance.short`` chooses."""
+``conformance.short`` chooses; and a check of theirs that must hold on a state run before."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, marker_event
+from helpers.bronze.writer import BronzeWriter
 from helpers.checks.conformance import SCENARIOS, run_scenarios, short_set
+from helpers.checks.conformance.drivers import check_tombstones
+from helpers.checks.conformance.model import CATEGORY, ScenarioContext
 from helpers.errors import ParamsError
 from helpers.params import load_params
 
@@ -31,3 +38,37 @@ def test_an_unknown_scenario_fails_naming_the_known_ones_before_anything_runs() 
     params = load_params("local", {"conformance.scenarios": ["deletes_oracle"]})
     with pytest.raises(ParamsError, match=r"deletes_oracle.*deletes_postgres"):
         run_scenarios(params, params.conformance.scenarios)
+
+
+def test_a_truncate_marker_in_bronze_is_no_tombstone(tmp_path: Path) -> None:
+    """Item 1's Bronze check runs again on a state where item 13 left a TRUNCATE marker in the
+    topic (the main command run twice): the marker has no key, but it is an event, not a
+    null-value tombstone; a real keyless event still is one."""
+    params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "bronze")})
+    ctx = ScenarioContext(params, params, (CATEGORY,))
+    topic = CATEGORY.topic(params)
+    writer = BronzeWriter(tmp_path / "bronze", "avro")
+
+    def change(key: int | None, op: str, deleted: str) -> BronzeEvent:
+        schema = {
+            "type": "struct",
+            "fields": [
+                {"field": "catid", "type": "int16", "optional": True},
+                {"field": "__op", "type": "string", "optional": True},
+                {"field": "__lsn", "type": "int64", "optional": True},
+                {"field": "__source_ts_ms", "type": "int64", "optional": True},
+                {"field": "__deleted", "type": "string", "optional": True},
+            ],
+        }
+        payload = {"catid": key, "__op": op, "__lsn": 10, "__source_ts_ms": 1, "__deleted": deleted}
+        event = event_from_json(topic, json.dumps({"schema": schema, "payload": payload}))
+        assert event is not None
+        return event
+
+    writer.write_batch([change(5, "d", "true")])
+    writer.write_batch([marker_event(topic, TRUNCATE_OP, "category", {"__lsn": 20}, 2)])
+    check_tombstones(ctx, CATEGORY, [(5,)])
+    assert ctx.problems == [], ctx.problems
+    writer.write_batch([change(None, "u", "false")])  # keyless and no marker: reported
+    check_tombstones(ctx, CATEGORY, [(5,)])
+    assert ctx.problems and "1 null-value (tombstone)" in ctx.problems[0]
