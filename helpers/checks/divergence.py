@@ -68,6 +68,7 @@ __all__ = [
     "last_checks",
     "record_checks",
     "repair_command",
+    "selected_tables",
     "took_after",
 ]
 
@@ -116,7 +117,7 @@ def check_divergence(
     Raises:
         ReconcileError: for a name that is not a Silver table, or a source that cannot be read.
     """
-    tables = _tables(params, names)
+    tables = selected_tables(params, names)
     results = {r["table"]: r for r in _check_once(params, tables, wait_s, poll_s)}
     again = [t for t in tables if results[t.name]["result"] in (DIFFERS, MOVING)]
     if again:  # a difference must hold at a second position, and a moving table gets a second look
@@ -136,13 +137,20 @@ def check_divergence(
     return frame
 
 
-def _tables(params: WorkbookParams, names: Sequence[str] | None) -> list[SilverTableParams]:
+def selected_tables(
+    params: WorkbookParams, names: Sequence[str] | None, what: str = "check Silver"
+) -> list[SilverTableParams]:
+    """The Silver tables named (default: all), in the order of ``silver.tables``.
+
+    Raises:
+        ReconcileError: ``Failed to <what>``, naming the unknown and the configured tables.
+    """
     tables = list(params.silver.tables)
     if names is not None:
         unknown = sorted(set(names) - {t.name for t in tables})
         if unknown:
             raise ReconcileError(
-                f"Failed to check Silver: no Silver table named {unknown} "
+                f"Failed to {what}: no Silver table named {unknown} "
                 f"(configured: {', '.join(t.name for t in tables)})"
             )
         tables = [t for t in tables if t.name in names]

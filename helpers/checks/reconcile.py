@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from helpers.checks.compare import compare_rows
 from helpers.checks.digests import TableSide, canonical_records, compare_sides, side_from_arrow
-from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command
+from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command, selected_tables
 from helpers.checks.snapshot import SourceSnapshot, caught_up, silver_rows, source_snapshot
 from helpers.errors import ReconcileError, WaitTimeoutError
 from helpers.params import SilverTableParams, WorkbookParams
@@ -83,15 +83,7 @@ def reconcile(
     if record is None:
         record = silver_params is None
     silver_params = silver_params or params
-    tables = list(silver_params.silver.tables)
-    if names is not None:
-        unknown = sorted(set(names) - {t.name for t in tables})
-        if unknown:
-            raise ReconcileError(
-                f"Failed to reconcile: no Silver table named {unknown} "
-                f"(configured: {', '.join(t.name for t in tables)})"
-            )
-        tables = [t for t in tables if t.name in names]
+    tables = selected_tables(silver_params, names, "reconcile")
     by_source: dict[str, list[SilverTableParams]] = {}
     for table in tables:
         if table.source not in params.sources:
