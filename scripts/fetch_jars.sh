@@ -12,6 +12,9 @@
 #   tree:scripts/poms/<name>.xml                 a pom's whole runtime dependency tree, copied into
 #                                                .jars/<name>/; the third column names the file of
 #                                                pinned SHA-256s every copied jar must match
+#   shade:scripts/poms/<name>.xml                a jar the set-up builds with Maven from Central
+#                                                artifacts (a re-shade), .jars/<finalName>.jar; the
+#                                                third column is its SHA-256 (the build is reproducible)
 #   bash scripts/fetch_jars.sh [SET ...]     default sets: spark metastore
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +64,26 @@ fetch_tree() {  # fetch_tree POM SUMS
     rm -rf "$dir"
     exit 1
   fi
+  fetched=$((fetched + 1))
+}
+shade_jar() {  # shade_jar POM SHA: build the pom's jar in a scratch copy, check it, place it
+  local pom="$1" sha="$2" name work jar
+  name="$(sed -n 's:.*<finalName>\(.*\)</finalName>.*:\1:p' "$pom" | head -1)"
+  jar="$dest/$name.jar"
+  [ -f "$jar" ] && [ "$(sha256sum "$jar" | cut -d' ' -f1)" = "$sha" ] && return 0
+  need_mvn "$pom"
+  log "building $name.jar from $pom with Maven"
+  work="$dest/.shade-$$"
+  rm -rf "$work" && mkdir -p "$work" && cp "$pom" "$work/pom.xml"
+  mvn_run "$pom" -f "$ROOT/$work/pom.xml" package
+  got="$(sha256sum "$work/target/$name.jar" | cut -d' ' -f1)"
+  if [ "$got" != "$sha" ]; then
+    rm -rf "$work"
+    log "Failed to verify $name.jar built from $pom: sha256 $got, expected $sha (scripts/jars.tsv)"
+    exit 1
+  fi
+  mv "$work/target/$name.jar" "$jar"
+  rm -rf "$work"
   fetched=$((fetched + 1))
 }
 unpacked_dir() {  # unpacked_dir COORDS: where an archive row is unpacked
@@ -156,13 +179,14 @@ done < scripts/jars.tsv
 missing=()
 for row in "${rows[@]}"; do
   IFS=$'\t' read -r coords sha <<<"$row"
-  case "$coords" in tree:*) ;; *) present "$coords" "$sha" || missing+=("$coords") ;; esac
+  case "$coords" in tree:*|shade:*) ;; *) present "$coords" "$sha" || missing+=("$coords") ;; esac
 done
 prefetch "${missing[@]}"
 for row in "${rows[@]}"; do
   IFS=$'\t' read -r coords sha <<<"$row"
   case "$coords" in
     tree:*) fetch_tree "${coords#tree:}" "$sha" ;;
+    shade:*) shade_jar "${coords#shade:}" "$sha" ;;
     *) fetch_artifact "$coords" "$sha" ;;
   esac
 done

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
-from helpers.errors import HudiError
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL, record_key_column
-from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS
+from helpers.silver.tables import POSITION_COLUMN, position_sql
 from helpers.sources.positions import SourcePosition, binlog_index
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -41,30 +40,15 @@ DELETED = "_deleted"  # whether the event deletes its row (both delete modes); n
 def position_column(engine: str, fields: tuple[str, ...]) -> Column:
     """``_cdc_position`` of each event: the source's log position as one sortable string
     (``docs/architecture.md``, "Ordering"); a configured single ``ordering`` field is used as it is.
+    The expression is :func:`helpers.silver.tables.position_sql`, the one the streamer engine's SQL
+    transform uses too.
 
     Raises:
         HudiError: for an unknown engine.
     """
     from pyspark.sql import functions as F
 
-    def padded(name: str, width: int) -> Column:
-        return F.lpad(F.col(name).cast("string"), width, "0")
-
-    if fields != POSITION_FIELDS.get(engine):
-        return F.col(fields[0])
-    if engine == "postgres":
-        return padded("__lsn", 20)
-    if engine in ("mysql", "mariadb"):
-        number = F.lpad(F.regexp_replace(F.col("__file").cast("string"), r"^.*\.", ""), 10, "0")
-        return F.concat_ws(".", number, padded("__pos", 20), padded("__row", 10))
-    if engine == "sqlserver":
-        return F.concat_ws(
-            ".",
-            F.col("__commit_lsn").cast("string"),
-            F.col("__change_lsn").cast("string"),
-            padded("__event_serial_no", 10),
-        )
-    raise HudiError(f"Failed to order change events: unknown source engine {engine!r}")
+    return F.expr(position_sql(engine, fields))
 
 
 def sortable_position(position: SourcePosition) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "bronze_store",
     "pending_bronze",
     "position_fields",
+    "position_sql",
     "silver_store",
     "silver_write_options",
     "table_config",
@@ -54,6 +55,34 @@ POSITION_FIELDS = {
     "mysql": ("__file", "__pos", "__row"),
     "sqlserver": ("__commit_lsn", "__change_lsn", "__event_serial_no"),
 }
+
+
+def position_sql(engine: str, fields: tuple[str, ...]) -> str:
+    """``_cdc_position`` as a Spark SQL expression: the source's log position as one sortable
+    string (``docs/architecture.md``, "Ordering"), or a configured single ``ordering`` field as it
+    is. The PySpark engine (:func:`helpers.silver.prepare.position_column`) and the streamer
+    engine's SQL transform (:mod:`helpers.silver.streamer`) both use it.
+
+    Raises:
+        HudiError: for an unknown engine.
+    """
+
+    def padded(name: str, width: int) -> str:
+        return f"lpad(CAST(`{name}` AS STRING), {width}, '0')"
+
+    if fields != POSITION_FIELDS.get(engine):
+        return f"`{fields[0]}`"
+    if engine == "postgres":
+        return padded("__lsn", 20)
+    if engine in ("mysql", "mariadb"):
+        number = "lpad(substring_index(CAST(`__file` AS STRING), '.', -1), 10, '0')"
+        return f"concat_ws('.', {number}, {padded('__pos', 20)}, {padded('__row', 10)})"
+    if engine == "sqlserver":
+        return (
+            "concat_ws('.', CAST(`__commit_lsn` AS STRING), CAST(`__change_lsn` AS STRING), "
+            f"{padded('__event_serial_no', 10)})"
+        )
+    raise HudiError(f"Failed to order change events: unknown source engine {engine!r}")
 
 
 def position_fields(params: WorkbookParams, table: SilverTableParams) -> tuple[str, ...]:
