@@ -24,6 +24,7 @@ from helpers.poll import wait_until
 from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
 from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob
+from helpers.silver.streamer import run_streamer_once, streamer_overview
 from helpers.silver.tables import (
     silver_write_options,
     table_config,
@@ -36,6 +37,8 @@ __all__ = [
     "EmrSilver",
     "LocalSilver",
     "Silver",
+    "StreamerFiles",
+    "StreamerSilver",
     "open_silver",
     "register_catalog",
     "silver_tables_frame",
@@ -88,9 +91,10 @@ def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
 
     def round_done() -> dict[str, Any] | None:
         status: dict[str, Any] = job.status()
-        if status.get("state") == "DEAD":
+        if status.get("state") in ("DEAD", "FAILED"):
             raise HudiError(
-                f"Failed to run the continuous Silver job: it died; see {job.directory / 'job.log'}"
+                f"Failed to run the continuous Silver job: {status.get('error') or 'it died'}; "
+                f"see {job.directory / 'job.log'}"
             )
         if status.get("run_id") != seen["run"]:  # the job that was starting wrote its first status
             seen.update(run=status.get("run_id"), start=-1)
@@ -193,6 +197,10 @@ class Silver(Protocol):
         """Keep ingesting from now on; ``state``, ``loops``, ``error``."""
         ...
 
+    def configuration(self) -> Any:
+        """How Silver is written: the engine's settings, as the notebook shows them."""
+        ...
+
 
 @dataclass
 class LocalSilver:
@@ -212,6 +220,25 @@ class LocalSilver:
     def sql(self, query: str) -> pd.DataFrame:
         return build_spark_session(self.params).sql(query).toPandas()
 
+    def configuration(self) -> pd.DataFrame:
+        """Per table: type, record key, ordering field, delete mode and where it lives (the
+        PySpark engine's write options: :func:`helpers.silver.tables.silver_write_options`)."""
+        rows = []
+        for t in self.params.silver.tables:
+            config = table_config(self.params, t)
+            rows.append(
+                {
+                    "table": t.name,
+                    "engine": "pyspark (Hudi 1.0.2, Spark 3.5)",
+                    "type": config.table_type,
+                    "record_key": ",".join(config.record_key_fields),
+                    "ordering": ",".join(config.ordering_fields),
+                    "deletes": config.delete_mode,
+                    "base_path": config.base_path,
+                }
+            )
+        return pd.DataFrame(rows)
+
     def start_continuous(self, timeout_s: float = 180.0) -> dict[str, Any]:
         """Start :class:`helpers.silver.job.SilverJob` (stopped by ``./workbook stack stop``) and
         wait for its first round.
@@ -225,6 +252,39 @@ class LocalSilver:
         return {k: status.get(k) for k in ("state", "loops", "error")}
 
 
+@dataclass(frozen=True)
+class StreamerFiles:
+    """Text blocks by name (properties files, a command), shown as code blocks in a notebook."""
+
+    blocks: dict[str, str]
+
+    def _repr_markdown_(self) -> str:
+        return "\n\n".join(f"**{name}**\n\n```\n{text.rstrip()}\n```" for name, text in self.blocks.items())
+
+    def __str__(self) -> str:
+        return "\n\n".join(f"== {name}\n{text.rstrip()}" for name, text in self.blocks.items())
+
+
+@dataclass
+class StreamerSilver(LocalSilver):
+    """``silver.engine: streamer`` on this machine: Hudi's HoodieStreamer 0.14.0 on the project's
+    pyspark 3.4.1 runtime (:mod:`helpers.silver.streamer`); the continuous job runs it with
+    ``--continuous``. The overview, the catalog and SQL are the same as for the PySpark engine."""
+
+    def ingest(self) -> pd.DataFrame:
+        """One run-once HoodieStreamer of every table, then Hudi's Hive sync of the tables it
+        committed to (the streamer's own sync is not used: one sync path for both engines)."""
+        result = run_streamer_once(self.params)
+        committed = [str(name) for name in result.loc[result["instant"].notna(), "table"]]
+        if committed and self.params.silver.sync:
+            sync_catalog(self.params, committed)
+        return result
+
+    def configuration(self) -> StreamerFiles:
+        """The generated properties files and the one-table ``spark-submit`` command."""
+        return StreamerFiles(streamer_overview(self.params))
+
+
 @dataclass
 class EmrSilver(LocalSilver):
     """Silver on EMR: the same calls on the cluster's Spark and Glue; the continuous ingestion is
@@ -235,5 +295,7 @@ class EmrSilver(LocalSilver):
 
 
 def open_silver(params: WorkbookParams) -> Silver:
-    """The Silver backend of ``params.environment``."""
-    return EmrSilver(params) if params.environment == "aws" else LocalSilver(params)
+    """The Silver backend of ``params.environment`` and ``silver.engine``."""
+    if params.environment == "aws":
+        return EmrSilver(params)
+    return StreamerSilver(params) if params.silver.engine == "streamer" else LocalSilver(params)

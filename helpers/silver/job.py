@@ -22,6 +22,7 @@ from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, write_status
 from helpers.silver.ingest import ingest_all
+from helpers.silver.streamer import run_streamer_job
 from helpers.silver.tables import bronze_store, pending_bronze
 from helpers.spark import build_spark_session
 
@@ -81,6 +82,8 @@ def _lag_after(params: WorkbookParams, store: Any, result: Any) -> dict[str, Any
 def run(directory: Path) -> int:
     """The job's loop (the worker process)."""
     params = WorkbookParams.model_validate(json.loads((directory / "config.json").read_text()))
+    if params.silver.engine == "streamer":
+        return run_streamer_job(params, directory)
     previous = read_status(directory)
     stopping = {"flag": False}
 

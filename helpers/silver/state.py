@@ -22,6 +22,7 @@ from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoin
 
 __all__ = [
     "POSITION_KEY",
+    "STREAMER_CHECKPOINT_KEY",
     "TOMBSTONES_KEY",
     "TOMBSTONES_OLDEST_KEY",
     "TableState",
@@ -34,6 +35,9 @@ TOMBSTONES_OLDEST_KEY = "workbook.tombstones.oldest"  # epoch s of the oldest to
 #: The newest source log position among the events taken so far (``_cdc_position``'s text): how far
 #: the table's data goes, for a check at a known position (:mod:`helpers.checks.divergence`).
 POSITION_KEY = "workbook.source.position"
+#: HoodieStreamer's own checkpoint (``silver.engine: streamer``): for Bronze files, the newest
+#: modification time taken, in epoch milliseconds (Hudi's ``DFSPathSelector``).
+STREAMER_CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class TableState:
         tombstones_oldest: when the oldest tombstone of that state was made (epoch s; None unknown).
         position: the newest source log position taken (``_cdc_position``'s text; None: not
             recorded, as by commits before it was, or a table ordered by a field of its own).
+        streamer_checkpoint: HoodieStreamer's checkpoint of the newest commit that has one (the
+            streamer engine's commits; None: no such commit).
     """
 
     instants: tuple[Instant, ...] = ()
@@ -56,6 +62,7 @@ class TableState:
     tombstones: str = ""
     tombstones_oldest: float | None = None
     position: str | None = None
+    streamer_checkpoint: str | None = None
 
     @property
     def is_new(self) -> bool:
@@ -88,8 +95,15 @@ def state_from_metadata(
     types: dict[str, pa.DataType] | None = None
     stones: tuple[str, float | None] | None = None
     position: str | None = None
+    streamer: str | None = None
     for meta in metadata_newest_first:
         extra: dict[str, Any] = meta.get("extraMetadata") or {}
+        if streamer is None and checkpoint is None and extra.get(STREAMER_CHECKPOINT_KEY):
+            # the streamer engine wrote after the newest workbook checkpoint (silver.engine was
+            # switched): its files are those modified up to its checkpoint's millisecond
+            streamer = str(extra[STREAMER_CHECKPOINT_KEY])
+            if streamer.isdigit():
+                checkpoint = BronzeCheckpoint((int(streamer) + 1) / 1000, frozenset())
         if checkpoint is None:
             if extra.get(CHECKPOINT_KEY):
                 state = BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
@@ -111,6 +125,7 @@ def state_from_metadata(
         tombstones=stones[0] if stones else "",
         tombstones_oldest=stones[1] if stones else None,
         position=position,
+        streamer_checkpoint=streamer,
     )
 
 

@@ -31,8 +31,10 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +45,7 @@ import pandas as pd
 
 from helpers.bronze.events import avro_schema_from_connect
 from helpers.bronze.store import BronzeObject
-from helpers.errors import HudiError, JarsMissingError
+from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.api import write_options
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
 from helpers.hudi.timeline import completed_instants
@@ -51,9 +53,12 @@ from helpers.jars import project_jars, shaded_jar
 from helpers.lakefs import join, lake_uri
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams, project_root
+from helpers.proc import read_status, write_status
+from helpers.silver.state import read_table_state
 from helpers.silver.tables import (
     POSITION_COLUMN,
     bronze_store,
+    pending_bronze,
     position_fields,
     position_sql,
     silver_write_options,
@@ -65,10 +70,13 @@ __all__ = [
     "RUNTIME_DIR",
     "STREAMER_CLASS",
     "StreamerTable",
+    "resume_checkpoint",
+    "run_streamer_job",
     "run_streamer_once",
     "spark_submit_command",
     "streamer_config",
     "streamer_job_argv",
+    "streamer_overview",
     "transform_sql",
     "write_streamer_config",
 ]
@@ -137,6 +145,7 @@ class StreamerTable:
     base_path: str
     table_type: str
     source_class: str
+    checkpoint: str | None = None
 
     def args(self, *, continuous: bool = False, min_sync_interval_s: int = 0) -> list[str]:
         """HoodieStreamer's arguments (what follows the jar in ``spark-submit``)."""
@@ -162,6 +171,8 @@ class StreamerTable:
             "--transformer-class",
             "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer",
         ]
+        if self.checkpoint is not None:
+            out += ["--checkpoint", self.checkpoint]
         if continuous:
             out += ["--continuous", "--min-sync-interval-seconds", str(min_sync_interval_s)]
         return out
@@ -232,6 +243,30 @@ def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         "name": schema.get("name", "envelope").replace(".", "_") + "_envelope",
         "fields": [{"name": "payload", "type": payload}],
     }
+
+
+def resume_checkpoint(params: WorkbookParams, table: SilverTableParams) -> str | None:
+    """``--checkpoint`` for a table the PySpark engine wrote last (``silver.engine`` switched to
+    streamer), else None: the newest millisecond up to which every Bronze file is taken, so the
+    streamer goes on where the PySpark engine stopped. Re-reading a few files below it applies
+    nothing twice: an upsert by key with the log position as ordering field leaves the same row.
+    """
+    state = read_table_state(table_config(params, table).base_path)
+    if state.is_new or state.streamer_checkpoint:
+        return None
+    store = bronze_store(params)
+    listing = store.list(silver_topic(params, table))
+    pending, _ = pending_bronze(
+        params.model_copy(update={"silver": params.silver.model_copy(update={"engine": "pyspark"})}),
+        table,
+        store,
+        state,
+    )
+    if not listing:
+        return "0"
+    if pending:
+        return str(min(int(o.modified * 1000) for o in pending) - 1)
+    return str(max(int(o.modified * 1000) for o in listing))
 
 
 def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
@@ -333,8 +368,23 @@ def write_streamer_config(params: WorkbookParams, directory: Path | None = None)
                 table_type=table.table_type,
                 source_class="org.apache.hudi.utilities.sources."
                 + ("JsonDFSSource" if jsonl else "AvroDFSSource"),
+                checkpoint=resume_checkpoint(params, table),
             )
         )
+    return out
+
+
+def streamer_overview(params: WorkbookParams) -> dict[str, str]:
+    """What notebook 03 shows before a run: each generated file's text (the properties, and the
+    source schema's field names) and the one-table ``spark-submit`` command, by name."""
+    tables = write_streamer_config(params)
+    conf = params.state_path / "streamer" / "conf"
+    out = {"base.properties": (conf / "base.properties").read_text(encoding="utf-8")}
+    for t in tables:
+        out[Path(t.properties).name] = Path(t.properties).read_text(encoding="utf-8")
+    if tables:
+        command = spark_submit_command(params, tables[0])
+        out[f"spark-submit ({tables[0].name})"] = " \\\n  ".join(command)
     return out
 
 
@@ -498,3 +548,72 @@ def run_streamer_once(params: WorkbookParams) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["table", "instant", "commits", "seconds"])
     frame.attrs["seconds"] = round(time.monotonic() - started, 3)
     return frame
+
+
+def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
+    """The continuous Silver job with ``silver.engine: streamer`` (the body of
+    :mod:`helpers.silver.job`'s process): HoodieStreamer ``--continuous`` for every table with
+    Bronze files, in one child ``spark-submit`` of :mod:`helpers.silver.streamer_driver` (same
+    process group: a ``kill -9`` of the job's group takes it along). It writes the job's
+    ``status.json`` every ``silver.min_interval_s``: ``loops`` counts the checks while the
+    streamer runs, ``last_commit`` the newest instant per table. SIGTERM stops the streamer (a
+    commit in flight is rolled back by the next start, as after a crash). A table added later
+    is taken when the job starts again (``./workbook run`` restarts it with the new parameters).
+    """
+    stopping = {"flag": False}
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopping["flag"] = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    previous = read_status(directory)
+    status: dict[str, Any] = {
+        "state": "STARTING",
+        "engine": "streamer",
+        "pid": os.getpid(),
+        "run_id": previous.get("run_id") or uuid.uuid4().hex,
+        "loops": 0,
+        "last_commit": {},
+        "error": None,
+    }
+    write_status(directory, status)
+    try:
+        tables = write_streamer_config(params)
+        argv, env = streamer_job_argv(params, tables, directory / "streamer", continuous=True)
+    except WorkbookError as exc:
+        status.update(state="FAILED", error=str(exc))
+        write_status(directory, status)
+        return 1
+    with open(directory / "streamer.log", "ab") as log:
+        child = subprocess.Popen(  # noqa: S603 - argv built here, no secret in it
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=directory
+        )
+    driver_status = directory / "streamer" / "driver-status.json"
+    while not stopping["flag"] and child.poll() is None:
+        driver = json.loads(driver_status.read_text()) if driver_status.exists() else {}
+        if driver.get("state") == "RUNNING":
+            status["state"] = "RUNNING"
+            status["loops"] += 1
+            for t in tables:
+                latest = _latest(t.base_path)
+                if latest and (status["last_commit"].get(t.name) or {}).get("instant") != latest:
+                    status["last_commit"][t.name] = {"instant": latest, "at": time.time()}
+        write_status(directory, status)
+        time.sleep(params.silver.min_interval_s)
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+        status["state"] = "STOPPED"
+    else:
+        driver = json.loads(driver_status.read_text()) if driver_status.exists() else {}
+        status["state"] = "FAILED"
+        status["error"] = (
+            f"HoodieStreamer stopped (exit code {child.returncode}): {driver.get('error') or 'see the log'}; "
+            f"see {directory / 'streamer.log'}"
+        )
+    write_status(directory, status)
+    return 0 if status["state"] == "STOPPED" else 1

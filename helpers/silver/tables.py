@@ -252,6 +252,10 @@ def pending_bronze(
     listing = [
         o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
     ]
+    if params.silver.engine == "streamer":  # HoodieStreamer's own checkpoint: modified after it
+        mark = int(state.streamer_checkpoint) if state.streamer_checkpoint else None
+        pending = [o for o in listing if mark is None or int(o.modified * 1000) > mark]
+        return pending[: params.silver.max_files_per_round], state.checkpoint
     return plan_round(
         listing,
         state.checkpoint,
