@@ -4,7 +4,8 @@ Commands: ``run`` (``--env aws``: EMR Studio notebook executions), ``stack start
 ``status``, ``changes list|run NAME``, ``conformance [--short] [--only NAME] [--list]``,
 ``resnapshot TABLE`` (a new snapshot of one table while capture runs),
 ``lint-config [FILE...]`` (Debezium / Kafka Connect / DeltaStreamer configurations),
-``package [--upload]``, ``cluster create|check`` (the EMR cluster) and ``lab [--port N]``
+``package [--upload]``, ``cluster create|check|streamer-steps`` (the EMR cluster; the streamer
+engine's DeltaStreamer steps on an EMR 6.15 cluster) and ``lab [--port N]``
 (JupyterLab); :func:`main` is the entry point. Every command exits 0 on success, 1 when what it
 checks failed, 2 on bad input or set-up errors.
 """
@@ -27,7 +28,7 @@ from helpers.capture.resnapshot import resnapshot
 from helpers.checks import conformance
 from helpers.checks.config_lint import has_errors, lint_files, lint_workbook
 from helpers.checks.divergence import DIFFERS
-from helpers.deploy import emr
+from helpers.deploy import emr, streamer_steps
 from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
@@ -36,6 +37,7 @@ from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_over
 from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, stop_all
 from helpers.proc import ServerStatus
 from helpers.runner import run_workbook
+from helpers.silver.streamer_config import write_streamer_config
 from helpers.sources import changes
 
 __all__ = ["build_parser", "main"]
@@ -104,10 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pkg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/workbook)")
     cluster = sub.add_parser("cluster", help="the EMR cluster: print (or --apply) its request, or check one")
-    cluster.add_argument("action", choices=["create", "check"])
+    cluster.add_argument("action", choices=["create", "check", "streamer-steps"])
     _add_params_options(cluster, ["aws"])
     cluster.set_defaults(env="aws")
-    cluster.add_argument("--apply", action="store_true", help="create: call RunJobFlow (default: a dry run)")
+    cluster.add_argument(
+        "--apply",
+        action="store_true",
+        help="create: call RunJobFlow; streamer-steps: upload and add the steps (default: a dry run)",
+    )
     cluster.add_argument("--cluster-id", help="check: the cluster j-... (default aws.emr.cluster_id)")
     lint = sub.add_parser(
         "lint-config", help="risky settings in Debezium, Kafka Connect and DeltaStreamer configurations"
@@ -229,8 +235,28 @@ def _package(args: argparse.Namespace) -> int:
     return 0
 
 
+def _streamer_steps(params: WorkbookParams, apply: bool) -> int:
+    location = streamer_steps.streamer_location(params)
+    folder = params.state_path / "streamer" / "aws-conf"
+    tables = write_streamer_config(params, folder, location=location)
+    done = streamer_steps.submit_streamer_steps(params, tables, folder, dry_run=not apply)
+    if not done.step_ids:
+        print(json.dumps(done.steps, indent=2))
+        print(
+            f"dry run: nothing uploaded to {location}; add --apply to upload and add the steps",
+            file=sys.stderr,
+        )
+        return 0
+    for uri in done.uploaded:
+        print(f"uploaded {uri}")
+    print(" ".join(done.step_ids))
+    return 0
+
+
 def _cluster(args: argparse.Namespace) -> int:
     params = _params(args)
+    if args.action == "streamer-steps":
+        return _streamer_steps(params, args.apply)
     if args.action == "create":
         created = emr.create_cluster(params, dry_run=not args.apply)
         if created.cluster_id is None:

@@ -429,6 +429,8 @@ class StreamerParams(_Strict):
     min_sync_interval_s: Annotated[int, Field(ge=0, le=3600)] = 2
     #: how long a one-shot run of every table may take
     timeout_s: Annotated[float, Field(gt=0)] = 1800.0
+    #: on AWS: the EMR 6.15 cluster (Hudi 0.14.0 on Spark 3.4) the streamer steps run on
+    emr_cluster_id: str = ""
     #: on EMR: the cluster's own utilities bundle (EMR 6.15: Hudi 0.14.0)
     emr_utilities_jar: str = "/usr/lib/hudi/hudi-utilities-bundle.jar"
 

@@ -8,7 +8,9 @@ rotation, a malformed registry URL, Debezium 1.x/2.x option names that 3.x no lo
 PostgreSQL connector without a heartbeat); the others look at the whole set linted together, as
 one pipeline (a soft-delete flattening feeding a Silver table that upserts the deleted rows,
 deletes dropped on the way to a Silver table that expects them, partition and sync fields that
-disagree once a DeltaStreamer base file and a table's file are merged). ``docs/config-lint.md``
+disagree once a DeltaStreamer base file and a table's file are merged). HoodieStreamer 0.14.0's
+traps are rules too: bytes decimals in the schema it writes with, its Spark-Avro post-processor on
+a bytes-decimal source, the registry provider without its converter key. ``docs/config-lint.md``
 lists the rules. The module is one cohesive piece: the rule table, the option tables and the rules
 share how a flattening SMT handles deletes and how a Silver config marks them.
 
@@ -20,11 +22,12 @@ Example::
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import pandas as pd
@@ -150,6 +153,29 @@ RULES: Mapping[str, Rule] = {
             "the sync fails",
             "set hoodie.datasource.hive_sync.partition_fields to the same fields, in the same order (and "
             "MultiPartKeysValueExtractor; NonPartitionedExtractor only for unpartitioned tables)",
+        ),
+        Rule(
+            "streamer-registry-converter", "error", "0.14.0 registry provider without a converter key",
+            "0.14.0's SchemaRegistryProvider reads hoodie.streamer.schemaprovider.registry.schemaconverter "
+            "without a default: the streamer stops on start with \"Property ... schemaconverter not found\"",
+            "hoodie.streamer.schemaprovider.registry.schemaconverter= (empty) next to the registry URL",
+        ),
+        Rule(
+            "streamer-bytes-decimal", "error", "bytes decimal in the streamer's target schema",
+            "a decimal declared as Avro bytes in the schema HoodieStreamer writes with (the target schema, "
+            "or the source schema when no target is given): 0.14.0 stores it as Parquet BINARY, readers fail "
+            "with \"Parquet column cannot be converted ... Expected: decimal, Found: BINARY\"; from JSON "
+            "sources the bytes are the number's text (10.5 becomes 8252411.41), silently",
+            "declare decimals as fixed in the target schema (Hudi's own conversion of the rows, as "
+            "helpers.silver.streamer writes it); from JSON read them as string and CAST them in the "
+            "transformer SQL",
+        ),
+        Rule(
+            "streamer-avro-post-processor", "error", "Spark-Avro post-processor on a bytes-decimal source",
+            "0.14.0 turns the source schema's bytes decimals into fixed (SparkAvroPostProcessor, on by "
+            "default) and then cannot read the Avro files that hold bytes: \"AvroTypeException: Found "
+            "bytes, expecting union\"",
+            "hoodie.streamer.schemaprovider.spark_avro_post_processor.enable=false",
         ),
     )
 }  # fmt: skip
@@ -479,7 +505,62 @@ def _single_findings(config: LintConfig) -> list[Finding]:
         ):
             out.append(_finding("s3-wallclock-partitioning", config, "timestamp.extractor"))
     if config.kind == "hudi":
-        out += _partition_sync_findings(config)
+        out += _partition_sync_findings(config) + _streamer_findings(config)
+    return out
+
+
+def _schema_file(config: LintConfig, suffix: str) -> tuple[str, dict[str, Any] | None]:
+    """A DeltaStreamer schema file's key and its schema, when the value is an absolute local path
+    that can be read (a file on S3 or a relative path is not checked)."""
+    key, value = _hoodie(config, suffix)
+    path = (value or "").strip().removeprefix("file://")
+    if not path.startswith("/"):
+        return key, None
+    try:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return key, None
+    return key, schema if isinstance(schema, dict) else None
+
+
+def _bytes_decimals(schema: Any) -> list[str]:
+    """Paths of the fields whose type is a decimal on Avro ``bytes`` (nested records too)."""
+    out: list[str] = []
+
+    def visit(node: Any, path: str) -> None:
+        if isinstance(node, list):
+            for branch in node:
+                visit(branch, path)
+        elif isinstance(node, dict):
+            if node.get("type") == "bytes" and node.get("logicalType") == "decimal":
+                out.append(path)
+            elif node.get("type") == "record":
+                for field in node.get("fields", []):
+                    visit(field.get("type"), f"{path}.{field.get('name')}".lstrip("."))
+            elif isinstance(node.get("type"), (dict, list)):
+                visit(node["type"], path)
+
+    visit(schema, "")
+    return out
+
+
+def _streamer_findings(config: LintConfig) -> list[Finding]:
+    """HoodieStreamer 0.14.0's traps (measured in this project: ``docs/streamer.md``)."""
+    out = []
+    _, url = _hoodie(config, "schemaprovider.registry.url")
+    converter_key, converter = _hoodie(config, "schemaprovider.registry.schemaconverter")
+    if url and converter is None:
+        out.append(_finding("streamer-registry-converter", config, converter_key))
+    source_key, source = _schema_file(config, "schemaprovider.source.schema.file")
+    target_key, target = _schema_file(config, "schemaprovider.target.schema.file")
+    has_target = _hoodie(config, "schemaprovider.target.schema.file")[1] is not None
+    written, written_key = (target, target_key) if has_target else (source, source_key)
+    if written is not None and (fields := _bytes_decimals(written)):
+        problem = f"{', '.join(fields)}: {RULES['streamer-bytes-decimal'].problem}"
+        out.append(_finding("streamer-bytes-decimal", config, written_key, problem=problem))
+    processor_key, processor = _hoodie(config, "schemaprovider.spark_avro_post_processor.enable")
+    if source is not None and _bytes_decimals(source) and (processor or "true").strip().lower() != "false":
+        out.append(_finding("streamer-avro-post-processor", config, processor_key))
     return out
 
 

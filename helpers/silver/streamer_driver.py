@@ -9,18 +9,26 @@ row through Python: the driver only builds each ``HoodieStreamer.Config`` from t
 ``sync()``; reading Bronze, the SQL transform and the Hudi write run in the JVM and its executors.
 
 Why a driver and not one ``spark-submit --class ...HoodieStreamer`` per table (the form EMR steps
-and the notebook show): twelve tables would start twelve JVMs per one-shot round, and twelve
-``--continuous`` drivers would hold twelve heaps on a 2-core machine. Hudi's own
-``HoodieMultiTableStreamer`` runs tables in one JVM but has no continuous mode (its ``sync`` runs
-the tables one after another) and logs a failed table without failing. This driver does what it does,
-runs ``--continuous`` tables side by side (one thread each, like separate drivers) and exits 1
-naming every failed table.
+and the notebook show): twelve tables would start twelve JVMs per round on a 2-core machine. And
+not HoodieStreamer's ``--continuous`` side by side in one JVM: 0.14.0's ``AvroDFSSource`` sets its
+reader schema in the SparkContext's shared Hadoop configuration (``avro.schema.input.key``) when it
+is constructed, so two of them in one application read each other's files with the wrong schema
+(measured: "AvroTypeException: Found tickit.ecomm.sale.Value, expecting tickit.ems.event.Value").
+Hudi's ``HoodieMultiTableStreamer`` avoids that by building each table's streamer just before its
+sync, one table after the other; this driver does the same, and in ``continuous`` mode repeats the
+round every ``min_sync_interval_s`` (each sync resumes from the checkpoint in the table's last
+commit, as ``--continuous`` does). Unlike the multi-table streamer, a failed table is reported:
+``once`` exits 1 naming it, ``continuous`` records it in its status and tries again next round.
 
 Before the streamers start, it writes each table's target schema (``target_schema``): Hudi's own
 conversion (``AvroConversionUtils``) of the transformed rows' Spark schema, the schema Hudi's
 datasource writer gives the same rows (decimals as ``fixed``, record ``hoodie.<t>.<t>_record``).
 ``FilebasedSchemaProvider`` would otherwise use the Bronze schema as the target and drop the
 transform's columns.
+
+Modes (the plan's ``mode``): ``once`` (each table's ``sync()`` in turn), ``continuous`` (rounds of
+those until the process is stopped) and ``schemas`` (only the target schemas: the
+first step on EMR, before one ``HoodieDeltaStreamer`` step per table).
 
 Usage: ``spark-submit [spark options] streamer_driver.py PLAN.json``.
 """
@@ -29,7 +37,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -39,18 +46,43 @@ STREAMER_CLASS = "org.apache.hudi.utilities.streamer.HoodieStreamer"
 
 
 def _write_status(path: str, status: dict[str, Any]) -> None:
+    if not path:  # no status file (an EMR step: the step's state is its status)
+        return
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(json.dumps(status))
     tmp.replace(target)
 
 
+def _read_text(spark: Any, uri: str) -> str:
+    """A small file through Hadoop's file system API (``file://``, ``s3a://`` or EMR's ``s3://``)."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.open(path)
+    try:
+        return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def _write_text(spark: Any, uri: str, text: str) -> None:
+    """Write a small file through Hadoop's file system API (replaced whole)."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
 def _target_schema(spark: Any, table: dict[str, Any]) -> None:
     """Write the table's target Avro schema: the transform applied to an empty frame of the source
     schema, converted by Hudi (metadata only, no rows)."""
     jvm = spark.sparkContext._jvm
-    text = Path(table["source_schema"]).read_text(encoding="utf-8")
-    source = jvm.org.apache.avro.Schema.Parser().parse(text)
+    source = jvm.org.apache.avro.Schema.Parser().parse(_read_text(spark, table["source_schema"]))
     struct = jvm.org.apache.hudi.AvroConversionUtils.convertAvroSchemaToStructType(source)
     empty = spark._jsparkSession.createDataFrame(jvm.java.util.ArrayList(), struct)
     view = f"workbook_src_{table['name']}"
@@ -61,7 +93,7 @@ def _target_schema(spark: Any, table: dict[str, Any]) -> None:
     avro = jvm.org.apache.hudi.AvroConversionUtils.convertStructTypeToAvroSchema(
         schema, record, f"hoodie.{table['name']}"
     )
-    Path(table["target_schema"]).write_text(avro.toString(True), encoding="utf-8")
+    _write_text(spark, table["target_schema"], avro.toString(True))
 
 
 def _streamer(spark: Any, args: list[str]) -> Any:
@@ -87,9 +119,9 @@ def run(plan_path: str) -> int:
     """Run the plan; 0 when every table synced, 1 otherwise (each failure on stderr)."""
     from pyspark.sql import SparkSession
 
-    plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+    plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))  # local, or shipped with --files
     status: dict[str, Any] = {"state": "STARTING", "tables": {}, "error": None, "started": time.time()}
-    status_path = plan["status"]
+    status_path = plan.get("status", "")
     _write_status(status_path, status)
     spark = SparkSession.builder.appName(plan.get("app_name", "workbook-streamer")).getOrCreate()
     failures: dict[str, str] = {}
@@ -99,7 +131,7 @@ def run(plan_path: str) -> int:
                 _target_schema(spark, table)
             except Exception as exc:  # noqa: BLE001 - Py4J errors of any kind
                 failures[table["name"]] = f"target schema: {str(exc)[:2000]}"
-    if failures:
+    if failures or plan["mode"] == "schemas":  # schemas: the target schemas only (an EMR step)
         return _finish(status, status_path, failures)
 
     def sync(table: dict[str, Any]) -> None:
@@ -108,6 +140,7 @@ def run(plan_path: str) -> int:
         try:
             _streamer(spark, table["args"]).sync()
             status["tables"][table["name"]] = {"state": "DONE", "seconds": round(time.time() - started, 3)}
+            failures.pop(table["name"], None)
         except Exception as exc:  # noqa: BLE001 - Py4J errors of any kind
             failures[table["name"]] = str(exc)[:4000]
             status["tables"][table["name"]] = {"state": "FAILED", "error": str(exc)[:1000]}
@@ -116,16 +149,20 @@ def run(plan_path: str) -> int:
 
     status["state"] = "RUNNING"
     _write_status(status_path, status)
-    if plan["mode"] == "continuous":
-        threads = [threading.Thread(target=sync, args=(t,), daemon=True) for t in plan["tables"]]
-        for thread in threads:
-            thread.start()
-        while any(t.is_alive() for t in threads) and not failures:
-            time.sleep(1.0)
-    else:
+    if plan["mode"] != "continuous":
         for table in plan["tables"]:
             sync(table)
-    return _finish(status, status_path, failures)
+        return _finish(status, status_path, failures)
+    interval = float(plan.get("min_sync_interval_s", 0))
+    status["rounds"] = 0
+    while True:  # until the process is stopped (SIGTERM: a commit in flight is rolled back next start)
+        started = time.monotonic()
+        for table in plan["tables"]:
+            sync(table)
+        status["rounds"] += 1
+        status["error"] = "; ".join(f"{n}: {e[:300]}" for n, e in failures.items()) or None
+        _write_status(status_path, status)
+        time.sleep(max(0.0, interval - (time.monotonic() - started)))
 
 
 def _finish(status: dict[str, Any], status_path: str, failures: dict[str, str]) -> int:

@@ -83,7 +83,12 @@ FIXES: dict[str, list[tuple[str, str]]] = {
             "hoodie.datasource.write.hive_style_partitioning=true\n",
             "hoodie.datasource.write.hive_style_partitioning=true\n"
             "hoodie.payload.delete.field=__deleted\nhoodie.payload.delete.marker=true\n",
-        )
+        ),
+        (
+            "# Bronze written by the S3 sink\n",
+            "# Bronze written by the S3 sink\n"
+            "hoodie.deltastreamer.schemaprovider.registry.schemaconverter=\n",
+        ),
     ],
     SALE: [("partition_fields=saletime", "partition_fields=caldate")],
     EVENT: [],
@@ -178,8 +183,13 @@ def test_layered_deltastreamer_files_are_linted_as_merged_tables(findings: list[
     assert not [f for f in findings if f.rule == "partition-sync-mismatch" and "event" in f.config]
 
 
+#: Rules that read the schema files a configuration names: the posts' fixtures keep theirs on S3
+#: (tested with local files at the end of this module).
+SCHEMA_FILE_RULES = {"streamer-bytes-decimal", "streamer-avro-post-processor"}
+
+
 def test_every_fixture_risk_and_nothing_else(findings: list[Finding]) -> None:
-    assert {f.rule for f in findings} == set(RULES)
+    assert {f.rule for f in findings} == set(RULES) - SCHEMA_FILE_RULES
     assert has_errors(findings)
     frame = findings_frame(findings)
     assert list(frame["severity"].iloc[:1]) == ["error"] and frame["severity"].iloc[-1] == "warning"
@@ -206,7 +216,7 @@ OWN_RULES = {
     MYSQL: {"legacy-option", "decimal-double", "registry-url"},
     POSTGRES: {"postgres-heartbeat", "deletes-dropped"},
     SINK: {"s3-wallclock-rotation", "s3-wallclock-partitioning"},
-    BASE: {"soft-delete-upserted"},
+    BASE: {"soft-delete-upserted", "streamer-registry-converter"},
     SALE: {"partition-sync-mismatch"},
     EVENT: set(),
 }
@@ -245,7 +255,7 @@ def test_secrets_are_masked(findings: list[Finding], tmp_path: Path) -> None:
 def test_cli_exit_codes_and_masking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint-config", *map(str, _copy(tmp_path / "bad", fixed=False))]) == 1
     out = capsys.readouterr().out
-    assert "19 error(s), 1 warning(s)" in out and "decimal-double" in out
+    assert "21 error(s), 1 warning(s)" in out and "decimal-double" in out
     assert not any(secret in out for secret in SECRETS)
     assert main(["lint-config", *map(str, _copy(tmp_path / "good", fixed=True))]) == 0
     assert "0 error(s), 0 warning(s)" in capsys.readouterr().out
@@ -491,3 +501,66 @@ def test_hard_deletes_not_expected_from_a_soft_silver_table() -> None:
 
 def test_fixture_folder_is_complete() -> None:
     assert sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.*")) == sorted(ALL)
+
+
+# --- HoodieStreamer 0.14.0's traps ---------------------------------------------------------------
+
+_DECIMAL_BYTES = {"type": "bytes", "logicalType": "decimal", "precision": 8, "scale": 2}
+_DECIMAL_FIXED = {
+    "type": "fixed",
+    "name": "fixed",
+    "size": 4,
+    "logicalType": "decimal",
+    "precision": 8,
+    "scale": 2,
+}
+
+
+def _schema(path: Path, decimal: dict[str, object]) -> Path:
+    fields = [{"name": "salesid", "type": "int"}, {"name": "pricepaid", "type": ["null", decimal]}]
+    path.write_text(json.dumps({"type": "record", "name": "sale", "fields": fields}))
+    return path
+
+
+def _rules(tmp_path: Path, text: str) -> list[str]:
+    props = tmp_path / "sale.properties"
+    props.write_text(text)
+    return sorted(f.rule for f in lint_files([props]) if f.rule.startswith("streamer-"))
+
+
+def test_a_bytes_decimal_in_the_schema_the_streamer_writes_with_is_an_error(tmp_path: Path) -> None:
+    source = _schema(tmp_path / "s.avsc", _DECIMAL_BYTES)
+    target = _schema(tmp_path / "t.avsc", _DECIMAL_FIXED)
+    base = "hoodie.table.name=sale\nhoodie.datasource.write.recordkey.field=salesid\n"
+    off = "hoodie.streamer.schemaprovider.spark_avro_post_processor.enable=false\n"
+    only_source = f"{base}{off}hoodie.streamer.schemaprovider.source.schema.file=file://{source}\n"
+    assert _rules(tmp_path, only_source) == ["streamer-bytes-decimal"]  # the source schema is the target
+    both = f"{only_source}hoodie.deltastreamer.schemaprovider.target.schema.file={target}\n"
+    assert _rules(tmp_path, both) == []  # the workbook's shape: fixed decimals in the target
+    bytes_target = f"{only_source}hoodie.streamer.schemaprovider.target.schema.file={source}\n"
+    assert _rules(tmp_path, bytes_target) == ["streamer-bytes-decimal"]
+    found = next(f for f in lint_files([tmp_path / "sale.properties"]) if f.rule == "streamer-bytes-decimal")
+    assert found.key == "hoodie.streamer.schemaprovider.target.schema.file"
+    assert found.problem.startswith("pricepaid: ")
+
+
+def test_the_spark_avro_post_processor_on_a_bytes_decimal_source_is_an_error(tmp_path: Path) -> None:
+    source = _schema(tmp_path / "s.avsc", _DECIMAL_BYTES)
+    target = _schema(tmp_path / "t.avsc", _DECIMAL_FIXED)
+    files = (
+        f"hoodie.streamer.schemaprovider.source.schema.file={source}\n"
+        f"hoodie.streamer.schemaprovider.target.schema.file={target}\n"
+    )
+    assert _rules(tmp_path, files) == ["streamer-avro-post-processor"]  # on by default in 0.14.0
+    assert (
+        _rules(tmp_path, files + "hoodie.streamer.schemaprovider.spark_avro_post_processor.enable=false\n")
+        == []
+    )
+    fixed_source = _schema(tmp_path / "f.avsc", _DECIMAL_FIXED)
+    assert _rules(tmp_path, files.replace(str(source), str(fixed_source))) == []
+
+
+def test_the_registry_provider_needs_its_converter_key_on_0_14(tmp_path: Path) -> None:
+    url = "hoodie.streamer.schemaprovider.registry.url=http://127.0.0.1:18101/apis/ccompat/v7/subjects/t-value/versions/latest\n"
+    assert _rules(tmp_path, url) == ["streamer-registry-converter"]
+    assert _rules(tmp_path, url + "hoodie.streamer.schemaprovider.registry.schemaconverter=\n") == []

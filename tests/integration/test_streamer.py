@@ -1,0 +1,170 @@
+"""``silver.engine: streamer`` on the shared pipeline's Bronze, with the real HoodieStreamer 0.14.0
+on its pyspark 3.4.1 runtime (set up by ``./workbook setup streamer``): every table equal to its
+source row by row, a ``kill -9`` of the continuous streamer while a commit is in flight, and
+switching engines on one Silver table in both directions. JSON-lines Bronze and the decimal trap
+of 0.14.0's JSON converter: ``tests/integration/test_silver_jsonl.py``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.pipeline import Capture
+
+from helpers.checks.parity import bronze_vs_source, silver_vs_source
+from helpers.hudi.timeline import completed_instants, pending_instants, read_commit_metadata, write_stats
+from helpers.params import WorkbookParams
+from helpers.poll import wait_until
+from helpers.silver.ingest import ingest_tables
+from helpers.silver.job import SilverJob
+from helpers.silver.streamer import run_streamer_once
+from helpers.silver.tables import table_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def _streamer_params(base: WorkbookParams, folder: Path, names: tuple[str, ...] = ()) -> tuple[Any, Any]:
+    """Silver of its own under ``folder`` written by the streamer (``names``: those tables only),
+    and the job's copy with its own state folder and no catalog (as ``own_job_params``)."""
+    tables = tuple(t for t in base.silver.tables if not names or t.name in names)
+    params = base.model_copy(
+        update={
+            "lake": base.lake.model_copy(update={"silver": str(folder / "silver")}),
+            "silver": base.silver.model_copy(
+                update={"tables": tables, "sync": False, "engine": "streamer", "min_interval_s": 0.5}
+            ),
+        }
+    )
+    job = params.model_copy(
+        update={
+            "state_dir": str(folder / "state"),
+            "spark": params.spark.model_copy(update={"catalog": "none"}),
+        }
+    )
+    return params, job
+
+
+def _change_sales(capture: Capture, count: int, offset: int = 0) -> None:
+    """Updates (decimals too), deletes and inserts of ``sale`` at the MariaDB source."""
+    base = capture.stack.params
+    conn = capture.stack.connect_mariadb(base.source("ecomm").database, autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT salesid FROM sale ORDER BY salesid LIMIT %s OFFSET %s", (count, offset))
+            ids = [r[0] for r in cur.fetchall()]
+            for i, key in enumerate(ids):
+                if i % 5 == 0:
+                    cur.execute("DELETE FROM sale WHERE salesid = %s", (key,))
+                else:
+                    cur.execute(
+                        "UPDATE sale SET qtysold = %s, pricepaid = pricepaid + 0.01 WHERE salesid = %s",
+                        (1 + i % 7, key),
+                    )
+    finally:
+        conn.close()
+
+
+def test_the_streamer_writes_every_table_equal_to_its_source_and_deletes_really_delete(
+    capture: Capture, tmp_path: Path
+) -> None:
+    base = capture.stack.params
+    assert bronze_vs_source(base, list(capture.specs.values()), wait_s=180)["equal"].all()
+    params, job = _streamer_params(base, tmp_path)
+    first = run_streamer_once(job)
+    assert first["instant"].notna().all(), first  # every table got its first commit
+    check = silver_vs_source(params)
+    assert check["equal"].all(), check[~check["equal"]]
+    _change_sales(capture, 40)
+    assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+    second = run_streamer_once(job)
+    assert set(second.loc[second["instant"].notna(), "table"]) >= {"sale", "sale_mor"}
+    check = silver_vs_source(params, ["sale", "sale_mor"])
+    assert check["equal"].all(), check  # the 8 deleted sales are gone, not upserted as live rows
+    idle = run_streamer_once(job)
+    assert set(idle.loc[idle["instant"].notna(), "table"]) <= {"sale", "sale_mor"} - {"sale"}  # nothing new
+
+
+def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """The continuous job with the streamer engine on ``sale_mor`` while sales change; killed with
+    SIGKILL (its process group: the job, spark-submit and the driver) while a delta commit is in
+    flight, then started again: HoodieStreamer rolls the instant back and resumes from the
+    checkpoint of its last completed commit; Silver equals the source, nothing pending."""
+    base = capture.stack.params
+    params, job_params = _streamer_params(base, tmp_path, ("sale_mor",))
+    run_streamer_once(job_params)  # the table exists: the continuous run only upserts
+    path = table_config(params, params.silver.tables[0]).base_path
+    job = SilverJob(job_params)
+    stop = threading.Event()
+
+    def change() -> None:
+        for round_ in range(30):
+            if stop.is_set():
+                break
+            _change_sales(capture, 10, offset=100 + 10 * round_)
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=change)
+    job.start()
+    try:
+        wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
+        writer.start()
+        wait_until(
+            lambda: pending_instants(path),
+            timeout_s=120,
+            what="a delta commit of sale_mor in flight",
+            interval_s=0.001,
+            max_interval_s=0.001,
+        )
+        assert job.kill() is not None
+        assert pending_instants(path), "the kill did not hit a commit in flight"
+        stop.set()
+        writer.join()
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+        job.start()
+
+        def caught_up() -> bool:
+            return not pending_instants(path) and bool(silver_vs_source(params)["equal"].all())
+
+        wait_until(caught_up, timeout_s=240, what="sale_mor to equal the source after the restart")
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join()
+        job.stop()
+
+
+def test_switching_engines_goes_on_from_the_other_engine_s_checkpoint(
+    capture: Capture, tmp_path: Path, spark: Any
+) -> None:
+    """pyspark, then streamer, then pyspark on one Silver table: each engine takes only the Bronze
+    files the other left (the streamer's first commit is small, not a re-read of all of Bronze),
+    and the table equals the source after each."""
+    base = capture.stack.params
+    assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+    streamer_params, streamer_job = _streamer_params(base, tmp_path, ("sale",))
+    pyspark_params = streamer_params.model_copy(
+        update={"silver": streamer_params.silver.model_copy(update={"engine": "pyspark"})}
+    )
+    table = pyspark_params.silver.tables[0]
+    path = table_config(pyspark_params, table).base_path
+    ingest_tables(pyspark_params, [table], spark=spark)
+    rows = int(silver_vs_source(pyspark_params)["silver_rows"].iloc[0])
+    _change_sales(capture, 20, offset=400)
+    assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+    result = run_streamer_once(streamer_job)
+    assert result["instant"].notna().all()
+    stats = write_stats(read_commit_metadata(path, completed_instants(path)[-1]))
+    written = sum(int(s.get("numUpdateWrites") or 0) + int(s.get("numInserts") or 0) for s in stats)
+    deleted = sum(int(s.get("numDeletes") or 0) for s in stats)
+    assert 0 < written + deleted <= 20 < rows, (written, deleted, rows)  # from the checkpoint on
+    assert silver_vs_source(pyspark_params)["equal"].all()
+    _change_sales(capture, 20, offset=600)
+    assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+    [back] = ingest_tables(pyspark_params, [table], spark=spark)
+    assert 0 < back.files < 10  # only the files after the streamer's checkpoint
+    assert silver_vs_source(pyspark_params)["equal"].all()

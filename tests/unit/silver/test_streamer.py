@@ -1,0 +1,120 @@
+"""The streamer engine's generated configuration (helpers.silver.streamer): properties split into
+a base file and one file per table, the SQL transform, the checkpoint hand-over between engines.
+Running HoodieStreamer itself: tests/integration/test_streamer.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.bronze.store import BronzeObject
+from helpers.errors import HudiError
+from helpers.params import load_params
+from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
+from helpers.silver.state import STREAMER_CHECKPOINT_KEY, state_from_metadata
+from helpers.silver.streamer_config import StreamerTable, streamer_config, transform_sql
+
+SALE = {
+    "type": "record",
+    "name": "tickit.ecomm.sale.Value",
+    "fields": [
+        {"name": "salesid", "type": "int"},
+        {
+            "name": "pricepaid",
+            "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 8, "scale": 2}],
+        },
+        {"name": "__deleted", "type": ["null", "string"]},
+        {"name": "__op", "type": ["null", "string"]},
+        {"name": "__file", "type": ["null", "string"]},
+        {"name": "__pos", "type": ["null", "long"]},
+        {"name": "__row", "type": ["null", "int"]},
+    ],
+}
+
+
+@pytest.fixture
+def params(tmp_path: Path) -> Any:
+    return load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "b")})
+
+
+def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() -> None:
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", jsonl=False)
+    assert sql.startswith("SELECT `salesid`, `pricepaid`, `__op`, `__file`, `__pos`, `__row`, ")
+    assert "`__deleted`," not in sql.split(" FROM ")[0].split("coalesce")[0]  # the flag itself is not kept
+    assert "substring_index(CAST(`__file` AS STRING), '.', -1)" in sql
+    assert "AS `_cdc_position`" in sql
+    assert "coalesce(`__deleted` = 'true', false) AS `_hoodie_is_deleted`" in sql
+    assert sql.endswith("FROM <SRC> WHERE `__op` IN ('c', 'u', 'd', 'r')")  # not 't', not 'resnapshot'
+
+
+def test_soft_deletes_keep_the_row_with_a_boolean_flag() -> None:
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "soft", jsonl=False)
+    assert "AS `__deleted`" in sql and "_hoodie_is_deleted" not in sql
+
+
+def test_json_lines_bronze_reads_the_payload_and_casts_decimals_from_text() -> None:
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", jsonl=True)
+    assert "CAST(`pricepaid` AS DECIMAL(8, 2)) AS `pricepaid`" in sql
+    assert "FROM (SELECT payload.* FROM <SRC>) AS bronze" in sql
+
+
+def test_a_field_name_that_is_not_an_avro_name_is_refused() -> None:
+    bad = {"fields": [{"name": "a`b", "type": "int"}]}
+    with pytest.raises(HudiError, match="no Avro field name"):
+        transform_sql(bad, "postgres", ("__lsn",), "hard", jsonl=False)
+
+
+def test_properties_share_a_base_file_and_keep_each_table_s_own_keys(params: Any) -> None:
+    base, tables = streamer_config(params)
+    assert (
+        base["hoodie.datasource.write.payload.class"]
+        == "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+    )
+    assert base["hoodie.payload.ordering.field"] == "_cdc_position"
+    assert base["hoodie.streamer.schemaprovider.spark_avro_post_processor.enable"] == "false"
+    assert not any(k.startswith(("hoodie.write.table.version", "hoodie.datasource.hive_sync.")) for k in base)
+    assert tables["sale"]["hoodie.table.name"] == "sale"
+    assert tables["sale"]["hoodie.streamer.source.dfs.root"].endswith("/b/tickit.ecomm.sale")
+    assert tables["order_items"]["hoodie.datasource.write.recordkey.field"] == "order_id,line_no"
+    assert base["hoodie.datasource.write.keygenerator.class"].endswith("NonpartitionedKeyGenerator")
+    assert tables["sale_mor"]["hoodie.datasource.write.table.type"] == "MERGE_ON_READ"
+    for own in tables.values():
+        assert not set(own) & set(base) or all(base.get(k) != v for k, v in own.items())
+
+
+def test_the_streamer_arguments_resume_from_a_given_checkpoint() -> None:
+    table = StreamerTable(
+        "sale",
+        "/c/sale.properties",
+        "/c/s.avsc",
+        "/c/t.avsc",
+        "SELECT 1",
+        "/s/sale",
+        "COPY_ON_WRITE",
+        "org.apache.hudi.utilities.sources.AvroDFSSource",
+        checkpoint="1700",
+    )
+    args = table.args()
+    assert args[args.index("--props") + 1] == "file:///c/sale.properties"
+    assert args[args.index("--checkpoint") + 1] == "1700"
+    assert "--checkpoint" not in StreamerTable("t", "p", "s", "t", "q", "b", "COPY_ON_WRITE", "x").args()
+
+
+def _obj(name: str, modified: float) -> BronzeObject:
+    return BronzeObject(name, f"/b/{name}", modified)
+
+
+def test_a_streamer_checkpoint_newer_than_the_workbook_s_is_a_watermark_at_its_millisecond() -> None:
+    streamer = {"extraMetadata": {STREAMER_CHECKPOINT_KEY: "1700000000123"}}
+    workbook = {
+        "extraMetadata": {"workbook.bronze.checkpoint": BronzeCheckpoint(5.0, frozenset({"x"})).to_json()}
+    }
+    state = state_from_metadata((), iter([streamer, workbook]))
+    assert state.streamer_checkpoint == "1700000000123"
+    listing = [_obj("taken", 1700000000.1239), _obj("new", 1700000000.124)]
+    new, _ = plan_round(listing, state.checkpoint, 1700000100.0, 900.0)
+    assert [o.name for o in new] == ["new"]  # the PySpark engine goes on where the streamer stopped
+    older = state_from_metadata((), iter([workbook, streamer]))
+    assert older.streamer_checkpoint is None and older.checkpoint.files == frozenset({"x"})
