@@ -29,7 +29,7 @@ from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_jars, shaded_jar
 from helpers.params import WorkbookParams, project_root
 from helpers.proc import read_status, write_status
-from helpers.silver.streamer_config import StreamerTable, write_streamer_config
+from helpers.silver.streamer_config import StreamerTable, replace_text, write_streamer_config
 
 __all__ = [
     "DELTASTREAMER_CLASS",
@@ -52,6 +52,8 @@ RUNTIME_DIR = ".venv-streamer"
 #: The driver script the runtime's spark-submit runs.
 DRIVER = Path(__file__).with_name("streamer_driver.py")
 _SHADE_POM = "hudi-utilities-streamer"
+#: How often the continuous job generates the configuration again (a new column or table in Bronze).
+SCHEMA_CHECK_S = 10.0
 _PY = "3.11"  # the runtime venv's Python (scripts/bootstrap.sh makes it with the workbook's python3)
 #: Spark settings of every streamer run (the probe's, plus loopback binding and UTC locally).
 SPARK_CONF = {
@@ -163,7 +165,11 @@ def streamer_job_argv(
         ],
     }
     plan_file = directory / "plan.json"
-    plan_file.write_text(json.dumps(plan, indent=2), encoding="utf-8")
+    text = json.dumps(plan, indent=2)
+    if (
+        not plan_file.exists() or plan_file.read_text(encoding="utf-8") != text
+    ):  # a change: the driver reloads
+        replace_text(plan_file, text)
     conf = [f"--conf={k}={v}" for k, v in SPARK_CONF.items()]
     env = _env()
     env["PYSPARK_SUBMIT_ARGS"] = ""
@@ -252,8 +258,11 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
     takes it along). The job's ``status.json``: ``loops`` counts the driver's finished rounds,
     ``last_commit`` the newest instant per table, ``error`` the failed tables of the last round.
     SIGTERM stops the streamer (a commit in flight is rolled back by the next start, as after a
-    crash). A table added later is taken when the job starts again (``./workbook run`` restarts it
-    with the new parameters).
+    crash). Every :data:`SCHEMA_CHECK_S` the job generates the configuration again: a Bronze schema
+    with a new column, or a table's first Bronze file, rewrites the plan, which the driver reads
+    again before its next round (so no column is dropped by a reader schema older than the files).
+    A table added to the parameters is taken when the job starts again (``./workbook run`` restarts
+    it with the new parameters).
     """
     stopping = {"flag": False}
 
@@ -285,6 +294,7 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=directory
         )
     driver_status = directory / "streamer" / "driver-status.json"
+    refreshed = time.monotonic()
     while not stopping["flag"] and child.poll() is None:
         driver = json.loads(driver_status.read_text()) if driver_status.exists() else {}
         if driver.get("state") == "RUNNING" and driver.get("rounds", 0) > status["loops"]:
@@ -293,6 +303,13 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
                 latest = _latest(t.base_path)
                 if latest and (status["last_commit"].get(t.name) or {}).get("instant") != latest:
                     status["last_commit"][t.name] = {"instant": latest, "at": time.time()}
+        if time.monotonic() - refreshed >= SCHEMA_CHECK_S:  # new columns, new tables: a new plan
+            refreshed = time.monotonic()
+            try:
+                tables = write_streamer_config(params)
+                streamer_job_argv(params, tables, directory / "streamer", continuous=True)
+            except WorkbookError as exc:
+                status["error"] = f"Failed to refresh the streamer's configuration: {exc}"
         write_status(directory, status)
         time.sleep(params.silver.min_interval_s)
     if child.poll() is None:

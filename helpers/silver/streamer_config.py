@@ -51,6 +51,7 @@ from helpers.silver.tables import (
 
 __all__ = [
     "CHANGE_OPS",
+    "replace_text",
     "StreamerTable",
     "resume_checkpoint",
     "streamer_config",
@@ -151,13 +152,43 @@ def _is_decimal(field_type: Any) -> bool:
     return isinstance(inner, dict) and inner.get("logicalType") == "decimal"
 
 
+def _json_field(field: Mapping[str, Any]) -> tuple[Any, str]:
+    """How a field of JSON-lines Bronze is read and turned into its Silver type: the type in the
+    source schema and the SQL expression. With a transformer, HoodieStreamer 0.14.0 reads JSON
+    through Spark's JSON reader with the source schema, which takes a number for a timestamp as
+    epoch *seconds* (Debezium writes milli- or microseconds: measured, listing.listtime came out
+    after year 9999) and cannot take a number for a date. So temporal values are read as the numbers
+    (or, zoned, the text) they are and converted in SQL; decimals are read as their text and cast
+    exactly (the JSON-to-Avro path without a transformer would keep a ``bytes`` decimal's text as
+    its bytes instead)."""
+    name = f"`{field['name']}`"
+    inner = _avro_type(field["type"])
+    optional = isinstance(field["type"], list)
+    logical = inner.get("logicalType") if isinstance(inner, dict) else None
+    zoned = isinstance(inner, dict) and inner.get("connect.name") == "zoned"
+    if logical == "decimal":
+        exact = f"DECIMAL({int(inner['precision'])}, {int(inner.get('scale', 0))})"
+        return "string", f"CAST({name} AS {exact})"
+    if zoned:
+        return "string", f"to_timestamp({name})"
+    conversions = {
+        "date": ("int", f"date_from_unix_date({name})"),
+        "timestamp-millis": ("long", f"timestamp_millis({name})"),
+        "timestamp-micros": ("long", f"timestamp_micros({name})"),
+    }
+    if logical in conversions:
+        plain, sql = conversions[logical]
+        return (["null", plain] if optional else plain), sql
+    return field["type"], name
+
+
 def transform_sql(
     schema: Mapping[str, Any], engine: str, positions: tuple[str, ...], delete_mode: str, *, jsonl: bool
 ) -> str:
     """The table's SQL transform over the Bronze rows (``<SRC>``): every data and Debezium column
     but ``__deleted``, ``_cdc_position`` and the delete marker; TRUNCATE and re-snapshot markers
-    dropped. For JSON-lines Bronze the rows are the converter's ``payload`` and decimals arrive as
-    text, cast here to their exact type.
+    dropped. For JSON-lines Bronze the rows are the converter's ``payload``, converted to their
+    Silver types here (:func:`_json_field`).
 
     Raises:
         HudiError: for an unknown source engine.
@@ -169,12 +200,8 @@ def transform_sql(
             raise HudiError(f"Failed to build the streamer's SQL transform: {name!r} is no Avro field name")
         if name == "__deleted":
             continue
-        if jsonl and _is_decimal(field["type"]):
-            inner = _avro_type(field["type"])
-            exact = f"DECIMAL({int(inner['precision'])}, {int(inner.get('scale', 0))})"
-            columns.append(f"CAST(`{name}` AS {exact}) AS `{name}`")
-        else:
-            columns.append(f"`{name}`")
+        sql = _json_field(field)[1] if jsonl else f"`{name}`"
+        columns.append(sql if sql == f"`{name}`" else f"{sql} AS `{name}`")
     marker = SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
     ops = ", ".join(f"'{o}'" for o in CHANGE_OPS)
     source = "(SELECT payload.* FROM <SRC>) AS bronze" if jsonl else "<SRC>"
@@ -186,13 +213,14 @@ def transform_sql(
 
 def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The reader schema of JSON-lines Bronze: the converter's envelope, ``payload`` holding the
-    row; decimals as strings (see the module docstring)."""
+    row with each field as :func:`_json_field` reads it."""
     fields = []
     for field in schema["fields"]:
-        if _is_decimal(field["type"]):
+        read_as = _json_field(field)[0]
+        if read_as == "string":
             fields.append({"name": field["name"], "type": ["null", "string"], "default": None})
         else:
-            fields.append(field)
+            fields.append({**field, "type": read_as})
     payload = {"type": "record", "name": "payload", "fields": fields}
     return {
         "type": "record",
@@ -270,6 +298,14 @@ def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, d
     return base, tables
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a temporary file renamed over it): a streamer that reads
+    it meanwhile sees the old text or the new one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
 def _properties_text(values: Mapping[str, str], header: str, include: str = "") -> str:
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
     if include:
@@ -304,7 +340,7 @@ def write_streamer_config(
         "Generated by the workbook from params (helpers.silver.streamer); edits are overwritten.\n"
         "HoodieStreamer 0.14.0 (DeltaStreamer): shared by every table's file."
     )
-    (conf / "base.properties").write_text(_properties_text(base, header), encoding="utf-8")
+    replace_text(conf / "base.properties", _properties_text(base, header))
     jsonl = params.capture.bronze_format == "jsonl"
     out = []
     for table in params.silver.tables:
@@ -315,7 +351,7 @@ def write_streamer_config(
         engine = params.source(table.source).engine
         sql = transform_sql(schema, engine, position_fields(params, table), config.delete_mode, jsonl=jsonl)
         source_schema = _json_source_schema(schema) if jsonl else schema
-        (conf / f"{table.name}.source.avsc").write_text(json.dumps(source_schema, indent=2), encoding="utf-8")
+        replace_text(conf / f"{table.name}.source.avsc", json.dumps(source_schema, indent=2))
         schema_file = _uri(join(where, f"{table.name}.source.avsc"))
         target_file = _uri(join(where, f"{table.name}.target.avsc"))
         values = dict(tables[table.name])
@@ -323,9 +359,9 @@ def write_streamer_config(
         values["hoodie.streamer.schemaprovider.target.schema.file"] = target_file
         values["hoodie.streamer.transformer.sql"] = sql
         props = conf / f"{table.name}.properties"
-        props.write_text(
+        replace_text(
+            props,
             _properties_text(values, f"Silver table {table.name}: HoodieStreamer 0.14.0", "base.properties"),
-            encoding="utf-8",
         )
         out.append(
             StreamerTable(

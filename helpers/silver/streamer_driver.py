@@ -19,6 +19,9 @@ sync, one table after the other; this driver does the same, and in ``continuous`
 round every ``min_sync_interval_s`` (each sync resumes from the checkpoint in the table's last
 commit, as ``--continuous`` does). Unlike the multi-table streamer, a failed table is reported:
 ``once`` exits 1 naming it, ``continuous`` records it in its status and tries again next round.
+In ``continuous`` mode the plan file is read again when it changes (the continuous job rewrites it
+when a table's Bronze schema gains a column, or a table gets its first Bronze file), and the target
+schemas are written again: each round builds its streamers from the files as they are then.
 
 Before the streamers start, it writes each table's target schema (``target_schema``): Hudi's own
 conversion (``AvroConversionUtils``) of the transformed rows' Spark schema, the schema Hudi's
@@ -36,6 +39,7 @@ Usage: ``spark-submit [spark options] streamer_driver.py PLAN.json``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -155,8 +159,15 @@ def run(plan_path: str) -> int:
         return _finish(status, status_path, failures)
     interval = float(plan.get("min_sync_interval_s", 0))
     status["rounds"] = 0
+    seen = os.stat(plan_path).st_mtime_ns
     while True:  # until the process is stopped (SIGTERM: a commit in flight is rolled back next start)
         started = time.monotonic()
+        if os.stat(plan_path).st_mtime_ns != seen:  # a new column or table: the plan was rewritten
+            seen = os.stat(plan_path).st_mtime_ns
+            plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
+            for table in plan["tables"]:
+                _target_schema(spark, table)
+            status["plan_reloads"] = status.get("plan_reloads", 0) + 1
         for table in plan["tables"]:
             sync(table)
         status["rounds"] += 1

@@ -6,6 +6,7 @@ of 0.14.0's JSON converter: ``tests/integration/test_silver_jsonl.py``."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from support.pipeline import Capture
 
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
+from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, pending_instants, read_commit_metadata, write_stats
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -22,6 +24,7 @@ from helpers.silver.ingest import ingest_tables
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once
 from helpers.silver.tables import table_config
+from helpers.sources import changes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -168,3 +171,31 @@ def test_switching_engines_goes_on_from_the_other_engine_s_checkpoint(
     [back] = ingest_tables(pyspark_params, [table], spark=spark)
     assert 0 < back.files < 10  # only the files after the streamer's checkpoint
     assert silver_vs_source(pyspark_params)["equal"].all()
+
+
+def test_the_continuous_streamer_takes_a_new_column_without_a_restart(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """A column added at the source while the continuous job streams ``venue``: the job writes a
+    new plan with the wider Bronze schema, the driver reads it before its next round, and Silver
+    holds the new column (no older reader schema drops it)."""
+    base = capture.stack.params
+    params, job_params = _streamer_params(base, tmp_path, ("venue",))
+    run_streamer_once(job_params)
+    job = SilverJob(job_params)
+    job.start()
+    try:
+        wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
+        changes.add_column(capture.stack, base)
+        assert bronze_vs_source(base, [capture.specs["ems"]], wait_s=90)["equal"].all()
+        wait_until(
+            lambda: bool(silver_vs_source(params)["equal"].all()),
+            timeout_s=120,
+            what="venue with its new column in Silver",
+        )
+        driver = json.loads((tmp_path / "state" / "silver" / "streamer" / "driver-status.json").read_text())
+        assert driver.get("plan_reloads", 0) >= 1 and job.status()["state"] == "RUNNING"
+        stored = read_snapshot(table_config(params, params.silver.tables[0]).base_path).schema
+        assert "venueurl" in stored.names
+    finally:
+        job.stop()
