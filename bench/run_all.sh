@@ -7,6 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 py=".venv/bin/python"
 bash scripts/fetch_jars.sh spark metastore bench kafka kafka-spark
+WORKBOOK_JAR_SETS="spark metastore streamer" bash scripts/bootstrap.sh  # the streamer runtime
 echo "== bench/bench_load.py: TICKIT full-scale bulk load into the local servers"
 "$py" bench/bench_load.py
 echo
@@ -15,6 +16,9 @@ echo "== bench/bench_capture.py: commit-to-Bronze latency and snapshot throughpu
 echo
 echo "== bench/bench_silver.py: (a) full load from Bronze, (b) commit-to-Silver latency (own servers)"
 "$py" bench/bench_silver.py
+echo
+echo "== bench/bench_streamer.py: the streamer engine (HoodieStreamer 0.14.0) vs the PySpark engine (baseline), same Bronze"
+"$py" bench/bench_streamer.py
 echo
 echo "== bench/bench_bronze_read.py: Bronze read by the driver's Python (baseline) vs on Spark's executors"
 "$py" bench/bench_bronze_read.py

@@ -23,6 +23,7 @@ from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoin
 __all__ = [
     "POSITION_KEY",
     "STREAMER_CHECKPOINT_KEY",
+    "STREAMER_RESET_KEY",
     "TOMBSTONES_KEY",
     "TOMBSTONES_OLDEST_KEY",
     "TableState",
@@ -38,6 +39,8 @@ POSITION_KEY = "workbook.source.position"
 #: HoodieStreamer's own checkpoint (``silver.engine: streamer``): for Bronze files, the newest
 #: modification time taken, in epoch milliseconds (Hudi's ``DFSPathSelector``).
 STREAMER_CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
+#: The ``--checkpoint`` a HoodieStreamer run was given, recorded with its commit (it is used once).
+STREAMER_RESET_KEY = "deltastreamer.checkpoint.reset_key"
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class TableState:
             recorded, as by commits before it was, or a table ordered by a field of its own).
         streamer_checkpoint: HoodieStreamer's checkpoint of the newest commit that has one (the
             streamer engine's commits; None: no such commit).
+        streamer_reset: the ``--checkpoint`` that commit was given (None: none).
     """
 
     instants: tuple[Instant, ...] = ()
@@ -63,6 +67,7 @@ class TableState:
     tombstones_oldest: float | None = None
     position: str | None = None
     streamer_checkpoint: str | None = None
+    streamer_reset: str | None = None
 
     @property
     def is_new(self) -> bool:
@@ -96,12 +101,14 @@ def state_from_metadata(
     stones: tuple[str, float | None] | None = None
     position: str | None = None
     streamer: str | None = None
+    reset: str | None = None
     for meta in metadata_newest_first:
         extra: dict[str, Any] = meta.get("extraMetadata") or {}
         if streamer is None and checkpoint is None and extra.get(STREAMER_CHECKPOINT_KEY):
             # the streamer engine wrote after the newest workbook checkpoint (silver.engine was
             # switched): its files are those modified up to its checkpoint's millisecond
             streamer = str(extra[STREAMER_CHECKPOINT_KEY])
+            reset = extra.get(STREAMER_RESET_KEY) or None
             if streamer.isdigit():
                 checkpoint = BronzeCheckpoint((int(streamer) + 1) / 1000, frozenset())
         if checkpoint is None:
@@ -126,6 +133,7 @@ def state_from_metadata(
         tombstones_oldest=stones[1] if stones else None,
         position=position,
         streamer_checkpoint=streamer,
+        streamer_reset=reset,
     )
 
 

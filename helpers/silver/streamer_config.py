@@ -13,7 +13,9 @@ the same parameters and write options as the PySpark engine
 * JSON-lines Bronze carries decimals as JSON numbers: HoodieStreamer 0.14.0's JSON-to-Avro
   converter would store a ``bytes`` decimal's text as its bytes (10.5 becomes 8252411.41), so the
   source schema reads them as strings and the transform casts them to their exact decimal type;
-* a table the PySpark engine wrote last resumes from its checkpoint (:func:`resume_checkpoint`).
+* a table the PySpark engine wrote last resumes from its checkpoint (:func:`resume_checkpoint`);
+* a Bronze schema change makes the streamer read again from the first file with the new schema
+  (:func:`reread_checkpoint`), so no column is dropped by an older reader schema.
 
 How it runs: :mod:`helpers.silver.streamer`.
 """
@@ -52,6 +54,7 @@ from helpers.silver.tables import (
 __all__ = [
     "CHANGE_OPS",
     "replace_text",
+    "reread_checkpoint",
     "StreamerTable",
     "resume_checkpoint",
     "streamer_config",
@@ -253,20 +256,69 @@ def resume_checkpoint(params: WorkbookParams, table: SilverTableParams) -> str |
     return str(max(int(o.modified * 1000) for o in listing))
 
 
-def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
-    """The Avro schema of the newest Bronze file of the table's topic (None: no file yet)."""
-    store = bronze_store(params)
-    topic = silver_topic(params, table)
-    files = store.list(topic)
-    if not files:
-        return None
-    newest: BronzeObject = max(files, key=lambda f: (f.modified, f.uri))
-    data = store.lake.read(newest.uri)
-    if newest.is_jsonl:
+def _file_schema(store: Any, obj: BronzeObject, topic: str) -> dict[str, Any]:
+    """A Bronze file's Avro schema (JSON lines: derived from its first line's Connect schema)."""
+    data = store.lake.read(obj.uri)
+    if obj.is_jsonl:
         first = json.loads(data.split(b"\n", 1)[0])
         return avro_schema_from_connect(first.get("schema") or {}, topic)
     schema: dict[str, Any] = fastavro.reader(io.BytesIO(data)).writer_schema  # type: ignore[assignment]
     return schema
+
+
+def _bronze_files(params: WorkbookParams, table: SilverTableParams) -> tuple[Any, list[BronzeObject]]:
+    """The Bronze store and the table's files, newest first (by modification time)."""
+    store = bronze_store(params)
+    files = sorted(store.list(silver_topic(params, table)), key=lambda f: (f.modified, f.uri), reverse=True)
+    return store, files
+
+
+def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
+    """The Avro schema of the newest Bronze file of the table's topic (None: no file yet)."""
+    store, files = _bronze_files(params, table)
+    return _file_schema(store, files[0], silver_topic(params, table)) if files else None
+
+
+def reread_checkpoint(
+    params: WorkbookParams, table: SilverTableParams, conf: Path, schema_text: str
+) -> str | None:
+    """``--checkpoint`` that makes HoodieStreamer read Bronze again from the first file with a new
+    schema, else None.
+
+    The reader schema is the newest Bronze file's when the configuration is generated. A file with a
+    new column that lands between two generations is read with the older reader schema, which
+    drops the column without a word (measured: a venue inserted with a new ``venueurl`` reached
+    Silver without it). So when the schema about to be written differs from the one the table was
+    last read with (``<table>.source.avsc``), and the streamer's checkpoint is past the first file
+    with the new schema, those files are read again from just before it. The value is kept in
+    ``<table>.reread`` until a commit of the table records it as its ``--checkpoint``. Reading a
+    suffix of Bronze again applies nothing twice (an upsert by key ordered by log position).
+    """
+    marker = conf / f"{table.name}.reread"
+    state = read_table_state(table_config(params, table).base_path)
+    if marker.exists():
+        value = marker.read_text(encoding="utf-8").strip()
+        if state.streamer_reset != value:
+            return value
+        marker.unlink()
+    previous = conf / f"{table.name}.source.avsc"
+    if state.is_new or not state.streamer_checkpoint or not previous.exists():
+        return None
+    if previous.read_text(encoding="utf-8") == schema_text:
+        return None
+    store, files = _bronze_files(params, table)
+    topic = silver_topic(params, table)
+    newest = _file_schema(store, files[0], topic)
+    first = None
+    for obj in files:  # newest first: back to the first file with the newest schema
+        if _file_schema(store, obj, topic) != newest:
+            break
+        first = obj
+    if first is None or int(first.modified * 1000) > int(state.streamer_checkpoint):
+        return None  # the streamer has not taken a file with the new schema yet
+    value = str(int(first.modified * 1000) - 1)
+    replace_text(marker, value)
+    return value
 
 
 def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -351,7 +403,9 @@ def write_streamer_config(
         engine = params.source(table.source).engine
         sql = transform_sql(schema, engine, position_fields(params, table), config.delete_mode, jsonl=jsonl)
         source_schema = _json_source_schema(schema) if jsonl else schema
-        replace_text(conf / f"{table.name}.source.avsc", json.dumps(source_schema, indent=2))
+        schema_text = json.dumps(source_schema, indent=2)
+        checkpoint = reread_checkpoint(params, table, conf, schema_text) or resume_checkpoint(params, table)
+        replace_text(conf / f"{table.name}.source.avsc", schema_text)
         schema_file = _uri(join(where, f"{table.name}.source.avsc"))
         target_file = _uri(join(where, f"{table.name}.target.avsc"))
         values = dict(tables[table.name])
@@ -374,7 +428,7 @@ def write_streamer_config(
                 table_type=table.table_type,
                 source_class="org.apache.hudi.utilities.sources."
                 + ("JsonDFSSource" if jsonl else "AvroDFSSource"),
-                checkpoint=resume_checkpoint(params, table),
+                checkpoint=checkpoint,
             )
         )
     return out
