@@ -410,7 +410,9 @@ def wait_for_silver(
 
     Capture brings the change to Bronze within about a second; Silver takes it in through the
     continuous job or, with ``ingest``, through :func:`helpers.silver.ingest.ingest_all` of these
-    tables (safe beside the job: both take the table lock and each Bronze file once).
+    tables (safe beside the job: both take the table lock and each Bronze file once). With
+    ``silver.engine: streamer`` the continuous streamer is the tables' one writer (it holds their
+    locks), so this only waits.
 
     Args:
         params: Workbook parameters (local environment).
@@ -427,6 +429,7 @@ def wait_for_silver(
         WaitTimeoutError: naming the tables that did not show the change in time.
     """
     specs = [silver_table(params, t) for t in tables]
+    ingest = ingest and params.silver.engine == "pyspark"
     want = source_rows(params, specs[0].source, specs[0].table, key_values(specs[0], key))
     found: dict[str, str] = {}
 

@@ -273,7 +273,10 @@ class StreamerSilver(LocalSilver):
 
     def ingest(self) -> pd.DataFrame:
         """One run-once HoodieStreamer of every table, then Hudi's Hive sync of the tables it
-        committed to (the streamer's own sync is not used: one sync path for both engines)."""
+        committed to (the streamer's own sync is not used: one sync path for both engines). A
+        continuous streamer job holds the tables' locks: it is stopped first, after its round
+        (``start_continuous`` starts it again)."""
+        SilverJob(self.params).stop()
         result = run_streamer_once(self.params)
         committed = [str(name) for name in result.loc[result["instant"].notna(), "table"]]
         if committed and self.params.silver.sync:

@@ -13,12 +13,15 @@ step (:mod:`helpers.deploy.streamer_steps`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +30,10 @@ import pandas as pd
 from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_jars, shaded_jar
-from helpers.params import WorkbookParams, project_root
+from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, write_status
 from helpers.silver.streamer_config import StreamerTable, replace_text, write_streamer_config
+from helpers.silver.tables import table_lock
 
 __all__ = [
     "DELTASTREAMER_CLASS",
@@ -188,6 +192,21 @@ def streamer_job_argv(
     return argv, env
 
 
+@contextlib.contextmanager
+def _locked(params: WorkbookParams, names: list[str], timeout_s: float = 300.0) -> Iterator[ExitStack]:
+    """The writer locks of the tables ``names`` (:func:`helpers.silver.tables.table_lock`, the ones
+    the PySpark engine takes): HoodieStreamer is then the tables' only writer; more are taken
+    through the returned stack."""
+    with ExitStack() as stack:
+        for name in names:
+            stack.enter_context(table_lock(params, _table(params, name), timeout_s))
+        yield stack
+
+
+def _table(params: WorkbookParams, name: str) -> SilverTableParams:
+    return next(t for t in params.silver.tables if t.name == name)
+
+
 def _latest(base_path: str) -> str | None:
     instants = completed_instants(base_path)
     return instants[-1].timestamp if instants else None
@@ -211,7 +230,7 @@ def run_streamer_once(params: WorkbookParams) -> pd.DataFrame:
     argv, env = streamer_job_argv(params, tables, directory, continuous=False)
     log_file = directory / "streamer.log"
     started = time.monotonic()
-    with open(log_file, "wb") as log:
+    with _locked(params, [t.name for t in tables]), open(log_file, "wb") as log:
         try:
             done = subprocess.run(  # noqa: S603 - argv built here, no secret in it
                 argv,
@@ -257,12 +276,15 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
     :mod:`helpers.silver.streamer_driver` (same process group: a ``kill -9`` of the job's group
     takes it along). The job's ``status.json``: ``loops`` counts the driver's finished rounds,
     ``last_commit`` the newest instant per table, ``error`` the failed tables of the last round.
-    SIGTERM stops the streamer (a commit in flight is rolled back by the next start, as after a
-    crash). Every :data:`SCHEMA_CHECK_S` the job generates the configuration again: a Bronze schema
-    with a new column, or a table's first Bronze file, rewrites the plan, which the driver reads
-    again before its next round (so no column is dropped by a reader schema older than the files).
-    A table added to the parameters is taken when the job starts again (``./workbook run`` restarts
-    it with the new parameters).
+    The job holds the writer locks of its tables while it runs
+    (:func:`helpers.silver.tables.table_lock`): a PySpark ingestion of one of them waits, then fails
+    naming the lock, instead of writing beside HoodieStreamer. SIGTERM stops the streamer (a commit
+    in flight is rolled back by the next start, as after a crash). Every :data:`SCHEMA_CHECK_S` the
+    job generates the configuration again: a Bronze schema with a new column, or a table's first
+    Bronze file, rewrites the plan, which the driver reads again before its next round (and
+    :func:`helpers.silver.streamer_config.reread_checkpoint` reads again what an older reader
+    schema took). A table added to the parameters is taken when the job starts again
+    (``./workbook run`` restarts it with the new parameters).
     """
     stopping = {"flag": False}
 
@@ -282,13 +304,29 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
         "error": None,
     }
     write_status(directory, status)
-    try:
-        tables = write_streamer_config(params)
-        argv, env = streamer_job_argv(params, tables, directory / "streamer", continuous=True)
-    except WorkbookError as exc:
-        status.update(state="FAILED", error=str(exc))
-        write_status(directory, status)
-        return 1
+    with ExitStack() as held:
+        try:
+            tables = write_streamer_config(params)
+            locks = held.enter_context(_locked(params, [t.name for t in tables]))
+            argv, env = streamer_job_argv(params, tables, directory / "streamer", continuous=True)
+        except WorkbookError as exc:
+            status.update(state="FAILED", error=str(exc))
+            write_status(directory, status)
+            return 1
+        return _supervise(params, directory, status, stopping, tables, locks, argv, env)
+
+
+def _supervise(
+    params: WorkbookParams,
+    directory: Path,
+    status: dict[str, Any],
+    stopping: dict[str, bool],
+    tables: list[StreamerTable],
+    locks: ExitStack,
+    argv: list[str],
+    env: dict[str, str],
+) -> int:
+    """Run the continuous driver until stopped or failed (see :func:`run_streamer_job`)."""
     with open(directory / "streamer.log", "ab") as log:
         child = subprocess.Popen(  # noqa: S603 - argv built here, no secret in it
             argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=directory
@@ -306,7 +344,11 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
         if time.monotonic() - refreshed >= SCHEMA_CHECK_S:  # new columns, new tables: a new plan
             refreshed = time.monotonic()
             try:
-                tables = write_streamer_config(params)
+                known = {t.name for t in tables}
+                fresh = write_streamer_config(params)
+                for name in sorted({t.name for t in fresh} - known):  # a table's first Bronze file
+                    locks.enter_context(table_lock(params, _table(params, name)))
+                tables = fresh
                 streamer_job_argv(params, tables, directory / "streamer", continuous=True)
             except WorkbookError as exc:
                 status["error"] = f"Failed to refresh the streamer's configuration: {exc}"

@@ -243,12 +243,7 @@ def resume_checkpoint(params: WorkbookParams, table: SilverTableParams) -> str |
         return None
     store = bronze_store(params)
     listing = store.list(silver_topic(params, table))
-    pending, _ = pending_bronze(
-        params.model_copy(update={"silver": params.silver.model_copy(update={"engine": "pyspark"})}),
-        table,
-        store,
-        state,
-    )
+    pending, _ = pending_bronze(params, table, store, state)
     if not listing:
         return "0"
     if pending:

@@ -237,7 +237,8 @@ def pending_bronze(
     state: TableState | None = None,
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
-    checkpoint to commit after taking them.
+    checkpoint to commit after taking them. Whichever engine wrote the table last: a streamer
+    checkpoint is read as the watermark at its millisecond (:mod:`helpers.silver.state`).
 
     Args:
         params: workbook parameters.
@@ -252,10 +253,6 @@ def pending_bronze(
     listing = [
         o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
     ]
-    if params.silver.engine == "streamer":  # HoodieStreamer's own checkpoint: modified after it
-        mark = int(state.streamer_checkpoint) if state.streamer_checkpoint else None
-        pending = [o for o in listing if mark is None or int(o.modified * 1000) > mark]
-        return pending[: params.silver.max_files_per_round], state.checkpoint
     return plan_round(
         listing,
         state.checkpoint,
