@@ -16,6 +16,7 @@ import pytest
 from support.pipeline import Capture
 
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
+from helpers.errors import HudiLockError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, pending_instants, read_commit_metadata, write_stats
 from helpers.params import WorkbookParams
@@ -23,7 +24,7 @@ from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_tables
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once
-from helpers.silver.tables import table_config
+from helpers.silver.tables import table_config, table_lock
 from helpers.sources import changes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -186,6 +187,8 @@ def test_the_continuous_streamer_takes_a_new_column_without_a_restart(
     job.start()
     try:
         wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
+        with pytest.raises(HudiLockError, match="venue"), table_lock(params, params.silver.tables[0], 1.0):
+            pass  # the job holds the table's writer lock: no PySpark round can write beside it
         changes.add_column(capture.stack, base)
         assert bronze_vs_source(base, [capture.specs["ems"]], wait_s=90)["equal"].all()
         wait_until(
