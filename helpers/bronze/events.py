@@ -19,6 +19,7 @@ UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 __all__ = [
     "MARKER_OPS",
+    "MARKER_PREFIX",
     "RESNAPSHOT_OP",
     "TRUNCATE_OP",
     "marker_event",
@@ -42,6 +43,9 @@ TRUNCATE_OP = "t"
 RESNAPSHOT_OP = "resnapshot"
 #: The ops of marker events: no key, a log position, and "every row before me is gone".
 MARKER_OPS = (TRUNCATE_OP, RESNAPSHOT_OP)
+#: The name prefix of a Bronze file that holds only markers (:class:`helpers.bronze.writer.BronzeWriter`):
+#: Hudi's DFSPathSelector skips "_" names, so the streamer engine never reads them.
+MARKER_PREFIX = "_"
 
 
 @dataclass(frozen=True)

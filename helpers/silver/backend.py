@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "EmrSilver",
+    "EmrStreamerSilver",
     "LocalSilver",
     "Silver",
     "StreamerFiles",
@@ -297,8 +298,31 @@ class EmrSilver(LocalSilver):
         return {"state": "SCHEDULED_ON_EMR", "loops": None, "error": None}
 
 
+@dataclass
+class EmrStreamerSilver(EmrSilver):
+    """``silver.engine: streamer`` on AWS: HoodieStreamer runs as EMR steps on an EMR 6.15 cluster
+    (``./workbook cluster streamer-steps --apply``, ``docs/streamer.md``), not in this notebook's
+    EMR 7 session. Notebook 03 shows the generated files and reports the tables' newest commits;
+    the overview, the catalog, SQL and the reconciliation read what the steps wrote."""
+
+    def ingest(self) -> pd.DataFrame:
+        """Per table: its newest completed commit (``instant``), written by the streamer steps;
+        nothing is written here."""
+        rows = []
+        for table in self.params.silver.tables:
+            instants = completed_instants(table_config(self.params, table).base_path)
+            rows.append({"table": table.name, "instant": instants[-1].timestamp if instants else None})
+        return pd.DataFrame(rows, columns=["table", "instant"])
+
+    def configuration(self) -> StreamerFiles:
+        return StreamerFiles(streamer_overview(self.params))
+
+    def start_continuous(self, timeout_s: float = 180.0) -> dict[str, Any]:
+        return {"state": "EMR_STEPS", "loops": None, "error": None}
+
+
 def open_silver(params: WorkbookParams) -> Silver:
     """The Silver backend of ``params.environment`` and ``silver.engine``."""
     if params.environment == "aws":
-        return EmrSilver(params)
+        return EmrStreamerSilver(params) if params.silver.engine == "streamer" else EmrSilver(params)
     return StreamerSilver(params) if params.silver.engine == "streamer" else LocalSilver(params)

@@ -54,6 +54,7 @@ from helpers.silver.tables import (
 __all__ = [
     "CHANGE_OPS",
     "replace_text",
+    "reader_schema",
     "reread_checkpoint",
     "StreamerTable",
     "resume_checkpoint",
@@ -89,7 +90,9 @@ class StreamerTable:
     Attributes:
         name: the Silver table.
         properties: its properties file (``include=base.properties``).
-        source_schema: the Bronze schema file (``.avsc``).
+        source_schema: the Bronze schema file (``.avsc``), strict: what the target schema is
+            derived from; HoodieStreamer reads Bronze with ``<table>.reader.avsc``
+            (:func:`reader_schema`).
         target_schema: the target schema file the driver writes (Hudi's conversion of the
             transform's output).
         transform_sql: the SQL transform (``<SRC>`` is the source rows).
@@ -212,6 +215,29 @@ def transform_sql(
     select = f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS `{POSITION_COLUMN}`, "
     deleted = f"coalesce(`__deleted` = 'true', false) AS `{marker}`"
     return f"{select}{deleted} FROM {source} WHERE `__op` IN ({ops})"
+
+
+def reader_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The reader schema of Bronze: ``schema`` with every field optional (``["null", T]``, default
+    null), also inside the JSON envelope's ``payload``. Bronze holds files this schema's writer
+    did not write: TRUNCATE and re-snapshot markers (no data columns) and files from before a
+    column was added. A required field missing in such a file fails the whole read
+    ("AvroTypeException: Found tickit.ecomm.date.Value, expecting tickit.ecomm.date.Value,
+    missing required field year":
+    measured in CI, on a topic holding a TRUNCATE marker); optional, it reads as null and the
+    transform drops the marker rows. The target schema stays the strict one
+    (:mod:`helpers.silver.streamer_driver`)."""
+
+    def optional(field: Mapping[str, Any]) -> dict[str, Any]:
+        kind = field["type"]
+        if isinstance(kind, dict) and kind.get("type") == "record" and field["name"] == "payload":
+            return {**field, "type": reader_schema(kind)}
+        if isinstance(kind, list):
+            branches = kind if "null" in kind else ["null", *kind]
+            return {**field, "type": ["null", *[b for b in branches if b != "null"]], "default": None}
+        return {**field, "type": ["null", kind], "default": None}
+
+    return {**schema, "fields": [optional(f) for f in schema["fields"]]}
 
 
 def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -403,11 +429,14 @@ def write_streamer_config(
         source_schema = _json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)
         checkpoint = reread_checkpoint(params, table, conf, schema_text) or resume_checkpoint(params, table)
+        replace_text(conf / f"{table.name}.reader.avsc", json.dumps(reader_schema(source_schema), indent=2))
         replace_text(conf / f"{table.name}.source.avsc", schema_text)
         schema_file = _uri(join(where, f"{table.name}.source.avsc"))
         target_file = _uri(join(where, f"{table.name}.target.avsc"))
         values = dict(tables[table.name])
-        values["hoodie.streamer.schemaprovider.source.schema.file"] = schema_file
+        values["hoodie.streamer.schemaprovider.source.schema.file"] = _uri(
+            join(where, f"{table.name}.reader.avsc")
+        )
         values["hoodie.streamer.schemaprovider.target.schema.file"] = target_file
         values["hoodie.streamer.transformer.sql"] = sql
         props = conf / f"{table.name}.properties"

@@ -1,9 +1,10 @@
 """JSON-lines Bronze end to end: real servers and Debezium write JSON lines, Silver ingests them,
 with the PySpark engine and with the streamer engine (HoodieStreamer 0.14.0's ``JsonDFSSource``).
 
-Only the ``ems`` (PostgreSQL) and ``ecomm`` (MariaDB) connectors, to keep the run short: between
-them they produce every Debezium encoding the sample data has (MySQL dates as epoch days and
-datetimes as epoch milliseconds, PostgreSQL timestamps as epoch microseconds, exact decimals).
+The ``ems`` and ``orders`` (PostgreSQL) and ``ecomm`` (MariaDB) connectors, to keep the run short:
+between them they produce every Debezium encoding the sample data has (MySQL dates as epoch days
+and datetimes as epoch milliseconds, PostgreSQL timestamps as epoch microseconds, timestamptz as
+ISO text, JSON text, exact decimals).
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
         sources.load_sample_data()
         sources.enable_cdc()
         specs = [
-            s for s in connector_specs(params, local_endpoints(params)) if s.name.endswith(("-ems", "-ecomm"))
+            s
+            for s in connector_specs(params, local_endpoints(params))
+            if s.name.endswith(("-ems", "-ecomm", "-orders"))
         ]
         backend = open_backend(params)
         try:
@@ -132,7 +135,7 @@ def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
             topics = [t for s in specs for t in s.topics.values()]
             files = [p for t in topics for p in bronze_files(params.path(params.lake.bronze), t)]
             assert files and all(p.suffix == ".jsonl" for p in files)
-            names = [t.name for t in params.silver.tables if t.source in ("ems", "ecomm")]
+            names = [t.name for t in params.silver.tables if t.source in ("ems", "ecomm", "orders")]
             ingested = ingest_all(params, names)
             assert (ingested["files"] > 0).all()
             check = silver_vs_source(params, names)

@@ -12,6 +12,7 @@ import pytest
 from helpers.bronze.store import BronzeObject
 from helpers.errors import HudiError
 from helpers.params import load_params
+from helpers.silver.backend import EmrSilver, EmrStreamerSilver, LocalSilver, StreamerSilver, open_silver
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
 from helpers.silver.state import STREAMER_CHECKPOINT_KEY, state_from_metadata
 from helpers.silver.streamer_config import StreamerTable, streamer_config, transform_sql
@@ -118,3 +119,20 @@ def test_a_streamer_checkpoint_newer_than_the_workbook_s_is_a_watermark_at_its_m
     assert [o.name for o in new] == ["new"]  # the PySpark engine goes on where the streamer stopped
     older = state_from_metadata((), iter([workbook, streamer]))
     assert older.streamer_checkpoint is None and older.checkpoint.files == frozenset({"x"})
+
+
+def test_each_environment_and_engine_has_its_silver_backend(tmp_path: Path) -> None:
+    aws = {
+        "aws.s3_bucket": "b",
+        "aws.rds.postgres.instance_id": "p",
+        "aws.rds.mysql.instance_id": "m",
+        "aws.rds.sqlserver.instance_id": "s",
+        "lake.bronze": "s3://b/bronze",
+        "lake.silver": "s3://b/silver",
+    }
+    assert type(open_silver(load_params("ci", {}))) is LocalSilver
+    assert type(open_silver(load_params("ci", {"silver.engine": "streamer"}))) is StreamerSilver
+    assert type(open_silver(load_params("aws", aws))) is EmrSilver
+    on_emr = open_silver(load_params("aws", {**aws, "silver.engine": "streamer"}))
+    assert type(on_emr) is EmrStreamerSilver  # the steps write; notebook 03 does not ingest there
+    assert on_emr.start_continuous()["state"] == "EMR_STEPS"
