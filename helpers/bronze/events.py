@@ -19,7 +19,6 @@ UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 __all__ = [
     "MARKER_OPS",
-    "MARKER_PREFIX",
     "RESNAPSHOT_OP",
     "TRUNCATE_OP",
     "marker_event",
@@ -43,9 +42,6 @@ TRUNCATE_OP = "t"
 RESNAPSHOT_OP = "resnapshot"
 #: The ops of marker events: no key, a log position, and "every row before me is gone".
 MARKER_OPS = (TRUNCATE_OP, RESNAPSHOT_OP)
-#: The name prefix of a Bronze file that holds only markers (:class:`helpers.bronze.writer.BronzeWriter`):
-#: Hudi's DFSPathSelector skips "_" names, so the streamer engine never reads them.
-MARKER_PREFIX = "_"
 
 
 @dataclass(frozen=True)
@@ -312,6 +308,12 @@ _AVRO_NAME = re.compile(r"[^A-Za-z0-9_]")
 _CONNECT_TYPES = {str: "string", int: "int64"}
 
 
+#: Marker fields typed as Debezium types them (MySQL's ``__row`` is an int32): the streamer engine
+#: reads a topic's files, markers included, with the table's schema, and Avro cannot read a long
+#: into an int ("AvroTypeException: Found long, expecting union", measured).
+_MARKER_TYPES = {"__row": "int32"}
+
+
 def marker_event(topic: str, op: str, table: str, position: Mapping[str, Any], ts_ms: int) -> BronzeEvent:
     """A marker event (:data:`MARKER_OPS`) for ``topic``, shaped as capture writes events: the
     flattened value (``__op``, ``__table``, the position fields, ``__source_ts_ms``) with its
@@ -326,7 +328,7 @@ def marker_event(topic: str, op: str, table: str, position: Mapping[str, Any], t
     """
     value: dict[str, Any] = {"__op": op, "__table": table, **position, "__source_ts_ms": ts_ms}
     fields = [
-        {"field": name, "type": _CONNECT_TYPES[type(v)], "optional": name != "__op"}
+        {"field": name, "type": _MARKER_TYPES.get(name, _CONNECT_TYPES[type(v)]), "optional": name != "__op"}
         for name, v in value.items()
     ]
     schema = {"type": "struct", "optional": False, "name": f"{topic}.Marker", "fields": fields}

@@ -20,7 +20,6 @@ import fastavro
 import pyarrow as pa
 
 from helpers.bronze.events import (
-    MARKER_PREFIX,
     avro_record,
     avro_schema_from_connect,
     converted_fields,
@@ -170,7 +169,7 @@ def jsonl_layout(name: str, data: bytes) -> list[SchemaPart]:
     """The distinct writer schemas (as Avro, canonical JSON text) of a JSON-lines Bronze file and
     how many lines carry each. A line that does not parse is left out: reading the file sets it
     aside (:func:`read_events`)."""
-    topic = name.removeprefix(MARKER_PREFIX).split("+", 1)[0]
+    topic = name.split("+", 1)[0]
     counts: dict[bytes, int] = {}
     avro_of: dict[bytes, str] = {}
     for line in data.splitlines():
@@ -199,7 +198,7 @@ def jsonl_batches(
 ) -> Iterator[pa.RecordBatch]:
     """One JSON-lines file as record batches of ``target``: good lines typed, bad lines (do not
     parse, values do not fit their schema, or a rejected schema) with reason and text."""
-    topic = name.removeprefix(MARKER_PREFIX).split("+", 1)[0]
+    topic = name.split("+", 1)[0]
     avro_of: dict[bytes, tuple[str, dict[str, Any], dict[str, Any]]] = {}
     good: dict[str, list[Any]] = {f.name: [] for f in target}
     bad: list[tuple[int, str, str | None]] = []

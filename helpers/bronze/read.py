@@ -13,7 +13,6 @@ import fastavro
 import pyarrow as pa
 
 from helpers.bronze.events import (
-    MARKER_PREFIX,
     avro_record,
     avro_schema_from_connect,
     converted_fields,
@@ -172,7 +171,7 @@ def jsonl_tables(name: str, data: bytes) -> list[pa.Table]:
         BronzeError: naming the file and line, for a line that does not parse.
     """
 
-    topic = name.removeprefix(MARKER_PREFIX).split("+", 1)[0]
+    topic = name.split("+", 1)[0]
     groups: dict[int, tuple[Any, list[dict[str, Any]], list[int]]] = {}
     for number, line in enumerate(io.BytesIO(data), 1):
         if not line.strip():

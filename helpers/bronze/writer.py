@@ -26,8 +26,6 @@ from typing import Any, Literal
 import fastavro
 
 from helpers.bronze.events import (
-    MARKER_OPS,
-    MARKER_PREFIX,
     BronzeEvent,
     avro_record,
     avro_schema_from_connect,
@@ -140,11 +138,6 @@ class BronzeWriter:
         digest = hashlib.blake2b(b"\n".join(e.raw for e in events), digest_size=6).hexdigest()
         folder = f"{topic}/year={day.year:04d}/month={day.month:02d}/day={day.day:02d}"
         name = f"{topic}+{_position_text(first)}+{_position_text(last)}+{digest}.{_EXT[self.fmt]}"
-        if all(e.value.get("__op") in MARKER_OPS for e in events):
-            # a file of TRUNCATE / re-snapshot markers only: named "_..." so that Hudi's
-            # DFSPathSelector (the streamer engine) skips it, as it skips every "_" and "." name;
-            # it cannot apply them, and their schema has none of the table's columns
-            name = f"{MARKER_PREFIX}{name}"
         snapshot = sum(1 for e in events if e.value.get("__op") == "r")
         if self._store is not None:  # S3: one PutObject, visible whole or not at all
             data = self._encode(topic, events)

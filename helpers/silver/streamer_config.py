@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -294,10 +294,28 @@ def _bronze_files(params: WorkbookParams, table: SilverTableParams) -> tuple[Any
     return store, files
 
 
-def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
-    """The Avro schema of the newest Bronze file of the table's topic (None: no file yet)."""
+def _is_marker(schema: Mapping[str, Any]) -> bool:
+    """Whether a Bronze file's schema is a TRUNCATE / re-snapshot marker's: no column of the table,
+    only Debezium's ``__`` fields."""
+    return all(str(f["name"]).startswith("__") for f in schema.get("fields", []))
+
+
+def _data_schemas(
+    params: WorkbookParams, table: SilverTableParams
+) -> Iterator[tuple[BronzeObject, dict[str, Any]]]:
+    """The table's Bronze files with their schemas, newest first, marker files left out."""
     store, files = _bronze_files(params, table)
-    return _file_schema(store, files[0], silver_topic(params, table)) if files else None
+    topic = silver_topic(params, table)
+    for obj in files:
+        schema = _file_schema(store, obj, topic)
+        if not _is_marker(schema):
+            yield obj, schema
+
+
+def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
+    """The Avro schema of the newest Bronze file of the table's topic that holds changes (a
+    TRUNCATE or re-snapshot marker's file has none of the table's columns); None: no such file."""
+    return next((schema for _, schema in _data_schemas(params, table)), None)
 
 
 def reread_checkpoint(
@@ -327,12 +345,11 @@ def reread_checkpoint(
         return None
     if previous.read_text(encoding="utf-8") == schema_text:
         return None
-    store, files = _bronze_files(params, table)
-    topic = silver_topic(params, table)
-    newest = _file_schema(store, files[0], topic)
+    newest: dict[str, Any] | None = None
     first = None
-    for obj in files:  # newest first: back to the first file with the newest schema
-        if _file_schema(store, obj, topic) != newest:
+    for obj, schema in _data_schemas(params, table):  # newest first: back to the first file with it
+        newest = newest or schema
+        if schema != newest:
             break
         first = obj
     if first is None:
