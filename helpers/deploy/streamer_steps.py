@@ -112,16 +112,7 @@ def _plan(tables: list[StreamerTable]) -> dict[str, Any]:
         "mode": "schemas",
         "status": "",
         "app_name": "workbook-streamer-schemas",
-        "tables": [
-            {
-                "name": t.name,
-                "source_schema": t.source_schema,
-                "target_schema": t.target_schema,
-                "transform_sql": t.transform_sql,
-                "args": t.args(),
-            }
-            for t in tables
-        ],
+        "tables": [t.plan_entry() for t in tables],
     }
 
 

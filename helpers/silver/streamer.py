@@ -114,7 +114,18 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     ...HoodieStreamer <utilities jar> --props ...`` (notebook 03 shows it; the driver runs the
     same arguments for every table in one application)."""
     jars, app = _classpath()
-    conf = [f"--conf={k}={v}" for k, v in SPARK_CONF.items()]
+    return [
+        *_spark_submit(params, jars),
+        "--class",
+        STREAMER_CLASS,
+        app,
+        *table.args(),
+    ]
+
+
+def _spark_submit(params: WorkbookParams, jars: list[str]) -> list[str]:
+    """The streamer runtime's ``spark-submit`` with the master, driver memory, ``jars`` and
+    :data:`SPARK_CONF` (what follows is the application)."""
     return [
         str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),
         "--master",
@@ -123,11 +134,7 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
         params.silver.streamer.driver_memory,
         "--jars",
         ",".join(jars),
-        *conf,
-        "--class",
-        STREAMER_CLASS,
-        app,
-        *table.args(),
+        *[f"--conf={k}={v}" for k, v in SPARK_CONF.items()],
     ]
 
 
@@ -157,35 +164,16 @@ def streamer_job_argv(
         "status": str(directory / "driver-status.json"),
         "app_name": "workbook-streamer",
         "min_sync_interval_s": interval,
-        "tables": [
-            {
-                "name": t.name,
-                "source_schema": t.source_schema,
-                "target_schema": t.target_schema,
-                "transform_sql": t.transform_sql,
-                "args": t.args(),
-            }
-            for t in tables
-        ],
+        "tables": [t.plan_entry() for t in tables],
     }
     plan_file = directory / "plan.json"
     text = json.dumps(plan, indent=2)
-    if (
-        not plan_file.exists() or plan_file.read_text(encoding="utf-8") != text
-    ):  # a change: the driver reloads
-        replace_text(plan_file, text)
-    conf = [f"--conf={k}={v}" for k, v in SPARK_CONF.items()]
+    if not plan_file.exists() or plan_file.read_text(encoding="utf-8") != text:
+        replace_text(plan_file, text)  # a change: the running driver reads it again
     env = _env()
     env["PYSPARK_SUBMIT_ARGS"] = ""
     argv = [
-        str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),
-        "--master",
-        params.silver.streamer.master,
-        "--driver-memory",
-        params.silver.streamer.driver_memory,
-        "--jars",
-        ",".join([*jars, app]),
-        *conf,
+        *_spark_submit(params, [*jars, app]),
         str(DRIVER),
         str(plan_file),
     ]

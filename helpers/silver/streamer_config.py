@@ -40,7 +40,7 @@ from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
 from helpers.lakefs import join, lake_uri
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.state import read_table_state
+from helpers.silver.state import TableState, read_table_state
 from helpers.silver.tables import (
     POSITION_COLUMN,
     bronze_store,
@@ -110,6 +110,16 @@ class StreamerTable:
     table_type: str
     source_class: str
     checkpoint: str | None = None
+
+    def plan_entry(self) -> dict[str, Any]:
+        """The table in a plan of :mod:`helpers.silver.streamer_driver` (locally and on EMR)."""
+        return {
+            "name": self.name,
+            "source_schema": self.source_schema,
+            "target_schema": self.target_schema,
+            "transform_sql": self.transform_sql,
+            "args": self.args(),
+        }
 
     def args(self) -> list[str]:
         """HoodieStreamer's arguments (what follows the jar in ``spark-submit``), run-once: the
@@ -258,13 +268,15 @@ def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def resume_checkpoint(params: WorkbookParams, table: SilverTableParams) -> str | None:
+def resume_checkpoint(
+    params: WorkbookParams, table: SilverTableParams, state: TableState | None = None
+) -> str | None:
     """``--checkpoint`` for a table the PySpark engine wrote last (``silver.engine`` switched to
     streamer), else None: the newest millisecond up to which every Bronze file is taken, so the
     streamer goes on where the PySpark engine stopped. Re-reading a few files below it applies
     nothing twice: an upsert by key with the log position as ordering field leaves the same row.
     """
-    state = read_table_state(table_config(params, table).base_path)
+    state = state or read_table_state(table_config(params, table).base_path)
     if state.is_new or state.streamer_checkpoint:
         return None
     store = bronze_store(params)
@@ -319,7 +331,11 @@ def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> d
 
 
 def reread_checkpoint(
-    params: WorkbookParams, table: SilverTableParams, conf: Path, schema_text: str
+    params: WorkbookParams,
+    table: SilverTableParams,
+    conf: Path,
+    schema_text: str,
+    state: TableState | None = None,
 ) -> str | None:
     """``--checkpoint`` that makes HoodieStreamer read Bronze again from the first file with a new
     schema, else None.
@@ -334,7 +350,7 @@ def reread_checkpoint(
     suffix of Bronze again applies nothing twice (an upsert by key ordered by log position).
     """
     marker = conf / f"{table.name}.reread"
-    state = read_table_state(table_config(params, table).base_path)
+    state = state or read_table_state(table_config(params, table).base_path)
     if marker.exists():
         value = marker.read_text(encoding="utf-8").strip()
         if state.streamer_reset != value:
@@ -445,7 +461,10 @@ def write_streamer_config(
         sql = transform_sql(schema, engine, position_fields(params, table), config.delete_mode, jsonl=jsonl)
         source_schema = _json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)
-        checkpoint = reread_checkpoint(params, table, conf, schema_text) or resume_checkpoint(params, table)
+        state = read_table_state(config.base_path)  # once per table and generation
+        checkpoint = reread_checkpoint(params, table, conf, schema_text, state) or resume_checkpoint(
+            params, table, state
+        )
         replace_text(conf / f"{table.name}.reader.avsc", json.dumps(reader_schema(source_schema), indent=2))
         replace_text(conf / f"{table.name}.source.avsc", schema_text)
         schema_file = _uri(join(where, f"{table.name}.source.avsc"))
