@@ -1,8 +1,7 @@
 """What the capture and Silver benchmarks share (not a benchmark itself).
 
-* :func:`temporary_params`: parameters of a throw-away state directory and lake under ``/tmp`` with
-  free ports for PostgreSQL, MariaDB and the metastore; everything it started is stopped
-  (:func:`helpers.pipeline.stop_all`) and the directory deleted on exit, also on failure;
+* :func:`temporary_params`: :func:`helpers.isolation.isolated_params` (its own state directory, lake
+  and server ports; everything it started stopped on exit) with the default profile's parameters;
 * :func:`single_row_updates`: one autocommit connection to a source, one committed update a call;
 * :func:`source_to_bronze`: per single-row commit of :data:`BRONZE_CHANGES`, commit's return -> a
   new Bronze file visible;
@@ -14,10 +13,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,9 +23,9 @@ from typing import Any
 
 from helpers.bronze.read import read_bronze
 from helpers.hudi.read import read_snapshot
+from helpers.isolation import isolated_params
 from helpers.naming import table_topic
-from helpers.params import WorkbookParams, load_params
-from helpers.pipeline import stop_all
+from helpers.params import WorkbookParams
 from helpers.silver.tables import table_config
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sql import engine_kind
@@ -37,42 +33,14 @@ from helpers.sources.sql import engine_kind
 _COMPLETED = (".commit", ".deltacommit")
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def temporary_params(
     prefix: str, overrides: Mapping[str, Any], *, env: str = "local", keep: bool = False
 ) -> Iterator[WorkbookParams]:
-    """Parameters of ``env`` with their own state directory, lake and free server ports."""
-    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    work.chmod(0o711)  # the database servers' users must traverse it
-    params = load_params(
-        env,
-        overrides={
-            "state_dir": str(work / "st"),
-            "local.postgres.port": free_port(),
-            "local.mariadb.port": free_port(),
-            "local.metastore.port": free_port(),
-            "lake.bronze": str(work / "bronze"),
-            "lake.silver": str(work / "silver"),
-            **overrides,
-        },
-    )
-    try:
+    """:func:`helpers.isolation.isolated_params` of ``env`` (the benchmarks measure the default
+    profile, not the CI overlay)."""
+    with isolated_params(prefix, overrides, env=env, keep=keep) as params:
         yield params
-    finally:
-        try:
-            stop_all(params)
-        finally:
-            if keep:
-                print(f"kept {work}")
-            else:
-                shutil.rmtree(work, ignore_errors=True)
 
 
 def quantiles(values: list[float]) -> tuple[float, float, float]:

@@ -39,10 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import free_port  # noqa: E402
-
 from helpers.bronze.synthetic import write_sale_backlog  # noqa: E402
 from helpers.params import load_params  # noqa: E402
+from helpers.proc import free_port  # noqa: E402
 from helpers.spark_cluster import LocalSparkCluster  # noqa: E402
 
 BASELINE = "09feb2d"

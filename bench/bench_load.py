@@ -16,25 +16,18 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from helpers.isolation import isolated_folder, isolated_overrides
 from helpers.params import load_params  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402
 from helpers.sources.sample.bulk import bulk_load_mariadb  # noqa: E402
 from helpers.sources.sample.load import load_tickit  # noqa: E402
 from helpers.sources.sample.tickit import generate_tickit  # noqa: E402
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main() -> None:
@@ -44,17 +37,10 @@ def main() -> None:
     parser.add_argument("--skip-insert-comparison", action="store_true")
     args = parser.parse_args()
 
-    state = Path(tempfile.mkdtemp(prefix="wbbench-", dir="/tmp"))
-    state.chmod(0o711)
+    state = isolated_folder("wbbench-")
     params = load_params(
         "local",
-        overrides={
-            "state_dir": str(state),
-            "local.postgres.port": _free_port(),
-            "local.mariadb.port": _free_port(),
-            "tickit.scale": args.scale,
-            "tickit.seed": args.seed,
-        },
+        overrides={**isolated_overrides(state), "tickit.scale": args.scale, "tickit.seed": args.seed},
     )
     stack = LocalStack(params)
     try:

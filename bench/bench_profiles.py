@@ -60,7 +60,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import (  # noqa: E402
     Case,
     commit_to_silver,
-    free_port,
     quantiles,
     silver_base,
     single_row_updates,
@@ -86,7 +85,11 @@ from helpers.naming import table_topic  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
 from helpers.pipeline import start_servers  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
-from helpers.proc import live_pid, process_rss  # noqa: E402
+from helpers.proc import (  # noqa: E402
+    free_port,  # noqa: E402
+    live_pid,
+    process_rss,
+)
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402

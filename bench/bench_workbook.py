@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from helpers.isolation import isolated_folder, isolated_overrides
 from helpers.params import load_params, parse_overrides  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.runner import GIB, RunResult, run_workbook  # noqa: E402
@@ -31,12 +30,6 @@ from helpers.runner import GIB, RunResult, run_workbook  # noqa: E402
 TARGET_S = 300.0
 TARGET_RERUN_S = 60.0
 TARGET_GIB = 6.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _row(label: str, first: float, second: float, unit: str, target: str) -> str:
@@ -51,19 +44,8 @@ def main() -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="another parameter (repeatable)"
     )
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="wb-bench-run-", dir="/tmp"))
-    work.chmod(0o755)  # the server users traverse it
-    overrides = {
-        "state_dir": str(work / "st"),
-        "runs_dir": str(work / "runs"),
-        "lake.bronze": str(work / "lake" / "bronze"),
-        "lake.silver": str(work / "lake" / "silver"),
-        "tickit.scale": args.scale,
-        "local.postgres.port": _free_port(),
-        "local.mariadb.port": _free_port(),
-        "local.metastore.port": _free_port(),
-        **parse_overrides(args.set),
-    }
+    work = isolated_folder("wb-bench-run-")
+    overrides = {**isolated_overrides(work), "tickit.scale": args.scale, **parse_overrides(args.set)}
     runs: list[RunResult] = []
     try:
         for _ in range(2):

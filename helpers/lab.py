@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -28,7 +27,7 @@ import requests
 from helpers.errors import LabError
 from helpers.params import WorkbookParams, project_root
 from helpers.poll import wait_until
-from helpers.proc import live_pid, log_tail, pid_alive, port_in_use, register_child, stop_process
+from helpers.proc import free_port, live_pid, log_tail, pid_alive, port_in_use, register_child, stop_process
 
 __all__ = [
     "LOOPBACK",
@@ -116,12 +115,6 @@ def lab_environment(home: Path, base: Mapping[str, str] | None = None) -> dict[s
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -173,7 +166,7 @@ def start_lab(
         raise LabError(
             f"Failed to start JupyterLab: port {port} on {LOOPBACK} is in use; pick another --port"
         )
-    port = port or _free_port()
+    port = port or free_port(LOOPBACK)
     token = secrets.token_urlsafe(32)
     notebooks = (notebook_dir or project_root() / "notebooks").resolve()
     _write_private(

@@ -309,6 +309,14 @@ def kill_process(pid: int) -> None:
         pass
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing holds now (the kernel picks it), for a server of a
+    workbook started beside another (tests, benchmarks, the lab)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     """Whether another socket holds ``host:port`` (a bind there fails), before a server starts."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import socket
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers.isolation import isolated_params
 from helpers.metastore import LocalMetastore
-from helpers.params import load_params
-from helpers.pipeline import stop_all
 from helpers.sources.local.stack import LocalStack
 from helpers.spark import build_spark_session
 
@@ -84,23 +80,9 @@ def project_lake_untouched() -> Iterator[None]:
 def spark_params():  # type: ignore[no-untyped-def]
     """Parameters of the test session's Spark session: the CI set with a metastore of its own
     (a Derby network server on a free port, in a throw-away state directory)."""
-    state = Path(tempfile.mkdtemp(prefix="wb-spark-", dir="/tmp"))
-    params = load_params(
-        "ci",
-        overrides={
-            "state_dir": str(state / "st"),
-            "local.metastore.port": _free_port(),
-            "lake.silver": str(state / "silver"),
-            "lake.bronze": str(state / "bronze"),
-        },
-    )
-    metastore = LocalMetastore(params)
-    metastore.start()
-    try:
+    with isolated_params("wb-spark-") as params:
+        LocalMetastore(params).start()
         yield params
-    finally:
-        metastore.stop()
-        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -118,38 +100,13 @@ def spark(spark_params):  # type: ignore[no-untyped-def]
 # tests of loaders etc. Tests that kill or stop servers build their own with `stack_factory`.
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
-    state = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
-    state.chmod(0o711)
-    params = load_params(
-        "ci",
-        overrides={
-            "state_dir": str(state / "st"),
-            # never the project's own lake/: a sink or worker started with this stack writes here
-            "lake.bronze": str(state / "lake" / "bronze"),
-            "lake.silver": str(state / "lake" / "silver"),
-            "local.postgres.port": _free_port(),
-            "local.mariadb.port": _free_port(),
-            "local.metastore.port": _free_port(),
-            **(overrides or {}),
-        },
-    )
-    stack = LocalStack(params)
-    try:
+    # never the project's own lake/: a sink or worker started with this stack writes in its own
+    with isolated_params(prefix, overrides) as params:
+        stack = LocalStack(params)
         stack.start()
         yield stack
-    finally:
-        try:
-            stop_all(stack.params)
-        finally:
-            shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

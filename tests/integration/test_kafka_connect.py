@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import requests
-from support.kafka_profile import free_port, insert_dates, insert_venues, kafka_overrides
+from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
@@ -40,7 +40,7 @@ from helpers.errors import CaptureError
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
-from helpers.proc import kill_process, pid_alive, process_rss
+from helpers.proc import free_port, kill_process, pid_alive, process_rss
 from helpers.sources.api import LocalSources
 from helpers.sources.local.stack import LocalStack
 

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import shutil
-import socket
-import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,7 +18,8 @@ import pytest
 
 from helpers.checks.snapshot import source_snapshot, source_table
 from helpers.errors import SourceError
-from helpers.params import WorkbookParams, load_params
+from helpers.isolation import isolated_params
+from helpers.params import WorkbookParams
 from helpers.sources.connect import read_table
 from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample import orders as outbox
@@ -40,28 +37,11 @@ from helpers.sources.sample.tickit_tables import TABLE_NAMES, TABLES, arrow_sche
 pytestmark = pytest.mark.integration
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def params() -> Iterator[WorkbookParams]:
-    # short path (unix socket length) whose parent the server users may traverse
-    state = Path(tempfile.mkdtemp(prefix="wbload-", dir="/tmp"))
-    state.chmod(0o711)
-    yield load_params(
-        "ci",
-        overrides={
-            "state_dir": str(state),
-            "local.postgres.port": _free_port(),
-            "local.mariadb.port": _free_port(),
-            "local.metastore.port": _free_port(),  # never the ci overlay's: a ci stack may be running
-            "tickit.scale": 0.01,
-        },
-    )
-    shutil.rmtree(state, ignore_errors=True)
+    # its own ports, never the ci overlay's: a ci stack may be running
+    with isolated_params("wbload-", {"tickit.scale": 0.01}) as params:
+        yield params
 
 
 @pytest.fixture(scope="module")

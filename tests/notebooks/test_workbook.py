@@ -12,10 +12,8 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from helpers.isolation import isolated_folder, isolated_overrides
 from helpers.naming import table_topic
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
@@ -37,26 +36,11 @@ pytestmark = [pytest.mark.notebook, pytest.mark.integration]
 ROOT = project_root()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def workbook() -> Iterator[tuple[dict[str, Any], WorkbookParams, Path]]:
     """Overrides (own state dir and ports), the resulting params, and a scratch folder."""
-    scratch = Path(tempfile.mkdtemp(prefix="wbnb-", dir="/tmp"))
-    scratch.chmod(0o711)
-    overrides: dict[str, Any] = {
-        "state_dir": str(scratch / "st"),
-        "runs_dir": str(scratch / "runs"),
-        "lake.bronze": str(scratch / "lake" / "bronze"),
-        "lake.silver": str(scratch / "lake" / "silver"),
-        "local.postgres.port": _free_port(),
-        "local.mariadb.port": _free_port(),
-        "local.metastore.port": _free_port(),
-    }
+    scratch = isolated_folder("wbnb-")
+    overrides: dict[str, Any] = isolated_overrides(scratch)
     params = load_params("ci", overrides)
     try:
         yield overrides, params, scratch

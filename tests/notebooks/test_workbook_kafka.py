@@ -13,18 +13,18 @@ are killed are tests/integration/test_kafka_bronze_sink.py's.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from support.kafka_profile import free_port, kafka_overrides
+from support.kafka_profile import kafka_overrides
 
+from helpers.isolation import isolated_folder, isolated_overrides
 from helpers.lakefs import open_store, use_lake_s3
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
+from helpers.proc import free_port
 from helpers.runner import RunResult, run_workbook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
@@ -35,19 +35,14 @@ BUCKET = "wb-kafka-lake"
 @pytest.fixture(scope="module")
 def kafka_run() -> Iterator[tuple[RunResult, WorkbookParams, list[str]]]:
     """The run, its parameters, and what Bronze's bucket held after it (listed before the stop)."""
-    scratch = Path(tempfile.mkdtemp(prefix="wbnbk-", dir="/tmp"))
-    scratch.chmod(0o711)
+    scratch = isolated_folder("wbnbk-")
     overrides: dict[str, Any] = {
-        "state_dir": str(scratch / "st"),
-        "runs_dir": str(scratch / "runs"),
+        **isolated_overrides(scratch),
         "local.s3.enabled": True,
         "local.s3.port": free_port(),
         "local.s3.bucket": BUCKET,
         "lake.bronze": f"s3://{BUCKET}/bronze",
         "lake.silver": f"s3://{BUCKET}/silver",
-        "local.postgres.port": free_port(),
-        "local.mariadb.port": free_port(),
-        "local.metastore.port": free_port(),
         **kafka_overrides(avro=True),  # params/local-kafka.yaml's settings at CI scale
     }
     params = load_params("ci", overrides)

@@ -31,10 +31,10 @@ from helpers.capture.register import (  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.lakefs import open_store, use_lake_s3  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
+from helpers.proc import free_port  # noqa: E402
 from helpers.silver.ingest import ingest_all  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 from helpers.spark import build_spark_session  # noqa: E402
-from support.kafka_profile import free_port  # noqa: E402
 
 BUCKET = "wb-embedded-lake"
 

@@ -3,17 +3,11 @@ into the sources (PostgreSQL ``ems.venue`` and MariaDB ``date``, whose keys are 
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from helpers.capture.registry import CONVERTER_CLASS
+from helpers.proc import free_port
 from helpers.sources.local.stack import LocalStack
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def kafka_overrides(*, avro: bool) -> dict[str, Any]:
