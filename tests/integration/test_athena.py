@@ -26,6 +26,8 @@ from helpers.params import WorkbookParams, load_params
 from helpers.query.engines import AthenaEngine, LocalEngine, open_engine
 from helpers.query.sql_files import athena_literal, load_sql, referenced_tables, sql_files, to_duckdb
 
+pytestmark = pytest.mark.integration
+
 AWS_OVERRIDES: dict[str, Any] = {
     "aws.s3_bucket": "lake-bucket",
     "aws.rds.postgres.instance_id": "pg",

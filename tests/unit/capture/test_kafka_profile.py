@@ -5,19 +5,18 @@ checked), and the REST client's scrubbing of worker messages. The real broker an
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.project import KAFKA_SCRIPTS, project_copy
 
 from helpers.capture.backends import KafkaConnectRestBackend, scrub_secrets, trace_summary
 from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
 from helpers.errors import JarsMissingError, StackError
-from helpers.jars import JARS_DIR, connect_plugin_dirs, jar_tree
+from helpers.jars import connect_plugin_dirs, jar_tree
 from helpers.params import load_params, project_root
+from helpers.proc import free_port
 
 ROOT = project_root()
 
@@ -113,82 +112,15 @@ def test_worker_messages_are_scrubbed_and_traces_keep_their_root_cause() -> None
     assert trace_summary("java.lang.IllegalStateException: x\n\tat y") == "java.lang.IllegalStateException: x"
 
 
-def _unused_port() -> int:
-    """A port nothing listens on (the profile's own may be held by a running local-kafka stack)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _project_copy(tmp_path: Path) -> Path:
-    (tmp_path / "scripts" / "poms").mkdir(parents=True)
-    for name in ("jars.tsv", "fetch_jars.sh", "poms/kafka.xml", "poms/kafka.sha256"):
-        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
-    shutil.copytree(ROOT / "params", tmp_path / "params")
-    return tmp_path
-
-
 def test_missing_kafka_jars_name_the_set_up_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the fetched set: finding the tree or a plugin, and so starting the broker, fails
     before any JVM starts, naming ``./workbook setup kafka``."""
-    monkeypatch.setenv("WORKBOOK_ROOT", str(_project_copy(tmp_path)))
+    monkeypatch.setenv("WORKBOOK_ROOT", str(project_copy(tmp_path, KAFKA_SCRIPTS)))
     with pytest.raises(JarsMissingError, match=r"92 jar\(s\) of the kafka tree.*run ./workbook setup kafka"):
         jar_tree("kafka", "kafka")
     with pytest.raises(JarsMissingError, match=r"debezium-connector-postgres:3.6.3.Final.*setup kafka"):
         connect_plugin_dirs("kafka")
-    ports = {f"local.kafka.{k}": _unused_port() for k in ("broker_port", "controller_port")}
+    ports = {f"local.kafka.{k}": free_port() for k in ("broker_port", "controller_port")}
     params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st"), **ports})
     with pytest.raises(StackError, match="Failed to find 92 jar"):
         LocalKafka(params).start_broker()
-
-
-def _offline_fetch(root: Path, rows: str) -> subprocess.CompletedProcess[str]:
-    (root / "scripts" / "jars.tsv").write_text(rows)
-    env = {**os.environ, "WORKBOOK_M2": str(ROOT / ".cache" / "m2"), "WORKBOOK_MVN_FLAGS": "-o"}
-    return subprocess.run(
-        ["bash", "scripts/fetch_jars.sh", "kafka"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven, which the set-up installs")
-def test_fetch_jars_checks_a_tree_and_a_plugin_archive_then_unpacks_it(tmp_path: Path) -> None:
-    """Offline from the project's Maven cache (filled by ``./workbook setup kafka``): a tree with
-    one wrong pinned checksum is refused and removed; a plugin archive with a wrong checksum is
-    refused; with the right ones the tree is copied, the archive unpacked under
-    ``connect-plugins/``, and a second run fetches nothing."""
-    m2 = ROOT / ".cache" / "m2"
-    if not (m2 / "io" / "debezium" / "debezium-connector-postgres" / "3.6.3.Final").is_dir():
-        pytest.skip("the project's Maven cache has no Kafka set yet (run ./workbook setup kafka)")
-    root = _project_copy(tmp_path)
-    sums = root / "scripts" / "poms" / "kafka.sha256"
-    good_sums = sums.read_text()
-    plugin = "io.debezium:debezium-connector-postgres:3.6.3.Final:tar.gz:plugin"
-    good_sha = next(line.split("\t")[2] for line in (ROOT / "scripts" / "jars.tsv").read_text().splitlines()
-                    if plugin in line)  # fmt: skip
-    tree = "kafka\ttree:scripts/poms/kafka.xml\tscripts/poms/kafka.sha256\n"
-
-    sums.write_text("0" * 64 + good_sums[64:])
-    bad_tree = _offline_fetch(root, tree)
-    assert bad_tree.returncode == 1 and "Failed to verify the kafka tree" in bad_tree.stderr
-    assert not (root / JARS_DIR / "kafka").exists()
-    bad_plugin = _offline_fetch(root, f"kafka\t{plugin}\t{'0' * 64}\n")
-    assert bad_plugin.returncode == 1 and f"Failed to verify {plugin}" in bad_plugin.stderr
-
-    sums.write_text(good_sums)
-    ok = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
-    assert ok.returncode == 0, ok.stderr
-    assert len(list((root / JARS_DIR / "kafka").glob("*.jar"))) == len(good_sums.splitlines())
-    unpacked = root / JARS_DIR / "connect-plugins" / "debezium-connector-postgres-3.6.3.Final"
-    assert (
-        unpacked / "debezium-connector-postgres" / "debezium-connector-postgres-3.6.3.Final.jar"
-    ).is_file()
-    again = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
-    assert again.returncode == 0 and "fetch" not in again.stderr

@@ -5,19 +5,16 @@ The real registry is exercised in tests/integration/test_registry.py."""
 
 from __future__ import annotations
 
-import hashlib
 import http.server
 import json
-import os
-import shutil
 import stat
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.project import project_copy
 
 from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.registry import MIN_JAVA, find_java, java_major
@@ -209,9 +206,7 @@ def test_an_archive_without_its_stamp_counts_as_missing(
 ) -> None:
     """A folder without the SHA-256 stamp (a half-done unpack) is not used: the error names the
     set-up command; with the stamp the folder is returned."""
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "jars.tsv", tmp_path / "scripts" / "jars.tsv")
-    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setenv("WORKBOOK_ROOT", str(project_copy(tmp_path, params=False)))
     folder = tmp_path / JARS_DIR / "apicurio-registry-app-3.3.3-all"
     folder.mkdir(parents=True)
     with pytest.raises(
@@ -231,47 +226,3 @@ def test_registry_params_have_defaults_ci_ports_and_refuse_unknown_keys() -> Non
         load_params("ci", overrides={"local.registry.prot": 1})
     with pytest.raises(ParamsError, match=r"local.registry.storage"):
         load_params("ci", overrides={"local.registry.storage": "kafkasql"})
-
-
-@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven, which the set-up installs")
-def test_fetch_jars_unpacks_a_checked_archive_once(tmp_path: Path) -> None:
-    """An archive entry with a wrong SHA-256: exit 1, nothing unpacked; with the right one it is
-    unpacked with its stamp and a second run fetches nothing. Maven runs offline from the
-    project's cache (WORKBOOK_M2), which the set-up fills."""
-    m2 = ROOT / ".cache" / "m2"
-    coords = "io.apicurio:apicurio-registry-distro-connect-converter:2.5.11.Final:tar.gz"
-    cached = m2 / "io/apicurio/apicurio-registry-distro-connect-converter/2.5.11.Final"
-    archive = cached / "apicurio-registry-distro-connect-converter-2.5.11.Final.tar.gz"
-    if not archive.is_file():
-        pytest.skip(
-            "the project's Maven cache has no converter archive yet (bash scripts/fetch_jars.sh registry)"
-        )
-    good = hashlib.sha256(archive.read_bytes()).hexdigest()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
-    unpacked = tmp_path / JARS_DIR / "apicurio-registry-distro-connect-converter-2.5.11.Final"
-
-    def run(sha: str) -> subprocess.CompletedProcess[str]:
-        (tmp_path / "scripts" / "jars.tsv").write_text(f"registry\t{coords}\t{sha}\n")
-        env = {**os.environ, "WORKBOOK_M2": str(m2), "WORKBOOK_MVN_FLAGS": "-o"}
-        return subprocess.run(
-            ["bash", "scripts/fetch_jars.sh", "registry"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-
-    bad = run("0" * 64)
-    assert bad.returncode == 1
-    assert f"Failed to verify {coords}" in bad.stderr
-    assert not unpacked.exists() and list((tmp_path / JARS_DIR).iterdir()) == []
-    ok = run(good)
-    assert ok.returncode == 0, ok.stderr
-    assert (unpacked / ARCHIVE_STAMP).read_text().strip() == good
-    assert (unpacked / "apicurio-registry-utils-converter-2.5.11.Final.jar").is_file()
-    assert not any(p.name.endswith(".tar.gz") for p in (tmp_path / JARS_DIR).rglob("*"))
-    again = run(good)
-    assert again.returncode == 0 and "fetching" not in again.stderr

@@ -3,16 +3,14 @@ session gets (the official Hudi bundle, loopback only, the metastore)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.project import project_copy
 
 from helpers.errors import SparkSetupError
-from helpers.jars import JARS_DIR, manifest, project_jars
+from helpers.jars import manifest, project_jars
 from helpers.params import load_params, project_root
 from helpers.spark import spark_conf
 
@@ -33,14 +31,19 @@ def test_manifest_pins_the_official_bundle_and_what_emr_runs() -> None:
 def test_a_missing_jar_names_the_set_up_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A project copy without .jars/: building a session's settings fails before the JVM starts,
     naming the missing coordinates and ./workbook setup."""
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "jars.tsv", tmp_path / "scripts" / "jars.tsv")
-    shutil.copytree(ROOT / "params", tmp_path / "params")
-    monkeypatch.setenv("WORKBOOK_ROOT", str(tmp_path))
+    monkeypatch.setenv("WORKBOOK_ROOT", str(project_copy(tmp_path)))
     with pytest.raises(SparkSetupError, match=r"hudi-spark3.5-bundle_2.12:1.0.2.*run ./workbook setup"):
         spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
 
 
+@pytest.fixture
+def jars_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project copy whose ``.jars/`` holds an empty file for every pinned jar of the default sets:
+    the settings are built without the set-up (the unit tier needs none)."""
+    monkeypatch.setenv("WORKBOOK_ROOT", str(project_copy(tmp_path, jars=("spark", "metastore"))))
+
+
+@pytest.mark.usefixtures("jars_in_place")
 def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
     """The settings: the official bundle on spark.jars and the driver class path, Hudi's Kryo
     registrar, SQL extension and catalog, driver and block manager on 127.0.0.1, UI off."""
@@ -57,6 +60,7 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
     assert "spark.sql.catalogImplementation" not in conf
 
 
+@pytest.mark.usefixtures("jars_in_place")
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
     """Local mode: the driver (its own executor) runs the serial collector after the UTC and IPv4
     options, and the C1 compiler only when ``local.jit`` is ``quick`` (the ci overlay); with
@@ -71,45 +75,9 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
 
 
+@pytest.mark.usefixtures("jars_in_place")
 def test_the_local_catalog_needs_a_running_metastore(tmp_path: Path) -> None:
     """spark.catalog: local with no metastore running in the state directory: a clear error."""
     params = load_params("ci", overrides={"state_dir": str(tmp_path / "st"), "local.metastore.port": 15999})
     with pytest.raises(SparkSetupError, match=r"local metastore \(127.0.0.1:15999.*not running.*stack start"):
         spark_conf(params)
-
-
-@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs Maven, which the set-up installs")
-def test_fetch_jars_refuses_a_jar_whose_checksum_differs(tmp_path: Path) -> None:
-    """fetch_jars.sh with a wrong pinned SHA-256: exit 1, the jar removed, the message names the
-    coordinates; with the right one the jar is copied and a second run fetches nothing. Maven
-    works offline from the project's own cache here (WORKBOOK_M2), filled by the set-up."""
-    m2 = ROOT / ".cache" / "m2"
-    if not (m2 / "org" / "apache" / "derby" / "derbytools" / "10.14.2.0").is_dir():
-        pytest.skip("the project's Maven cache has no derbytools yet (run ./workbook setup)")
-    good = hashlib.sha256((ROOT / JARS_DIR / "derbytools-10.14.2.0.jar").read_bytes()).hexdigest()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
-
-    def run(sha: str) -> subprocess.CompletedProcess[str]:
-        line = f"metastore\torg.apache.derby:derbytools:10.14.2.0\t{sha}\n"
-        (tmp_path / "scripts" / "jars.tsv").write_text(line)
-        env = {**os.environ, "WORKBOOK_M2": str(m2), "WORKBOOK_MVN_FLAGS": "-o"}
-        return subprocess.run(
-            ["bash", "scripts/fetch_jars.sh", "metastore"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-
-    bad = run("0" * 64)
-    assert bad.returncode == 1
-    assert "Failed to verify org.apache.derby:derbytools:10.14.2.0" in bad.stderr
-    assert not (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").exists()
-    ok = run(good)
-    assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").is_file()
-    again = run(good)
-    assert again.returncode == 0 and "fetching" not in again.stderr
