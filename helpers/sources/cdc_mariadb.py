@@ -31,7 +31,8 @@ _MARIADB_REQUIRED_PRIVILEGES = (
 )
 _MARIADB_DB_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER", "INDEX")
 _RESTART_MARIADB = (
-    "restart MariaDB: `workbook-stack stop && workbook-stack start` (or enable_cdc_local(..., restart=True))"
+    "restart MariaDB: `./workbook stack stop && ./workbook stack start` "
+    "(or enable_cdc_local(..., restart=True))"
 )
 
 

@@ -29,7 +29,7 @@ FullRowImages = Mapping[str, Collection[str]] | None
 
 _PUBLISH = "insert, update, delete, truncate"
 _RESTART_PG = (
-    "restart PostgreSQL: `workbook-stack stop && workbook-stack start` "
+    "restart PostgreSQL: `./workbook stack stop && ./workbook stack start` "
     "(or enable_cdc_local(..., restart=True))"
 )
 
@@ -130,7 +130,7 @@ def _pg_source_checks(
             has_schema,
             "exists" if has_schema else "missing",
             "exists",
-            "" if has_schema else "run `workbook-stack start` (it creates the source schemas)",
+            "" if has_schema else "run `./workbook stack start` (it creates the source schemas)",
         )
     )
     row = conn.execute(
@@ -256,7 +256,7 @@ def preflight_postgres(
                 has_db,
                 "exists" if has_db else "missing",
                 "exists",
-                "" if has_db else "run `workbook-stack start` (it creates the source databases)",
+                "" if has_db else "run `./workbook stack start` (it creates the source databases)",
             )
         )
         if has_db:

@@ -127,7 +127,7 @@ def load_credentials(state_dir: str | Path, *, create: bool = True) -> Credentia
         if not create:
             raise StackError(
                 f"Failed to read credentials: {path} does not exist; start the stack first "
-                "(workbook-stack start)"
+                "(./workbook stack start)"
             )
         folder.mkdir(parents=True, exist_ok=True)
         fresh = Credentials(

@@ -76,7 +76,7 @@ class MariaDBServer(ServerHost):
         except pymysql.MySQLError as exc:
             raise StackError(
                 f"Failed to connect to MariaDB database {database!r} on {LOOPBACK}:{info['port']} "
-                f"as {APP_USER}: {exc}; start the stack with `workbook-stack start`"
+                f"as {APP_USER}: {exc}; start the stack with `./workbook stack start`"
             ) from None
 
     def connect_mariadb_admin(self, database: str | None = None) -> pymysql.Connection[Any]:
@@ -103,7 +103,7 @@ class MariaDBServer(ServerHost):
         except pymysql.MySQLError as exc:
             raise StackError(
                 f"Failed to connect to MariaDB as root over {self.paths.maria_socket}: {exc}; "
-                "start the stack with `workbook-stack start`"
+                "start the stack with `./workbook stack start`"
             ) from None
 
     def start_mariadb(self) -> None:

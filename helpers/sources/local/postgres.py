@@ -72,7 +72,7 @@ class PostgresServer(ServerHost):
         except psycopg.Error as exc:
             raise StackError(
                 f"Failed to connect to PostgreSQL database {database!r} on {LOOPBACK}:{info['port']} "
-                f"as {APP_USER}: {str(exc).strip()}; start the stack with `workbook-stack start`"
+                f"as {APP_USER}: {str(exc).strip()}; start the stack with `./workbook stack start`"
             ) from None
 
     def connect_postgres_admin(self, database: str = "postgres") -> psycopg.Connection[Any]:
@@ -99,7 +99,7 @@ class PostgresServer(ServerHost):
         except psycopg.Error as exc:
             raise StackError(
                 f"Failed to connect to PostgreSQL as superuser over {self.paths.pg_socket_dir}: "
-                f"{str(exc).strip()}; start the stack with `workbook-stack start`"
+                f"{str(exc).strip()}; start the stack with `./workbook stack start`"
             ) from None
 
     def start_postgres(self) -> None:

@@ -1,0 +1,93 @@
+"""The words that describe the code stay true: every helpers module sits in the layer table of
+``docs/architecture.md``, every command of ``./workbook`` is in the README, and every command a
+message or a doc tells the user to run exists."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from helpers.cli import build_parser
+from helpers.params import project_root
+
+ROOT = project_root()
+HELPERS = ROOT / "helpers"
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else len(text)]
+
+
+def _layer_rows() -> list[str]:
+    table = _section((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"), "Layer map")
+    return [line for line in table.splitlines() if line.startswith("| ") and "`" in line]
+
+
+def _launcher_commands() -> set[str]:
+    """The sub-commands the ``./workbook`` script dispatches (its ``case`` branches)."""
+    script = (ROOT / "workbook").read_text(encoding="utf-8")
+    body = script.split('case "$cmd" in', 1)[1].split("\nesac", 1)[0]
+    names = re.findall(r"^  ([a-z|-]+)\)", body, flags=re.M)
+    return {n for name in names for n in name.split("|")} - {"help", "-h", "--help"}
+
+
+def test_every_helpers_module_is_in_the_layer_table() -> None:
+    rows = _layer_rows()
+    missing = []
+    for module in sorted(HELPERS.rglob("*.py")):
+        parts = module.relative_to(HELPERS).with_suffix("").parts
+        if parts[-1] == "__init__" or parts[0].startswith("_"):
+            continue
+        if len(parts) == 1:  # a top-level module: named in some row
+            found = any(f"`{parts[0]}`" in row for row in rows)
+        else:  # helpers/pkg/module.py, or a sub-package (named as pkg/.../sub/ in pkg's row)
+            row = next((r for r in rows if f"`{parts[0]}/`" in r), "")
+            found = f"`{parts[1]}`" in row if len(parts) == 2 else f"`{parts[1]}/`" in row
+        if not found:
+            missing.append("/".join(parts))
+    assert not missing, f"docs/architecture.md's layer table misses {missing}"
+
+
+def _defined_names() -> set[str]:
+    """The modules, folders and top-level functions and classes of helpers/."""
+    names = {m.stem for m in HELPERS.rglob("*.py")} | {p.name for p in HELPERS.rglob("*") if p.is_dir()}
+    for module in HELPERS.rglob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        names |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    return names
+
+
+def test_every_layer_table_module_exists() -> None:
+    """No row names a module that is gone (or a function or class that is)."""
+    names = _defined_names()
+    named = {n.rstrip("/") for row in _layer_rows() for n in re.findall(r"`([a-z_]+/?)`", row)}
+    assert named <= names, f"the layer table names what helpers/ does not hold: {sorted(named - names)}"
+
+
+def test_every_command_is_in_the_readme_and_the_cli() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    launcher = _launcher_commands()
+    parser = build_parser()
+    cli = set(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert cli <= launcher, f"./workbook does not dispatch {sorted(cli - launcher)}"
+    missing = sorted(c for c in launcher if f"./workbook {c}" not in readme)
+    assert not missing, f"README.md never shows ./workbook {missing}"
+
+
+def test_every_command_a_message_or_doc_names_exists() -> None:
+    """A message that tells the user to run ``./workbook X`` names a real command, and none names
+    ``workbook-stack`` (a console script the project never had)."""
+    launcher = _launcher_commands()
+    docs = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "bench").glob("*.md")]
+    texts = [*HELPERS.rglob("*.py"), *docs]
+    wrong = []
+    for path in texts:
+        text = path.read_text(encoding="utf-8")
+        if "workbook-stack" in text:
+            wrong.append(f"{path.relative_to(ROOT)}: workbook-stack")
+        for name in re.findall(r"\./workbook ([a-z][a-z-]*)", text):
+            if name not in launcher:
+                wrong.append(f"{path.relative_to(ROOT)}: ./workbook {name}")
+    assert not wrong, wrong
