@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -309,10 +310,24 @@ def _lab(args: argparse.Namespace) -> int:
     return run_lab(lab_dir(_params(args)), port=args.port)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns its exit code (the error message, if any, goes to stderr)."""
+    """Run one command; returns its exit code (the error message, if any, goes to stderr).
+
+    SIGTERM and SIGHUP (``timeout``, a closed terminal, a process manager) stop a command as
+    Ctrl-C does, so what it started is stopped too (``./workbook lab`` stops JupyterLab and its
+    kernels); the exit code is then 130, or the command's own (the lab's 0)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
+    for stop_signal in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop_signal, _interrupt)
+    # the console shows the workbook's own messages; libraries only warnings and errors (py4j logs
+    # every closed gateway connection at INFO: hundreds of lines in a conformance run)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr)
+    for name in ("helpers", "__main__"):
+        logging.getLogger(name).setLevel(logging.INFO)
     handlers = {
         "run": _run,
         "stack": _stack,
@@ -332,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkbookError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        print(f"stopped ({exc or 'SIGINT'})", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

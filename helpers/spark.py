@@ -12,8 +12,11 @@ Example:
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from helpers.errors import JarsMissingError, SparkSetupError
@@ -22,6 +25,7 @@ from helpers.lakefs import lake_s3, use_lake_s3
 from helpers.lakefs_server import S3Connection
 from helpers.metastore import LocalMetastore
 from helpers.params import WorkbookParams, load_params
+from helpers.proc import log_tail
 from helpers.spark_cluster import LocalSparkCluster
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -29,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "DEFAULT_SPARK_CONF",
+    "DRIVER_LOG",
     "HUDI_DATASOURCE_CLASS",
     "LOOPBACK",
     "build_spark_session",
@@ -75,6 +80,12 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 LOCAL_DRIVER_GC = "-XX:+UseSerialGC"
 
 _QUIET_LOG_LEVEL = "ERROR"
+
+#: Where a local driver JVM's own output goes, under the state directory: log4j's console lines,
+#: Hadoop's ``NativeCodeLoader`` and JOL's ``Serviceability Agent`` warnings at start-up. They
+#: used to land on the console between the workbook's progress bars; errors still reach Python
+#: (py4j carries the Java exception), and a JVM that fails to start is reported with this file.
+DRIVER_LOG = Path("logs") / "spark-driver.log"
 
 
 def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:
@@ -215,7 +226,10 @@ def build_spark_session(
     if params.spark.master:
         os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # block manager and (if enabled) UI on loopback
     master = params.spark.master or None
+    log = Path(params.state_dir) / DRIVER_LOG
     try:
+        if master is not None:
+            _launch_driver(settings, master, app_name, log)
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
@@ -229,11 +243,31 @@ def build_spark_session(
         if local_s3 is not None:
             _set_s3_keys(spark, local_s3)
     except Exception as exc:  # noqa: BLE001 - JVM start-up errors have many types
+        output = f" The driver's output ({log}) ends with:\n{log_tail(log)}" if log.exists() else ""
         raise SparkSetupError(
             f"Failed to build SparkSession {app_name!r} on {master!r}: {exc}. "
-            "Check that Java 17 is installed (java -version) and run ./workbook setup."
+            f"Check that Java 17 is installed (java -version) and run ./workbook setup.{output}"
         ) from exc
     return spark
+
+
+def _launch_driver(settings: Mapping[str, str], master: str, app_name: str, log: Path) -> None:
+    """Start this process's driver JVM (the py4j gateway) with its standard output and error
+    appended to ``log`` instead of the console; the session is then built on it. A gateway that
+    already runs (an earlier session of this process, or spark-submit's) is left as it is."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items())).setAppName(app_name).setMaster(master)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        out.write(f"--- {stamp} pid {os.getpid()}: driver of {app_name!r} on {master}\n".encode())
+        out.flush()
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _apply_runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
