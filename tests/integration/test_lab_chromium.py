@@ -18,7 +18,7 @@ from support.chromium import DevToolsPage, devtools_page
 from helpers.lab import LabServer, start_lab, stop_lab
 from helpers.params import project_root
 from helpers.poll import wait_until
-from helpers.proc import pid_alive
+from helpers.proc import pid_alive, port_in_use
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -184,7 +184,10 @@ def test_lab_in_a_browser_runs_the_first_notebook_on_loopback_with_a_secret_toke
     assert any((server.home / "checkpoints").glob("01_enable_cdc-checkpoint.ipynb"))
 
 
-def test_workbook_lab_prints_the_url_once_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_workbook_lab_prints_the_url_once_and_stops_with_its_server(tmp_path: Path, stop_signal: int) -> None:
+    """Ctrl-C, or SIGTERM as ``timeout 90 ./workbook lab`` sends: the command stops JupyterLab
+    (and so its kernels) before it ends; the port is free again."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-m", "helpers.cli", "lab", "--env", "ci", "--state-dir", str(tmp_path / "st")]
     cli = subprocess.Popen(  # noqa: S603 - fixed argv
@@ -216,10 +219,11 @@ def test_workbook_lab_prints_the_url_once_and_stops_on_ctrl_c(tmp_path: Path) ->
         assert requests.get(api, headers={"Authorization": f"token {token}"}, timeout=10).status_code == 200
         assert not any(token in arg for arg in _argv(server_pid))
     finally:
-        os.kill(cli.pid, signal.SIGINT)
+        os.kill(cli.pid, stop_signal)
         code = cli.wait(timeout=60)
         reader.join(timeout=10)
     assert code == 0, "".join(lines)
     assert not pid_alive(server_pid)
+    assert not port_in_use(int(base.rsplit(":", 1)[1].split("/", 1)[0]))
     assert "".join(lines).count(token) == 1  # printed once, to the terminal
     assert token not in (home / "jupyterlab.log").read_text()
