@@ -32,7 +32,21 @@ from helpers.proc import PeakMemory
 
 GIB = 1024**3
 
-__all__ = ["NotebookResult", "RunResult", "discover_notebooks", "run_workbook", "write_run_summary"]
+__all__ = [
+    "SKIP_METADATA",
+    "NotebookResult",
+    "RunResult",
+    "discover_notebooks",
+    "run_workbook",
+    "skip_reason",
+    "skipped_result",
+    "write_run_summary",
+]
+
+#: The notebook-level metadata key that names the environments a notebook does not run in, each
+#: with the reason: ``{"workbook": {"skip_environments": {"aws": "why"}}}``. Both runners (local
+#: papermill and EMR Studio executions) honour it and report the notebook as skipped.
+SKIP_METADATA = "workbook"
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
@@ -66,6 +80,7 @@ class NotebookResult:
     ok: bool
     error: str | None = None
     peak_rss_bytes: int | None = None  # summed resident memory of the run's processes, this notebook
+    skipped: str | None = None  # why the notebook did not run in this environment (its metadata)
 
 
 @dataclass
@@ -91,6 +106,9 @@ class RunResult:
         """A short, human-readable account of the run."""
         lines = [f"Workbook run ({self.env}) in {self.run_dir}"]
         for nb in self.notebooks:
+            if nb.skipped:
+                lines.append(f"  skip {nb.name:<40} not run on {self.env}: {nb.skipped}")
+                continue
             mark = "ok  " if nb.ok else "FAIL"
             memory = f"  peak {nb.peak_rss_bytes / GIB:5.2f} GiB" if nb.peak_rss_bytes else ""
             lines.append(f"  {mark} {nb.name:<40} {nb.seconds:7.1f} s{memory}")
@@ -125,6 +143,19 @@ def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> 
             + (f" starting with {list(only)}" if only else "")
         )
     return found
+
+
+def skip_reason(notebook: Path, env: str) -> str | None:
+    """Why ``notebook`` does not run in ``env`` (its :data:`SKIP_METADATA` metadata), or None."""
+    metadata = json.loads(notebook.read_text(encoding="utf-8")).get("metadata", {})
+    reason = metadata.get(SKIP_METADATA, {}).get("skip_environments", {}).get(env)
+    return None if reason is None else str(reason)
+
+
+def skipped_result(notebook: Path, output: Path, env: str) -> NotebookResult | None:
+    """The result of a notebook that does not run in ``env``, or None when it runs."""
+    reason = skip_reason(notebook, env)
+    return None if reason is None else NotebookResult(notebook.name, output, 0.0, True, skipped=reason)
 
 
 def _describe_failure(exc: BaseException) -> str:
@@ -200,7 +231,7 @@ def run_workbook(
     memory = PeakMemory(params.state_path)
     memory.__enter__()
     try:
-        _run_notebooks(bar, out_dir, nb_params, kernel_name, progress, result, memory)
+        _run_notebooks(bar, out_dir, env, nb_params, kernel_name, progress, result, memory)
     finally:
         memory.__exit__()
         result.peak_rss_bytes = memory.peak_bytes
@@ -212,6 +243,7 @@ def run_workbook(
 def _run_notebooks(
     bar: Any,
     out_dir: Path,
+    env: str,
     nb_params: dict[str, Any],
     kernel_name: str,
     progress: bool,
@@ -221,6 +253,10 @@ def _run_notebooks(
     for nb in bar:
         bar.set_postfix_str(nb.name)
         output = out_dir / nb.name
+        skipped = skipped_result(nb, output, env)
+        if skipped is not None:
+            result.notebooks.append(skipped)
+            continue
         start = time.monotonic()
         memory.mark()
         try:
@@ -270,6 +306,7 @@ def write_run_summary(result: RunResult) -> Path:
                         "ok": n.ok,
                         "error": n.error,
                         "peak_rss_bytes": n.peak_rss_bytes,
+                        "skipped": n.skipped,
                     }
                     for n in result.notebooks
                 ],

@@ -29,7 +29,14 @@ from helpers.deploy.emr import aws_settings, open_emr_client
 from helpers.errors import AwsError, WaitTimeoutError
 from helpers.params import StudioParams, WorkbookParams, load_params
 from helpers.poll import wait_until
-from helpers.runner import NotebookResult, RunResult, discover_notebooks, write_run_summary
+from helpers.runner import (
+    NotebookResult,
+    RunResult,
+    discover_notebooks,
+    skip_reason,
+    skipped_result,
+    write_run_summary,
+)
 from helpers.sources.rds_cdc import call_aws
 
 __all__ = [
@@ -253,6 +260,7 @@ def run_notebook_executions(
             },
         )
         for nb in notebooks
+        if skip_reason(nb, env) is None
     }  # every request is built (and its settings checked) before the first one starts
     emr = emr_client if emr_client is not None else open_emr_client(params)
     if s3_client is None:
@@ -264,6 +272,10 @@ def run_notebook_executions(
     bar = tqdm(notebooks, desc="workbook on EMR", unit="notebook", disable=not progress, file=sys.stderr)
     for nb in bar:
         bar.set_postfix_str(nb.name)
+        skipped = skipped_result(nb, out_dir / nb.name, env)
+        if skipped is not None:
+            result.notebooks.append(skipped)
+            continue
         outcome = _execute(emr, s3_client, requests[nb.name], out_dir / nb.name, aws.studio, sleep, clock)
         result.notebooks.append(outcome)
         if not outcome.ok:

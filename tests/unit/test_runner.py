@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from helpers.errors import ParamsError, RunnerError
-from helpers.runner import discover_notebooks, run_workbook
+from helpers.runner import discover_notebooks, run_workbook, skip_reason
 
 
 def _notebook(path: Path, *cells: str) -> None:
@@ -59,6 +59,40 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
     # the run's memory: the kernels count (they are children of the runner), per notebook and in all
     assert summary["peak_rss_bytes"] >= max(n["peak_rss_bytes"] for n in summary["notebooks"]) > 20 << 20
     assert "peak memory" in result.summary() and summary["seconds"] > 0
+
+
+def test_a_notebook_marked_for_other_environments_is_skipped_and_said_so(tmp_path: Path) -> None:
+    """02's metadata skips it on ci (as 07's skips aws). Expected: 01 and 03 run, 02 does not (its
+    cell would fail), the summary and run-summary.json give the reason, the run is ok."""
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    _notebook(nbs / "01_first.ipynb", "x = 1")
+    _notebook(nbs / "02_local_only.ipynb", "raise RuntimeError('ran where it must not')")
+    skipped = nbformat.read(str(nbs / "02_local_only.ipynb"), as_version=4)
+    skipped.metadata["workbook"] = {"skip_environments": {"ci": "needs the user's own servers"}}
+    nbformat.write(skipped, str(nbs / "02_local_only.ipynb"))
+    _notebook(nbs / "03_third.ipynb", "import pathlib\npathlib.Path(run_dir, 'third').touch()")
+    out = tmp_path / "run"
+    result = run_workbook("ci", run_dir=out, notebooks_dir=nbs, progress=False)
+    assert result.ok, result.summary()
+    assert [(n.name, n.skipped) for n in result.notebooks] == [
+        ("01_first.ipynb", None),
+        ("02_local_only.ipynb", "needs the user's own servers"),
+        ("03_third.ipynb", None),
+    ]
+    assert (out / "third").exists() and not (out / "02_local_only.ipynb").exists()
+    assert "skip 02_local_only.ipynb" in result.summary()
+    assert json.loads((out / "run-summary.json").read_text())["notebooks"][1]["skipped"] == (
+        "needs the user's own servers"
+    )
+
+
+def test_the_conformance_notebook_is_skipped_on_aws_only() -> None:
+    """Notebook 07 scripts changes on the local servers: skipped on aws, run everywhere else."""
+    nb07 = next(p for p in discover_notebooks() if p.name.startswith("07_"))
+    assert skip_reason(nb07, "aws") and "local source servers" in (skip_reason(nb07, "aws") or "")
+    assert all(skip_reason(nb07, env) is None for env in ("local", "ci", "local-kafka"))
+    assert all(skip_reason(nb, "aws") is None for nb in discover_notebooks() if nb != nb07)
 
 
 def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:

@@ -251,3 +251,39 @@ def test_a_refused_start_ends_the_run_with_its_reason(clients: Any, notebooks: P
     error = result.notebooks[0].error or ""
     assert f"start notebook execution tickit-{RUN}-01_enable_cdc" in error and "valid state" in error
     assert json.loads((tmp_path / RUN / "run-summary.json").read_text())["ok"] is False
+
+
+def test_a_notebook_marked_local_only_is_skipped_on_emr(
+    clients: Any, notebooks: Path, tmp_path: Path
+) -> None:
+    """02's metadata names aws in ``workbook.skip_environments``. Expected: no execution request
+    for it (the stub would refuse one), 01 and 03 run, 02 is reported as skipped with its reason,
+    and the run is a success."""
+    emr, emr_stub, s3, _ = clients
+    (notebooks / "02_register_connectors.ipynb").write_text(
+        json.dumps({"metadata": {"workbook": {"skip_environments": {"aws": "edits local servers"}}}})
+    )
+    for number, name in ((1, "01_enable_cdc.ipynb"), (3, "03_hudi_ingestion.ipynb")):
+        _expect_execution(emr_stub, name, f"ex-{number}", [_described(f"ex-{number}", "FINISHED")])
+    clock = FakeClock()
+    result = run_notebook_executions(
+        overrides=OVERRIDES,
+        run_dir=tmp_path / RUN,
+        emr_client=emr,
+        s3_client=s3,
+        notebooks_dir=notebooks,
+        progress=False,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    emr_stub.assert_no_pending_responses()
+    assert result.ok
+    assert [(n.name, n.skipped) for n in result.notebooks] == [
+        ("01_enable_cdc.ipynb", None),
+        ("02_register_connectors.ipynb", "edits local servers"),
+        ("03_hudi_ingestion.ipynb", None),
+    ]
+    text = result.summary()
+    assert "skip 02_register_connectors.ipynb" in text and "edits local servers" in text
+    summary = json.loads((tmp_path / RUN / "run-summary.json").read_text())
+    assert summary["notebooks"][1]["skipped"] == "edits local servers"
