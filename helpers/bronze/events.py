@@ -18,6 +18,8 @@ from helpers.errors import BronzeError
 UNAVAILABLE_VALUE = "__debezium_unavailable_value"
 
 __all__ = [
+    "EVENT_FIELDS",
+    "event_fields",
     "MARKER_OPS",
     "RESNAPSHOT_OP",
     "TRUNCATE_OP",
@@ -334,3 +336,32 @@ def marker_event(topic: str, op: str, table: str, position: Mapping[str, Any], t
     schema = {"type": "struct", "optional": False, "name": f"{topic}.Marker", "fields": fields}
     raw = json.dumps({"schema": schema, "payload": value}, separators=(",", ":")).encode()
     return BronzeEvent(topic, value, schema, raw)
+
+
+#: What each field Debezium adds to a Bronze event means. Debezium's own message is an envelope
+#: (``before``, ``after``, ``source``, ``op``); its ``ExtractNewRecordState`` transform keeps one
+#: row image and adds the envelope's fields with the ``__`` prefix (``helpers.capture.connectors``).
+EVENT_FIELDS: Mapping[str, str] = {
+    "__op": "the change: r = snapshot read, c = insert, u = update, d = delete, t = TRUNCATE",
+    "__deleted": "'true' on a delete: the row then holds the image before the delete",
+    "__table": "the source table",
+    "__lsn": "PostgreSQL: the WAL position (LSN) of the change; Silver orders changes by it",
+    "__file": "MariaDB/MySQL: the binlog file of the change",
+    "__pos": "MariaDB/MySQL: the position of the change's event in that binlog file",
+    "__row": "MariaDB/MySQL: the row within that binlog event (one event may change many rows)",
+    "__source_ts_ms": "when the source committed the change (milliseconds since 1970, UTC)",
+    "_bronze_file": "the Bronze file: topic, first and last log position of its batch, a digest",
+}
+
+
+def event_fields(event: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """One event field by field, as ``(field, value, meaning)``: Debezium's fields with their
+    meaning (:data:`EVENT_FIELDS`), then the row's own columns (the row image after the change)."""
+    added = [(k, repr(event[k]), meaning) for k, meaning in EVENT_FIELDS.items() if k in event]
+    row = [
+        (k, repr(v), "a column of the source row, as the change left it")
+        for k, v in event.items()
+        if k not in EVENT_FIELDS
+    ]
+    return added + row
+

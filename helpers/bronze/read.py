@@ -28,6 +28,7 @@ __all__ = [
     "avro_table",
     "bronze_entries",
     "bronze_files",
+    "first_event",
     "jsonl_tables",
     "read_bronze",
     "read_bronze_arrow",
@@ -102,18 +103,28 @@ def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str,
         aware datetimes, dates as dates).
     """
     names = [topics] if isinstance(topics, str) else list(topics)
-    out = []
-    for topic in names:
-        if is_s3(str(root)):
-            for name, row in _s3_events(str(root), topic):
-                row["_bronze_file"] = name
-                out.append(row)
-            continue
-        for path in bronze_files(root, topic):
-            for row in _read_file(path):
-                row["_bronze_file"] = path.name
-                out.append(row)
-    return out
+    return [row for topic in names for row in _topic_events(root, topic)]
+
+
+def _topic_events(root: str | Path, topic: str) -> Iterator[dict[str, Any]]:
+    """The topic's events one file at a time, in file then event order, ``_bronze_file`` added."""
+    if is_s3(str(root)):
+        for name, row in _s3_events(str(root), topic):
+            row["_bronze_file"] = name
+            yield row
+        return
+    for path in bronze_files(root, topic):
+        for row in _read_file(path):
+            row["_bronze_file"] = path.name
+            yield row
+
+
+def first_event(root: str | Path, topic: str, ops: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The topic's first event (of one of ``ops``, e.g. ``("u", "d")``; any when empty) as Bronze
+    keeps it, reading files only until it is found; None when there is none. For showing one
+    event to a learner, never on the ingestion path."""
+    wanted = set(ops)
+    return next((row for row in _topic_events(root, topic) if not wanted or row.get("__op") in wanted), None)
 
 
 def arrow_type(avro: Any) -> pa.DataType:

@@ -12,8 +12,8 @@ from typing import Any
 import fastavro
 import pytest
 
-from helpers.bronze.events import avro_schema_from_connect, event_from_json
-from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
+from helpers.bronze.events import avro_schema_from_connect, event_fields, event_from_json
+from helpers.bronze.read import bronze_files, first_event, read_bronze, read_bronze_arrow
 from helpers.bronze.writer import BronzeWriter
 from helpers.errors import BronzeError
 
@@ -141,3 +141,24 @@ def test_jsonl_and_avro_bronze_read_to_the_same_typed_table(tmp_path: Path) -> N
     bad.write_bytes(raw[1].encode() + b"\n{broken\n")
     with pytest.raises(Exception, match="line 2"):
         read_bronze_arrow([bad])
+
+
+def test_first_event_reads_until_it_finds_the_operation_and_explains_each_field(tmp_path: Path) -> None:
+    """Two files: a create at LSN 10, then an update at LSN 20.
+    Expected: the first event is the create, the first update is the second file's, none for a
+    delete; the field table gives Debezium's fields with their meaning, then the row's columns."""
+    topic = "p.ems.venue"
+    writer = BronzeWriter(tmp_path, "avro")
+    for lsn, op in ((10, "c"), (20, "u")):
+        row = {"id": 7, "price": None, "at": None, "zoned": None, "__op": op}
+        event = event_from_json(topic, _event(topic, lsn, DAY1, **row))
+        assert event is not None
+        writer.write_batch([event])
+    assert first_event(tmp_path, topic)["__lsn"] == 10  # type: ignore[index]
+    update = first_event(tmp_path, topic, ("u", "d"))
+    assert update is not None and update["__lsn"] == 20 and update["_bronze_file"].endswith(".avro")
+    assert first_event(tmp_path, topic, ("d",)) is None
+    fields = event_fields(update)
+    assert [f for f, _, _ in fields[:5]] == ["__op", "__deleted", "__lsn", "__source_ts_ms", "_bronze_file"]
+    assert fields[0][1] == "'u'" and "update" in fields[0][2]
+    assert ("id", "7", "a column of the source row, as the change left it") in fields
