@@ -23,23 +23,16 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers.errors import JarsMissingError, StackError
+from helpers.errors import StackError
 from helpers.jars import project_jars
 from helpers.params import WorkbookParams
-from helpers.proc import (
-    ServerStatus,
-    live_pid,
-    log_tail,
-    port_in_use,
-    spawn_server,
-    stop_process,
-    wait_started,
-)
+from helpers.proc import log_tail
+from helpers.server import LocalServer, ServerPort
 
 __all__ = [
     "REGION",
@@ -69,15 +62,38 @@ class S3Connection:
     region: str = REGION
 
 
-class LocalS3Server:
-    """Start, stop and describe the local S3 server of a parameter set."""
+class LocalS3Server(LocalServer):
+    """Start, stop and describe the local S3 server of a parameter set
+    (:class:`~helpers.server.LocalServer`; each start also creates the lake's bucket)."""
+
+    name = "s3"
+    title = "the local S3 server"
+    poll_interval_s = 0.25
 
     def __init__(self, params: WorkbookParams) -> None:
         self.params = params
         self.settings = params.local.s3
-        self.home = params.state_path / "s3"
         self.port = self.settings.port
         self.bucket = self.settings.bucket
+        home = params.state_path / "s3"
+        super().__init__(
+            home,
+            pid_file=home / "s3proxy.pid",
+            log_file=home / "s3proxy.log",
+            start_timeout_s=params.local.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.port, "local.s3.port")]
+
+    @property
+    def version(self) -> str:
+        return f"s3proxy {S3PROXY_VERSION}"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.data_dir)
 
     @property
     def endpoint_url(self) -> str:
@@ -88,15 +104,6 @@ class LocalS3Server:
     def data_dir(self) -> Path:
         """The file-system backend's folder (one subfolder per bucket)."""
         return self.home / "data"
-
-    @property
-    def log_file(self) -> Path:
-        """The server's log."""
-        return self.home / "s3proxy.log"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.home / "s3proxy.pid"
 
     @property
     def _keys_file(self) -> Path:
@@ -127,15 +134,6 @@ class LocalS3Server:
                 "the file to generate new ones (the data stays)"
             ) from None
 
-    def pid(self) -> int | None:
-        """The server's pid while it runs."""
-        return live_pid(self._pid_file)
-
-    def _accepts(self) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.settimeout(0.5)
-            return sock.connect_ex((_LOOPBACK, self.port)) == 0
-
     def _write_properties(self, conn: S3Connection) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lines = [
@@ -153,30 +151,9 @@ class LocalS3Server:
         ]
         _write_private(self._properties, "\n".join(lines), replace=True)
 
-    def start(self) -> ServerStatus:
-        """Start the server unless it runs; wait until it answers; create the lake bucket.
-
-        Raises:
-            StackError: when the jar is missing (naming the set-up command), the port is taken by
-                another program, or the server does not come up (with its log's last lines).
-        """
-        if self.pid() is None:
-            self._launch()
-        self._create_bucket()
-        return self.status()
-
-    def _launch(self) -> None:
-        try:
-            jar = next(p for p in project_jars((_JAR_SET,)) if p.name.startswith(_SERVER_JAR))
-        except JarsMissingError as exc:
-            raise StackError(str(exc)) from None
-        if port_in_use(self.port, _LOOPBACK):
-            raise StackError(
-                f"Failed to start the local S3 server: port {self.port} on {_LOOPBACK} is taken by another "
-                "program; set local.s3.port to a free port"
-            )
-        self._write_properties(self.connection())
-        argv = [
+    def command(self) -> list[str]:
+        jar = next(p for p in project_jars((_JAR_SET,)) if p.name.startswith(_SERVER_JAR))
+        return [
             "java",
             f"-Xmx{self.settings.heap}",
             "-XX:+UseSerialGC",
@@ -187,19 +164,15 @@ class LocalS3Server:
             "--properties",
             str(self._properties),
         ]
-        proc = spawn_server(argv, log_file=self.log_file, pid_file=self._pid_file, cwd=self.home)
-        if wait_started(
-            proc,
-            self._accepts,
-            timeout_s=self.params.local.start_timeout_s,
-            what="the local S3 server to accept connections",
-            max_interval_s=0.25,
-        ):
-            return
-        raise StackError(
-            f"Failed to start the local S3 server on {_LOOPBACK}:{self.port} (see {self.log_file}):\n"
-            f"{log_tail(self.log_file, 10)}"
-        )
+
+    def prepare(self) -> Mapping[str, str] | None:
+        """S3Proxy's properties, the generated keys in them (0600): never on its command line."""
+        self._write_properties(self.connection())
+        return None
+
+    def after_start(self) -> None:
+        """The lake's bucket exists."""
+        self._create_bucket()
 
     def client(self) -> Any:
         """A boto3 S3 client of this server."""
@@ -220,26 +193,6 @@ class LocalS3Server:
                     f"Failed to create bucket {self.bucket!r} on the local S3 server {self.endpoint_url}: "
                     f"{exc}\n{log_tail(self.log_file, 10)}"
                 ) from None
-
-    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
-        """Stop the server (SIGTERM; every object is a file, written before the PUT returned)."""
-        pid = self.pid()
-        if pid is not None:
-            stop_process(pid, timeout_s)
-        return self.status()
-
-    def status(self) -> ServerStatus:
-        """Running or stopped, pid, port, data folder and log."""
-        pid = self.pid()
-        return ServerStatus(
-            server="s3",
-            running=pid is not None,
-            pid=pid,
-            port=self.port,
-            version=f"s3proxy {S3PROXY_VERSION}",
-            data_dir=str(self.data_dir),
-            log_file=str(self.log_file),
-        )
 
 
 def boto3_s3_client(connection: S3Connection | None = None, region: str | None = None) -> Any:

@@ -9,23 +9,15 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from helpers.errors import JarsMissingError, StackError
+from helpers.errors import StackError
 from helpers.jars import project_jars
 from helpers.params import WorkbookParams
-from helpers.proc import (
-    ServerStatus,
-    live_pid,
-    log_tail,
-    port_in_use,
-    spawn_server,
-    stop_process,
-    wait_started,
-)
+from helpers.server import LocalServer, ServerPort
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
 
@@ -36,26 +28,41 @@ _DATABASE = "metastore_db"
 _LOOPBACK = "127.0.0.1"
 
 
-class LocalMetastore:
-    """Start, stop and describe the local metastore database of a parameter set."""
+class LocalMetastore(LocalServer):
+    """Start, stop and describe the local metastore database of a parameter set
+    (:class:`~helpers.server.LocalServer`: its log is Derby's ``derby.log``, its console output
+    ``server.out``)."""
+
+    name = "metastore"
+    title = "the local metastore"
 
     def __init__(self, params: WorkbookParams) -> None:
         self.params = params
-        self.home = params.state_path / "metastore"
         self.port = params.local.metastore.port
+        home = params.state_path / "metastore"
+        super().__init__(
+            home,
+            pid_file=home / "derby.pid",
+            log_file=home / "derby.log",
+            console_file=home / "server.out",
+            start_timeout_s=params.local.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.port, "local.metastore.port")]
+
+    @property
+    def version(self) -> str:
+        return f"derby {DERBY_VERSION}"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.home / _DATABASE)
 
     @property
     def _properties(self) -> Path:
         return self.home / "derby.properties"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.home / "derby.pid"
-
-    @property
-    def log_file(self) -> Path:
-        """The server's log."""
-        return self.home / "derby.log"
 
     @property
     def warehouse(self) -> Path:
@@ -155,35 +162,9 @@ class LocalMetastore:
             "spark.sql.warehouse.dir": str(self.warehouse),
         }
 
-    def pid(self) -> int | None:
-        """The server's pid while it runs."""
-        return live_pid(self._pid_file)
-
-    def _accepts(self) -> bool:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.settimeout(0.5)
-            return sock.connect_ex((_LOOPBACK, self.port)) == 0
-
-    def start(self) -> ServerStatus:
-        """Start the server unless it runs; wait until it accepts connections.
-
-        Raises:
-            StackError: when the jars are missing (naming the set-up command), the port is taken
-                by another program, or the server does not come up (with its log's last lines).
-        """
-        if self.pid() is not None:
-            return self.status()
-        try:
-            jars = [p for p in project_jars(("metastore",)) if p.name.split("-")[0] in _SERVER_JARS]
-        except JarsMissingError as exc:
-            raise StackError(str(exc)) from None
-        if port_in_use(self.port, _LOOPBACK):
-            raise StackError(
-                f"Failed to start the local metastore: port {self.port} on {_LOOPBACK} is taken by another "
-                "program; set local.metastore.port to a free port"
-            )
-        self._password()
-        argv = [
+    def command(self) -> list[str]:
+        jars = [p for p in project_jars(("metastore",)) if p.name.split("-")[0] in _SERVER_JARS]
+        return [
             "java",
             f"-Xmx{self.params.local.metastore.heap}",
             "-Djava.net.preferIPv4Stack=true",
@@ -198,38 +179,8 @@ class LocalMetastore:
             str(self.port),
             "-noSecurityManager",
         ]
-        proc = spawn_server(argv, log_file=self.home / "server.out", pid_file=self._pid_file, cwd=self.home)
-        if wait_started(
-            proc,
-            self._accepts,
-            timeout_s=self.params.local.start_timeout_s,
-            what="the local metastore to accept connections",
-        ):
-            return self.status()
-        tail = "\n".join(
-            log_tail(log, 10) for log in (self.home / "server.out", self.log_file) if log.exists()
-        )
-        raise StackError(
-            f"Failed to start the local metastore on {_LOOPBACK}:{self.port} "
-            f"(see {self.home / 'server.out'}):\n{tail}"
-        )
 
-    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
-        """Stop the server (SIGTERM; Derby recovers from its log on the next start)."""
-        pid = self.pid()
-        if pid is not None:
-            stop_process(pid, timeout_s)
-        return self.status()
-
-    def status(self) -> ServerStatus:
-        """Running or stopped, pid, port, data folder and log."""
-        pid = self.pid()
-        return ServerStatus(
-            server="metastore",
-            running=pid is not None,
-            pid=pid,
-            port=self.port,
-            version=f"derby {DERBY_VERSION}",
-            data_dir=str(self.home / _DATABASE),
-            log_file=str(self.log_file),
-        )
+    def prepare(self) -> Mapping[str, str] | None:
+        """The password file (Derby reads its users from ``derby.properties``) before it starts."""
+        self._password()
+        return None

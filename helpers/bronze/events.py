@@ -364,4 +364,3 @@ def event_fields(event: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         if k not in EVENT_FIELDS
     ]
     return added + row
-

@@ -7,6 +7,8 @@ Connect distributed worker with the Debezium connector plugins on its ``plugin.p
 ``kafka`` (``scripts/jars.tsv``). Source passwords reach the worker through Kafka's
 ``FileConfigProvider`` from ``connect/secrets/sources.properties`` (mode 0600): a connector's
 configuration holds only ``${file:...}`` references, so the REST API never echoes a password.
+Each of the two processes is a :class:`~helpers.server.LocalServer` (the one start/stop/status
+path); the module is cohesive: the two servers' settings, the worker's plugins and secrets.
 
 Layout::
 
@@ -25,7 +27,6 @@ import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import requests
 from kafka import KafkaConsumer
@@ -37,13 +38,8 @@ from helpers.jars import connect_plugin_dirs, connect_transforms_dir, jar_tree
 from helpers.params import WorkbookParams
 from helpers.proc import (
     ServerStatus,
-    live_pid,
-    log_tail,
-    port_in_use,
-    spawn_server,
-    stop_process,
-    wait_started,
 )
+from helpers.server import LocalServer, ServerPort
 from helpers.sources.local.stack import LocalStack
 
 __all__ = [
@@ -163,6 +159,8 @@ class LocalKafka:
         self.home = params.state_path / "kafka"
         self.broker_dir = self.home / "broker"
         self.connect_dir = self.home / "connect"
+        self.broker = _Broker(self)
+        self.connect = _ConnectWorker(self)
 
     # ------------------------------------------------------------------ paths
 
@@ -193,11 +191,11 @@ class LocalKafka:
 
     def broker_pid(self) -> int | None:
         """The broker's pid while it runs."""
-        return live_pid(self.broker_dir / "broker.pid")
+        return self.broker.pid()
 
     def connect_pid(self) -> int | None:
         """The worker's pid while it runs."""
-        return live_pid(self.connect_dir / "connect.pid")
+        return self.connect.pid()
 
     # ------------------------------------------------------------------ start
 
@@ -222,14 +220,6 @@ class LocalKafka:
             self._classpath(),
             *main,
         ]
-
-    def _check_ports(self, what: str, ports: Mapping[str, int]) -> None:
-        for key, port in ports.items():
-            if port_in_use(port, _LOOPBACK):
-                raise StackError(
-                    f"Failed to start {what}: port {port} on {_LOOPBACK} is taken by another program; "
-                    f"set local.kafka.{key} to a free port"
-                )
 
     def _cluster_id(self) -> str:
         path = self.broker_dir / "cluster.id"
@@ -290,6 +280,22 @@ class LocalKafka:
         finally:
             consumer.close()
 
+    def _format_storage(self, props: Path, log4j: Path) -> None:
+        """Format the broker's KRaft storage on first use."""
+        if (self.broker_dir / "data" / "meta.properties").exists():
+            return
+        argv = self._java(
+            "128m",
+            log4j,
+            ["kafka.tools.StorageTool", "format", "--cluster-id", self._cluster_id(), "--config", str(props)],
+        )
+        done = subprocess.run(argv, cwd=self.broker_dir, capture_output=True, text=True, check=False)  # noqa: S603
+        if done.returncode != 0:
+            raise StackError(
+                f"Failed to format the Kafka broker's storage in {self.broker_dir / 'data'}:\n"
+                f"{(done.stdout + done.stderr).strip()[-2000:]}"
+            )
+
     def start_broker(self) -> ServerStatus:
         """Start the broker unless it runs (formatting its storage on first use); wait until it
         answers a metadata request.
@@ -298,48 +304,7 @@ class LocalKafka:
             StackError: when the jars are missing, a port is taken, or the broker does not come up
                 (with its log's last lines).
         """
-        if self.broker_pid() is not None:
-            return self.broker_status()
-        s = self.settings
-        self._check_ports(
-            "the Kafka broker", {"broker_port": s.broker_port, "controller_port": s.controller_port}
-        )
-        self.broker_dir.mkdir(parents=True, exist_ok=True)
-        props = self.broker_dir / "server.properties"
-        props.write_text(_properties(self._broker_properties()), encoding="utf-8")
-        log4j = self.broker_dir / "log4j2.properties"
-        log4j.write_text(_log4j2(self.broker_log), encoding="utf-8")
-        if not (self.broker_dir / "data" / "meta.properties").exists():
-            argv = self._java(
-                "128m",
-                log4j,
-                [
-                    "kafka.tools.StorageTool",
-                    "format",
-                    "--cluster-id",
-                    self._cluster_id(),
-                    "--config",
-                    str(props),
-                ],
-            )
-            done = subprocess.run(  # noqa: S603 - fixed argv
-                argv, cwd=self.broker_dir, capture_output=True, text=True, check=False
-            )
-            if done.returncode != 0:
-                raise StackError(
-                    f"Failed to format the Kafka broker's storage in {self.broker_dir / 'data'}:\n"
-                    f"{(done.stdout + done.stderr).strip()[-2000:]}"
-                )
-        proc = spawn_server(
-            self._java(s.broker_heap, log4j, ["kafka.Kafka", str(props)]),
-            log_file=self.broker_dir / "server.out",
-            pid_file=self.broker_dir / "broker.pid",
-            cwd=self.broker_dir,
-        )
-        self._wait(
-            proc, self._broker_answers, "the Kafka broker", f"{_LOOPBACK}:{s.broker_port}", self.broker_log
-        )
-        return self.broker_status()
+        return self.broker.start()
 
     def _connect_properties(self) -> dict[str, str]:
         s = self.settings
@@ -455,48 +420,9 @@ class LocalKafka:
         Raises:
             StackError: as :meth:`start_broker`; the broker must run.
         """
-        if self.connect_pid() is not None:
-            return self.connect_status()
-        if self.broker_pid() is None:
+        if self.connect.pid() is None and self.broker.pid() is None:
             raise StackError("Failed to start the Kafka Connect worker: the Kafka broker does not run")
-        self._check_ports("the Kafka Connect worker", {"connect_port": self.settings.connect_port})
-        self.connect_dir.mkdir(parents=True, exist_ok=True)
-        self.write_secrets()
-        props = self.connect_dir / "connect-distributed.properties"
-        props.write_text(_properties(self._connect_properties()), encoding="utf-8")
-        log4j = self.connect_dir / "log4j2.properties"
-        log4j.write_text(_log4j2(self.connect_log), encoding="utf-8")
-        proc = spawn_server(
-            self._java(
-                self.settings.connect_heap,
-                log4j,
-                ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)],
-            ),
-            log_file=self.connect_dir / "connect.out",
-            pid_file=self.connect_dir / "connect.pid",
-            cwd=self.connect_dir,
-        )
-        self._wait(proc, self._worker_ready, "the Kafka Connect worker", self.url, self.connect_log)
-        return self.connect_status()
-
-    def _wait(self, proc: subprocess.Popen[bytes], ready: Any, what: str, where: str, log: Path) -> None:
-        if wait_started(
-            proc,
-            ready,
-            timeout_s=self.settings.start_timeout_s,
-            what=f"{what} to answer",
-            interval_s=0.5,
-            max_interval_s=2.0,
-        ):
-            return
-        if proc.poll() is None:
-            stop_process(proc.pid, 10)
-            cause = f"no answer after {self.settings.start_timeout_s:.0f} s"
-        else:
-            cause = f"the process exited with code {proc.returncode}"
-        out = log.parent / ("server.out" if log == self.broker_log else "connect.out")
-        tail = "\n".join(log_tail(p, 12) for p in (out, log) if p.exists())
-        raise StackError(f"Failed to start {what} on {where} ({cause}; see {log}):\n{tail}")
+        return self.connect.start()
 
     def start(self) -> list[ServerStatus]:
         """Start the broker, then the worker (each left alone if it runs)."""
@@ -506,37 +432,123 @@ class LocalKafka:
 
     def stop(self, timeout_s: float = 30.0) -> list[ServerStatus]:
         """Stop the worker, then the broker (SIGTERM, SIGKILL after ``timeout_s``); data is kept."""
-        for pid in (self.connect_pid(), self.broker_pid()):
-            if pid is not None:
-                stop_process(pid, timeout_s)
-        return self.status()
+        connect = self.connect.stop(timeout_s)
+        return [self.broker.stop(timeout_s), connect]
 
     def broker_status(self) -> ServerStatus:
         """The broker's row of ``./workbook stack status``."""
-        pid = self.broker_pid()
-        return ServerStatus(
-            server="kafka",
-            running=pid is not None,
-            pid=pid,
-            port=self.settings.broker_port,
-            version=f"kafka {KAFKA_VERSION} (KRaft)",
-            data_dir=str(self.broker_dir / "data"),
-            log_file=str(self.broker_log),
-        )
+        return self.broker.status()
 
     def connect_status(self) -> ServerStatus:
         """The worker's row of ``./workbook stack status``."""
-        pid = self.connect_pid()
-        return ServerStatus(
-            server="kafka-connect",
-            running=pid is not None,
-            pid=pid,
-            port=self.settings.connect_port,
-            version=f"kafka connect {KAFKA_VERSION}",
-            data_dir=str(self.connect_dir),
-            log_file=str(self.connect_log),
-        )
+        return self.connect.status()
 
     def status(self) -> list[ServerStatus]:
         """Both rows."""
         return [self.broker_status(), self.connect_status()]
+
+
+class _Broker(LocalServer):
+    """The KRaft broker (broker and controller in one process) of :class:`LocalKafka`."""
+
+    name = "kafka"
+    title = "the Kafka broker"
+    first_interval_s = 0.5
+    poll_interval_s = 2.0
+
+    def __init__(self, kafka: LocalKafka) -> None:
+        self.kafka = kafka
+        home = kafka.broker_dir
+        super().__init__(
+            home,
+            pid_file=home / "broker.pid",
+            log_file=kafka.broker_log,
+            console_file=home / "server.out",
+            start_timeout_s=kafka.settings.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        s = self.kafka.settings
+        return [
+            ServerPort(s.broker_port, "local.kafka.broker_port"),
+            ServerPort(s.controller_port, "local.kafka.controller_port"),
+        ]
+
+    @property
+    def version(self) -> str:
+        return f"kafka {KAFKA_VERSION} (KRaft)"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.home / "data")
+
+    def command(self) -> list[str]:
+        props = self.home / "server.properties"
+        return self.kafka._java(
+            self.kafka.settings.broker_heap, self.home / "log4j2.properties", ["kafka.Kafka", str(props)]
+        )
+
+    def prepare(self) -> Mapping[str, str] | None:
+        """``server.properties`` and the log settings, then the storage formatted on first use."""
+        props = self.home / "server.properties"
+        props.write_text(_properties(self.kafka._broker_properties()), encoding="utf-8")
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(_log4j2(self.log_file), encoding="utf-8")
+        self.kafka._format_storage(props, log4j)
+        return None
+
+    def ready(self) -> bool:
+        return self.kafka._broker_answers()
+
+
+class _ConnectWorker(LocalServer):
+    """The distributed-mode Kafka Connect worker of :class:`LocalKafka`."""
+
+    name = "kafka-connect"
+    title = "the Kafka Connect worker"
+    first_interval_s = 0.5
+    poll_interval_s = 2.0
+
+    def __init__(self, kafka: LocalKafka) -> None:
+        self.kafka = kafka
+        home = kafka.connect_dir
+        super().__init__(
+            home,
+            pid_file=home / "connect.pid",
+            log_file=kafka.connect_log,
+            console_file=home / "connect.out",
+            start_timeout_s=kafka.settings.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.kafka.settings.connect_port, "local.kafka.connect_port")]
+
+    @property
+    def version(self) -> str:
+        return f"kafka connect {KAFKA_VERSION}"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.home)
+
+    @property
+    def address(self) -> str:
+        return self.kafka.url
+
+    def command(self) -> list[str]:
+        props = self.home / "connect-distributed.properties"
+        main = ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)]
+        return self.kafka._java(self.kafka.settings.connect_heap, self.home / "log4j2.properties", main)
+
+    def prepare(self) -> Mapping[str, str] | None:
+        """The secrets file (0600), the worker's properties and its log settings."""
+        self.kafka.write_secrets()
+        props = self.home / "connect-distributed.properties"
+        props.write_text(_properties(self.kafka._connect_properties()), encoding="utf-8")
+        (self.home / "log4j2.properties").write_text(_log4j2(self.log_file), encoding="utf-8")
+        return None
+
+    def ready(self) -> bool:
+        return self.kafka._worker_ready()

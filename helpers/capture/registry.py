@@ -31,6 +31,7 @@ import importlib.util
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
@@ -42,14 +43,9 @@ from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_archive
 from helpers.params import WorkbookParams
 from helpers.proc import (
-    ServerStatus,
-    live_pid,
     log_tail,
-    port_in_use,
-    spawn_server,
-    stop_process,
-    wait_started,
 )
+from helpers.server import LocalServer, ServerPort
 from helpers.sources.local.credentials import load_secret
 from helpers.sources.local.stack import LOOPBACK, LocalStack
 
@@ -168,8 +164,9 @@ def converter_plugin_dir() -> Path:
         raise StackError(str(exc)) from None
 
 
-class LocalRegistry:
-    """Start, stop and describe the local schema registry of a parameter set.
+class LocalRegistry(LocalServer):
+    """Start, stop and describe the local schema registry of a parameter set
+    (:class:`~helpers.server.LocalServer`; ready when its health check answers UP).
 
     Example:
         >>> registry = LocalRegistry(params)          # doctest: +SKIP
@@ -179,10 +176,43 @@ class LocalRegistry:
         'http://127.0.0.1:18081/apis/ccompat/v7'
     """
 
+    name = "registry"
+    title = "the schema registry"
+
     def __init__(self, params: WorkbookParams) -> None:
         self.params = params
         self.settings = params.local.registry
-        self.home = params.state_path / "registry"
+        home = params.state_path / "registry"
+        super().__init__(
+            home,
+            pid_file=home / "registry.pid",
+            log_file=home / "registry.log",
+            start_timeout_s=self.settings.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [
+            ServerPort(self.settings.port, "local.registry.port"),
+            ServerPort(self.settings.management_port, "local.registry.management_port"),
+        ]
+
+    @property
+    def version(self) -> str:
+        return f"apicurio-registry {REGISTRY_VERSION}"
+
+    @property
+    def data_location(self) -> str:
+        if self.settings.storage == "sql":
+            return f"postgresql://{LOOPBACK}:{self.params.local.postgres.port}/{self.settings.database}"
+        return "in memory (lost on stop)"
+
+    @property
+    def address(self) -> str:
+        return f"{self.url} (health {self.health_url})"
+
+    def failure_detail(self) -> str:
+        return _failure_excerpt(self.log_file)
 
     @property
     def url(self) -> str:
@@ -220,21 +250,8 @@ class LocalRegistry:
         return f"http://{LOOPBACK}:{self.settings.management_port}/health/ready"
 
     @property
-    def log_file(self) -> Path:
-        """The server's log (its console output)."""
-        return self.home / "registry.log"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.home / "registry.pid"
-
-    @property
     def _password_file(self) -> Path:
         return self.home / "db-password"
-
-    def pid(self) -> int | None:
-        """The server's pid while it runs."""
-        return live_pid(self._pid_file)
 
     def ready(self) -> bool:
         """Whether the readiness check answers UP."""
@@ -316,37 +333,10 @@ class LocalRegistry:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> ServerStatus:
-        """Start the registry unless it runs; wait until its readiness check answers UP.
-
-        With ``sql`` storage the local PostgreSQL must run (``./workbook stack start``); the
-        registry's role and database are created or updated first.
-
-        Raises:
-            StackError: when the archive or a Java 21 is missing (naming the set-up command), a
-                port is taken, PostgreSQL is not running, or the server does not become ready
-                (with the last lines of its log).
-        """
-        if self.pid() is not None:
-            return self.status()
-        try:
-            app = project_archive("registry", REGISTRY_ARCHIVE)
-        except JarsMissingError as exc:
-            raise StackError(str(exc)) from None
-        java = find_java(self.settings.java)
-        for port, what in ((self.settings.port, "port"), (self.settings.management_port, "management_port")):
-            if port_in_use(port, LOOPBACK):
-                raise StackError(
-                    f"Failed to start the schema registry: port {port} on {LOOPBACK} is taken by another "
-                    f"program; set local.registry.{what} to a free port"
-                )
-        self.home.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
-        if self.settings.storage == "sql":
-            env[_PASSWORD_ENV] = self._ensure_database().get_secret_value()
-        self._write_config()
-        argv = [
-            str(java),
+    def command(self) -> list[str]:
+        app = project_archive("registry", REGISTRY_ARCHIVE)
+        return [
+            str(find_java(self.settings.java)),
             f"-Xmx{self.settings.heap}",
             "-XX:+UseSerialGC",
             *self.params.local.jit_options,
@@ -355,41 +345,13 @@ class LocalRegistry:
             "-jar",
             str(app / "quarkus-run.jar"),
         ]
-        proc = spawn_server(argv, log_file=self.log_file, pid_file=self._pid_file, cwd=self.home, env=env)
-        if wait_started(
-            proc, self.ready, timeout_s=self.settings.start_timeout_s, what="the schema registry to be ready"
-        ):
-            return self.status()
-        if proc.poll() is None:
-            stop_process(proc.pid, 30.0)
-        self._pid_file.unlink(missing_ok=True)
-        raise StackError(
-            f"Failed to start the schema registry on {self.url} (health {self.health_url}, "
-            f"log {self.log_file}):\n{_failure_excerpt(self.log_file)}"
-        )
 
-    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
-        """Stop the registry (SIGTERM, then SIGKILL after ``timeout_s``)."""
-        pid = self.pid()
-        if pid is not None:
-            stop_process(pid, timeout_s)
-        self._pid_file.unlink(missing_ok=True)
-        return self.status()
-
-    def status(self) -> ServerStatus:
-        """Running or stopped, pid, port, storage and log."""
-        pid = self.pid()
-        storage = (
-            f"postgresql://{LOOPBACK}:{self.params.local.postgres.port}/{self.settings.database}"
-            if self.settings.storage == "sql"
-            else "in memory (lost on stop)"
-        )
-        return ServerStatus(
-            server="registry",
-            running=pid is not None,
-            pid=pid,
-            port=self.settings.port,
-            version=f"apicurio-registry {REGISTRY_VERSION}",
-            data_dir=storage,
-            log_file=str(self.log_file),
-        )
+    def prepare(self) -> Mapping[str, str] | None:
+        """With ``sql`` storage (the local PostgreSQL must run: ``./workbook stack start``) its role
+        and database are created or updated, and the password goes to the server through its
+        environment; then its settings file."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED_PREFIXES)}
+        if self.settings.storage == "sql":
+            env[_PASSWORD_ENV] = self._ensure_database().get_secret_value()
+        self._write_config()
+        return env

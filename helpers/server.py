@@ -1,0 +1,203 @@
+"""One start/stop/status code path for the workbook's local JVM servers.
+
+:class:`LocalServer` holds what every such server shares: a folder of its own under the state
+directory with a pid file and a log, loopback ports checked before it starts, a bounded heap on its
+command line (the subclass builds it), a detached process (:func:`helpers.proc.spawn_server`), a
+readiness check with a time limit, a half-started process stopped again with the log's tail in the
+error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stack status``. A subclass
+says only what differs: its command, its ports, what it writes before it starts and what ready
+means. The metastore (:mod:`helpers.metastore`), the lake's S3 server (:mod:`helpers.lakefs_server`),
+the schema registry (:mod:`helpers.capture.registry`) and the Kafka broker and Connect worker
+(:mod:`helpers.capture.kafka`) are built on it.
+"""
+
+from __future__ import annotations
+
+import abc
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from helpers.errors import JarsMissingError, StackError
+from helpers.proc import (
+    ServerStatus,
+    live_pid,
+    log_tail,
+    port_in_use,
+    spawn_server,
+    stop_process,
+    wait_started,
+)
+
+__all__ = ["LOOPBACK", "LocalServer", "ServerPort"]
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ServerPort:
+    """A port the server listens on, with the setting that chooses it (named when it is taken)."""
+
+    number: int
+    setting: str
+
+
+class LocalServer(abc.ABC):
+    """A local server of the workbook, started detached and found again through its pid file.
+
+    Subclasses set :attr:`name` (the row in ``stack status``) and :attr:`title` (the server in
+    messages: "the local metastore") and implement :meth:`command`, :attr:`ports`, :attr:`version`
+    and :attr:`data_location`; they may override :meth:`prepare`, :meth:`ready`, :meth:`after_start`,
+    :meth:`failure_detail` and :attr:`address`.
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    #: the largest pause between two readiness checks while it starts
+    poll_interval_s: ClassVar[float] = 0.5
+    #: the first pause (it doubles up to :attr:`poll_interval_s`)
+    first_interval_s: ClassVar[float] = 0.2
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        pid_file: Path,
+        log_file: Path,
+        start_timeout_s: float,
+        console_file: Path | None = None,
+    ) -> None:
+        """``log_file``: the server's log, shown by ``stack status``; ``console_file``: where its
+        standard output and error go (default: the log)."""
+        self.home = home
+        self.pid_file = pid_file
+        self.log_file = log_file
+        self.console_file = console_file or log_file
+        self.start_timeout_s = start_timeout_s
+
+    # ------------------------------------------------------------------ what a server says
+
+    @property
+    @abc.abstractmethod
+    def ports(self) -> Sequence[ServerPort]:
+        """Its ports on 127.0.0.1; the first is the one ``stack status`` shows."""
+
+    @property
+    @abc.abstractmethod
+    def version(self) -> str:
+        """What runs, e.g. ``derby 10.14.2.0``."""
+
+    @property
+    @abc.abstractmethod
+    def data_location(self) -> str:
+        """Where its data lives (a folder, or a database URL)."""
+
+    @abc.abstractmethod
+    def command(self) -> list[str]:
+        """The server's argv, its heap bounded (``-Xmx``).
+
+        Raises:
+            JarsMissingError: a jar or archive the set-up fetches is missing.
+            StackError: anything else it needs is missing.
+        """
+
+    def prepare(self) -> Mapping[str, str] | None:
+        """Write what the server reads before it starts (settings, generated secrets); return its
+        environment, or None to inherit this process's."""
+        return None
+
+    def ready(self) -> bool:
+        """Whether it serves: by default, its first port accepts a connection."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            return sock.connect_ex((LOOPBACK, self.ports[0].number)) == 0
+
+    def after_start(self) -> None:
+        """Run once it is ready, on every start (also when it already ran): e.g. create a bucket."""
+        return None
+
+    def failure_detail(self) -> str:
+        """What a failed start quotes: the last lines of its console output and of its log."""
+        files = dict.fromkeys((self.console_file, self.log_file))
+        return "\n".join(log_tail(log, 10) for log in files if log.exists())
+
+    @property
+    def address(self) -> str:
+        """Where it listens, as a failed start names it."""
+        return f"{LOOPBACK}:{self.ports[0].number}"
+
+    # ------------------------------------------------------------------ the one code path
+
+    def pid(self) -> int | None:
+        """The server's pid while it runs."""
+        return live_pid(self.pid_file)
+
+    def start(self) -> ServerStatus:
+        """Start the server unless it runs, wait until it is ready, then :meth:`after_start`.
+
+        Raises:
+            StackError: a jar is missing (naming the set-up command), a port is taken by another
+                program (naming its setting), or the server did not become ready in
+                ``start_timeout_s`` (it is stopped again; the error quotes its log).
+        """
+        if self.pid() is None:
+            self._launch()
+        self.after_start()
+        return self.status()
+
+    def _launch(self) -> None:
+        try:
+            argv = self.command()
+        except JarsMissingError as exc:
+            raise StackError(str(exc)) from None
+        for port in self.ports:
+            if port_in_use(port.number, LOOPBACK):
+                raise StackError(
+                    f"Failed to start {self.title}: port {port.number} on {LOOPBACK} is taken by another "
+                    f"program; set {port.setting} to a free port"
+                )
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = self.prepare()
+        proc = spawn_server(argv, log_file=self.console_file, pid_file=self.pid_file, cwd=self.home, env=env)
+        if wait_started(
+            proc,
+            self.ready,
+            timeout_s=self.start_timeout_s,
+            what=f"{self.title} to be ready",
+            interval_s=self.first_interval_s,
+            max_interval_s=self.poll_interval_s,
+        ):
+            return
+        if proc.poll() is None:  # up but never ready: not left running half-started
+            stop_process(proc.pid, 30.0)
+            cause = f"not ready after {self.start_timeout_s:.0f} s"
+        else:
+            cause = f"it exited with code {proc.returncode}"
+        self.pid_file.unlink(missing_ok=True)
+        raise StackError(
+            f"Failed to start {self.title} on {self.address} ({cause}; log {self.log_file}):\n"
+            f"{self.failure_detail()}"
+        )
+
+    def stop(self, timeout_s: float = 30.0) -> ServerStatus:
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout_s``."""
+        pid = self.pid()
+        if pid is not None:
+            stop_process(pid, timeout_s)
+        self.pid_file.unlink(missing_ok=True)
+        return self.status()
+
+    def status(self) -> ServerStatus:
+        """Running or stopped, pid, port, version, data and log."""
+        pid = self.pid()
+        return ServerStatus(
+            server=self.name,
+            running=pid is not None,
+            pid=pid,
+            port=self.ports[0].number,
+            version=self.version,
+            data_dir=self.data_location,
+            log_file=str(self.log_file),
+        )
