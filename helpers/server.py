@@ -7,8 +7,11 @@ readiness check with a time limit, a half-started process stopped again with the
 error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stack status``. A subclass
 says only what differs: its command, its ports, what it writes before it starts and what ready
 means. The metastore (:mod:`helpers.metastore`), the lake's S3 server (:mod:`helpers.lakefs_server`),
-the schema registry (:mod:`helpers.capture.registry`) and the Kafka broker and Connect worker
-(:mod:`helpers.capture.kafka`) are built on it.
+the schema registry (:mod:`helpers.capture.registry`), the Kafka broker and Connect worker
+(:mod:`helpers.capture.kafka`) and the Spark standalone master and worker
+(:mod:`helpers.spark_cluster`) are built on it. PostgreSQL and MariaDB are not yet: they run as their own
+system users, their data folders set up by their own tools and their pid files written by the
+servers themselves (:mod:`helpers.sources.local`).
 """
 
 from __future__ import annotations

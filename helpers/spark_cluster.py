@@ -20,24 +20,15 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from helpers.errors import StackError
 from helpers.params import WorkbookParams
-from helpers.proc import (
-    ServerStatus,
-    live_pid,
-    log_tail,
-    port_in_use,
-    spawn_server,
-    stop_process,
-    wait_started,
-)
+from helpers.proc import ServerStatus
+from helpers.server import LOOPBACK, LocalServer, ServerPort
 
 __all__ = ["LocalSparkCluster", "pyspark_home"]
-
-_LOOPBACK = "127.0.0.1"
 
 
 def pyspark_home() -> Path:
@@ -54,38 +45,34 @@ class LocalSparkCluster:
         self.params = params
         self.settings = params.local.spark
         self.home = params.state_path / "spark"
+        self.master = _Master(self)
+        self.worker = _Worker(self)
 
     @property
     def url(self) -> str:
         """The master's URL, what ``spark.master`` is set to for this cluster."""
-        return f"spark://{_LOOPBACK}:{self.settings.port}"
+        return f"spark://{LOOPBACK}:{self.settings.port}"
 
     @property
     def web_url(self) -> str:
         """The master's web UI (its ``/json`` lists workers and applications)."""
-        return f"http://{_LOOPBACK}:{self.settings.web_port}"
+        return f"http://{LOOPBACK}:{self.settings.web_port}"
 
     @property
     def wanted(self) -> bool:
         """Whether ``spark.master`` names this cluster (then the stack manages it)."""
         return self.params.environment != "aws" and self.params.spark.master == self.url
 
-    def _pid_file(self, role: str) -> Path:
-        return self.home / f"{role}.pid"
-
-    def _log(self, role: str) -> Path:
-        return self.home / f"{role}.log"
-
     def pids(self) -> dict[str, int | None]:
         """The master's and the worker's pids while they run."""
-        return {role: live_pid(self._pid_file(role)) for role in ("master", "worker")}
+        return {"master": self.master.pid(), "worker": self.worker.pid()}
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
                 "SPARK_HOME": str(pyspark_home()),
-                "SPARK_LOCAL_IP": _LOOPBACK,
+                "SPARK_LOCAL_IP": LOOPBACK,
                 "SPARK_DAEMON_MEMORY": self.settings.daemon_heap,
                 "SPARK_WORKER_DIR": str(self.home / "work"),
                 "SPARK_LOG_DIR": str(self.home),
@@ -117,102 +104,109 @@ class LocalSparkCluster:
             StackError: when a port is taken by another program or a daemon does not come up
                 (with its log's last lines).
         """
-        if all(self.pids().values()) and self._worker_alive():
-            return self.status()
-        self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "work").mkdir(exist_ok=True)
-        spark_class = str(pyspark_home() / "bin" / "spark-class")
-        if self.pids()["master"] is None:
-            for port in (self.settings.port, self.settings.web_port):
-                if port_in_use(port, _LOOPBACK):
-                    raise StackError(
-                        f"Failed to start the local Spark master: port {port} on {_LOOPBACK} is taken by "
-                        "another program; set local.spark.port / local.spark.web_port to free ports"
-                    )
-            argv = [
-                spark_class,
-                "org.apache.spark.deploy.master.Master",
-                "--host",
-                _LOOPBACK,
-                "--port",
-                str(self.settings.port),
-                "--webui-port",
-                str(self.settings.web_port),
-            ]
-            proc = spawn_server(
-                argv,
-                log_file=self._log("master"),
-                pid_file=self._pid_file("master"),
-                cwd=self.home,
-                env=self._env(),
-            )
-            if not wait_started(
-                proc,
-                lambda: self.state() is not None,
-                timeout_s=self.params.local.start_timeout_s,
-                what="the local Spark master",
-            ):
-                raise StackError(
-                    f"Failed to start the local Spark master on {self.url} (see {self._log('master')}):\n"
-                    f"{log_tail(self._log('master'), 10)}"
-                )
-        if self.pids()["worker"] is None:
-            argv = [
-                spark_class,
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                _LOOPBACK,
-                "--cores",
-                str(self.settings.worker_cores),
-                "--memory",
-                self.settings.worker_memory,
-                "--webui-port",
-                str(self.settings.worker_web_port),
-                "--work-dir",
-                str(self.home / "work"),
-                self.url,
-            ]
-            proc = spawn_server(
-                argv,
-                log_file=self._log("worker"),
-                pid_file=self._pid_file("worker"),
-                cwd=self.home,
-                env=self._env(),
-            )
-            if not wait_started(
-                proc,
-                self._worker_alive,
-                timeout_s=self.params.local.start_timeout_s,
-                what="the local Spark worker",
-            ):
-                raise StackError(
-                    f"Failed to start the local Spark worker for {self.url} (see {self._log('worker')}):\n"
-                    f"{log_tail(self._log('worker'), 10)}"
-                )
-        return self.status()
+        (self.home / "work").mkdir(parents=True, exist_ok=True)
+        return [self.master.start(), self.worker.start()]
 
     def stop(self, timeout_s: float = 30.0) -> list[ServerStatus]:
         """Stop the worker (and the executors it started), then the master."""
-        for role in ("worker", "master"):
-            pid = self.pids()[role]
-            if pid is not None:
-                stop_process(pid, timeout_s)
-        return self.status()
+        worker = self.worker.stop(timeout_s)
+        return [self.master.stop(timeout_s), worker]
 
     def status(self) -> list[ServerStatus]:
         """One row per daemon: running or not, pid, port, version, scratch folder and log."""
+        return [self.master.status(), self.worker.status()]
+
+
+class _Daemon(LocalServer):
+    """One daemon of :class:`LocalSparkCluster`, started with the wheel's ``bin/spark-class``; its
+    heap is ``local.spark.daemon_heap`` (``SPARK_DAEMON_MEMORY``)."""
+
+    role: ClassVar[str]
+
+    def __init__(self, cluster: LocalSparkCluster) -> None:
+        self.cluster = cluster
+        super().__init__(
+            cluster.home,
+            pid_file=cluster.home / f"{self.role}.pid",
+            log_file=cluster.home / f"{self.role}.log",
+            start_timeout_s=cluster.params.local.start_timeout_s,
+        )
+
+    @property
+    def version(self) -> str:
         import pyspark
 
-        pids = self.pids()
+        return f"spark {pyspark.__version__}"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.home / "work")
+
+    def prepare(self) -> Mapping[str, str] | None:
+        return self.cluster._env()
+
+
+class _Master(_Daemon):
+    name = "spark-master"
+    title = "the local Spark master"
+    role = "master"
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        s = self.cluster.settings
+        return [ServerPort(s.port, "local.spark.port"), ServerPort(s.web_port, "local.spark.web_port")]
+
+    @property
+    def address(self) -> str:
+        return self.cluster.url
+
+    def command(self) -> list[str]:
+        s = self.cluster.settings
         return [
-            ServerStatus(
-                server=f"spark-{role}",
-                running=pids[role] is not None,
-                pid=pids[role],
-                port=self.settings.port if role == "master" else self.settings.worker_web_port,
-                version=f"spark {pyspark.__version__}",
-                data_dir=str(self.home / "work"),
-                log_file=str(self._log(role)),
-            )
-            for role in ("master", "worker")
+            str(pyspark_home() / "bin" / "spark-class"),
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(s.port),
+            "--webui-port",
+            str(s.web_port),
         ]
+
+    def ready(self) -> bool:
+        return self.cluster.state() is not None
+
+
+class _Worker(_Daemon):
+    name = "spark-worker"
+    title = "the local Spark worker"
+    role = "worker"
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.cluster.settings.worker_web_port, "local.spark.worker_web_port")]
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK} (master {self.cluster.url})"
+
+    def command(self) -> list[str]:
+        s = self.cluster.settings
+        return [
+            str(pyspark_home() / "bin" / "spark-class"),
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            LOOPBACK,
+            "--cores",
+            str(s.worker_cores),
+            "--memory",
+            s.worker_memory,
+            "--webui-port",
+            str(s.worker_web_port),
+            "--work-dir",
+            str(self.home / "work"),
+            self.cluster.url,
+        ]
+
+    def ready(self) -> bool:
+        return self.cluster._worker_alive()
