@@ -5,7 +5,9 @@ This is the composition root: it may use every stage, and no stage imports it.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,12 +20,18 @@ from helpers.capture.register import connector_specs, local_endpoints, open_back
 from helpers.capture.registry import LocalRegistry
 from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
 from helpers.errors import CaptureError, ParamsError, WorkbookError
+from helpers.hudi.timeline import completed_instants
 from helpers.lakefs_server import LocalS3Server
 from helpers.naming import connector_name
-from helpers.params import WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams
+from helpers.poll import wait_until
 from helpers.proc import ServerStatus
+from helpers.query.timetravel import as_of, is_soft_deleted, plain_value
+from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob, pending_lag
+from helpers.silver.tableref import RecordKey, key_values, silver_table, table_base_path
 from helpers.sources.api import LocalSources
+from helpers.sources.changes import source_rows
 from helpers.sources.local.stack import LocalStack
 from helpers.spark_cluster import LocalSparkCluster
 
@@ -34,6 +42,7 @@ __all__ = [
     "server_statuses",
     "start_servers",
     "stop_all",
+    "wait_for_silver",
 ]
 
 
@@ -241,3 +250,87 @@ def pipeline_status(params: WorkbookParams, *, check: bool = True) -> PipelineSt
 
 def _age(at: Any) -> float | None:
     return None if at is None else round(time.time() - float(at), 1)
+
+
+def _naive_utc(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def _matches(source: Sequence[Mapping[str, Any]], silver: pd.DataFrame) -> bool:
+    rows = silver.to_dict("records")
+    live = [r for r in rows if not is_soft_deleted(r)]
+    if not source:
+        return not live
+    if len(live) != 1:
+        return False
+    have = live[0]
+    return all(_naive_utc(plain_value(have.get(c))) == _naive_utc(v) for c, v in source[0].items())
+
+
+def wait_for_silver(
+    params: WorkbookParams,
+    tables: Sequence[str | SilverTableParams],
+    key: RecordKey,
+    *,
+    timeout_s: float = 60.0,
+    ingest: bool = True,
+) -> pd.DataFrame:
+    """Wait until each Silver table shows the record as its source holds it now (or its absence).
+
+    Composition, not a query: it may run ingestion and reads the source, so it lives here and
+    ``helpers.query`` stays read-only (an import contract keeps it so).
+
+    Capture brings the change to Bronze within about a second; Silver takes it in through the
+    continuous job or, with ``ingest``, through :func:`helpers.silver.ingest.ingest_all` of these
+    tables (safe beside the job: both take the table lock and each Bronze file once). With
+    ``silver.engine: streamer`` the continuous streamer is the tables' one writer (it holds their
+    locks), so this only waits.
+
+    Args:
+        params: Workbook parameters (local environment).
+        tables: Silver table names (same source table, e.g. ``["sale", "sale_mor"]``).
+        key: The record key.
+        timeout_s: How long to wait.
+        ingest: Run one-shot ingestion of the tables still waited for, between checks.
+
+    Returns:
+        One row per table: ``table`` and ``instant``, the latest completed commit once the table
+        showed the change (reading as of it gives the changed record).
+
+    Raises:
+        WaitTimeoutError: naming the tables that did not show the change in time.
+    """
+    specs = [silver_table(params, t) for t in tables]
+    ingest = ingest and params.silver.engine == "pyspark"
+    want = source_rows(params, specs[0].source, specs[0].table, key_values(specs[0], key))
+    found: dict[str, str] = {}
+
+    def pending() -> list[SilverTableParams]:
+        return [s for s in specs if s.name not in found]
+
+    def caught_up() -> bool:
+        if ingest:
+            ingest_all(params, [s.name for s in pending()])
+        for spec in pending():
+            latest = completed_instants(table_base_path(params, spec))
+            if latest and _matches(want, as_of(params, spec, latest[-1].timestamp, key)):
+                found[spec.name] = latest[-1].timestamp
+        return not pending()
+
+    wait_until(
+        caught_up,
+        timeout_s=timeout_s,
+        what=f"the change of key {key!r} in Silver",
+        interval_s=0.3,
+        max_interval_s=1.0,
+        detail=lambda: (
+            f"table(s) {[s.name for s in pending()]} do not show it; check capture (notebook 02) and "
+            "the Silver job (notebook 03)"
+        ),
+    )
+    return pd.DataFrame([{"table": s.name, "instant": found[s.name]} for s in specs])
+
+
+# ------------------------------------------------------------------------------ several tables

@@ -1,7 +1,7 @@
-"""Time travel on the Silver tables: timelines, "as of" reads, increments, and waiting for Silver.
+"""Time travel on the Silver tables: timelines, "as of" reads and increments (read-only).
 
-:func:`timeline_frame`, :func:`as_of`, :func:`incremental`, :func:`consistent_as_of` and
-:func:`wait_for_silver` read through :mod:`helpers.hudi.read` and return pandas DataFrames; time
+:func:`timeline_frame`, :func:`as_of`, :func:`incremental` and :func:`consistent_as_of` read
+through :mod:`helpers.hudi.read` and return pandas DataFrames; time
 input becomes an instant by :func:`helpers.instants.to_instant`. What each answers:
 ``docs/architecture.md``, "Reading Silver".
 
@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +27,6 @@ from helpers.hudi.read import HudiReadSpec, ReadFilter, open_table, table_arrow_
 from helpers.hudi.timeline import completed_instants, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.poll import wait_until
-from helpers.silver.ingest import ingest_all
 from helpers.silver.tableref import (
     RecordKey,
     commit_metadata,
@@ -39,7 +36,6 @@ from helpers.silver.tableref import (
     silver_table,
     table_base_path,
 )
-from helpers.sources.changes import source_rows
 from helpers.spark import build_spark_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -59,7 +55,6 @@ __all__ = [
     "readers_agree_points",
     "resolve_instant",
     "timeline_frame",
-    "wait_for_silver",
 ]
 
 #: Hudi meta column holding the instant that wrote a record version.
@@ -379,87 +374,6 @@ def consistent_as_of(
 
 
 # ------------------------------------------------------------------------------ waiting for Silver
-
-
-def _naive_utc(value: Any) -> Any:
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def _matches(source: Sequence[Mapping[str, Any]], silver: pd.DataFrame) -> bool:
-    rows = silver.to_dict("records")
-    live = [r for r in rows if not is_soft_deleted(r)]
-    if not source:
-        return not live
-    if len(live) != 1:
-        return False
-    have = live[0]
-    return all(_naive_utc(plain_value(have.get(c))) == _naive_utc(v) for c, v in source[0].items())
-
-
-def wait_for_silver(
-    params: WorkbookParams,
-    tables: Sequence[str | SilverTableParams],
-    key: RecordKey,
-    *,
-    timeout_s: float = 60.0,
-    ingest: bool = True,
-) -> pd.DataFrame:
-    """Wait until each Silver table shows the record as its source holds it now (or its absence).
-
-    Capture brings the change to Bronze within about a second; Silver takes it in through the
-    continuous job or, with ``ingest``, through :func:`helpers.silver.ingest.ingest_all` of these
-    tables (safe beside the job: both take the table lock and each Bronze file once). With
-    ``silver.engine: streamer`` the continuous streamer is the tables' one writer (it holds their
-    locks), so this only waits.
-
-    Args:
-        params: Workbook parameters (local environment).
-        tables: Silver table names (same source table, e.g. ``["sale", "sale_mor"]``).
-        key: The record key.
-        timeout_s: How long to wait.
-        ingest: Run one-shot ingestion of the tables still waited for, between checks.
-
-    Returns:
-        One row per table: ``table`` and ``instant``, the latest completed commit once the table
-        showed the change (reading as of it gives the changed record).
-
-    Raises:
-        WaitTimeoutError: naming the tables that did not show the change in time.
-    """
-    specs = [silver_table(params, t) for t in tables]
-    ingest = ingest and params.silver.engine == "pyspark"
-    want = source_rows(params, specs[0].source, specs[0].table, key_values(specs[0], key))
-    found: dict[str, str] = {}
-
-    def pending() -> list[SilverTableParams]:
-        return [s for s in specs if s.name not in found]
-
-    def caught_up() -> bool:
-        if ingest:
-            ingest_all(params, [s.name for s in pending()])
-        for spec in pending():
-            latest = completed_instants(table_base_path(params, spec))
-            if latest and _matches(want, as_of(params, spec, latest[-1].timestamp, key)):
-                found[spec.name] = latest[-1].timestamp
-        return not pending()
-
-    wait_until(
-        caught_up,
-        timeout_s=timeout_s,
-        what=f"the change of key {key!r} in Silver",
-        interval_s=0.3,
-        max_interval_s=1.0,
-        detail=lambda: (
-            f"table(s) {[s.name for s in pending()]} do not show it; check capture (notebook 02) and "
-            "the Silver job (notebook 03)"
-        ),
-    )
-    return pd.DataFrame([{"table": s.name, "instant": found[s.name]} for s in specs])
-
-
-# ------------------------------------------------------------------------------ several tables
 
 
 def per_table(

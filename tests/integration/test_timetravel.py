@@ -21,6 +21,7 @@ from helpers.checks.parity import bronze_vs_source
 from helpers.errors import WaitTimeoutError
 from helpers.instants import instant_to_datetime
 from helpers.params import SilverTableParams, WorkbookParams
+from helpers.pipeline import wait_for_silver
 from helpers.query import history
 from helpers.query import timetravel as tt
 from helpers.query.changefeed import scd2
@@ -118,8 +119,8 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     key_a, key_b = 200, 201
     for key in (key_a, key_b):
         changes.restore_sample_row(params, "ecomm", "sale", {"salesid": key})
-    tt.wait_for_silver(params, TABLES, key_a)
-    tt.wait_for_silver(params, TABLES, key_b)
+    wait_for_silver(params, TABLES, key_a)
+    wait_for_silver(params, TABLES, key_b)
     start = pd.Series(tt.latest_instants(params, TABLES))
     assert start.tolist() == [tt.timeline_frame(params, t)["instant"].iloc[-1] for t in TABLES]
     a0 = _source(params, key_a)[0]
@@ -152,7 +153,7 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     n1 = _source(params, key_n)[0]
     assert _source(params, key_b) == []
     for key in (key_a, key_b, key_n):
-        tt.wait_for_silver(params, TABLES, key)
+        wait_for_silver(params, TABLES, key)
     step1 = pd.Series(tt.latest_instants(params, TABLES))
 
     # step 2 and 3
@@ -162,11 +163,11 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     with pytest.raises(
         WaitTimeoutError, match=r"change of key 200 in Silver within 1 s: table\(s\) \['sale'\]"
     ):
-        tt.wait_for_silver(params, [SALE], key_a, timeout_s=1, ingest=False)
-    step2 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
+        wait_for_silver(params, [SALE], key_a, timeout_s=1, ingest=False)
+    step2 = wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
     changes.delete_source_row(params, "ecomm", "sale", {"salesid": key_a})
     assert _source(params, key_a) == []
-    step3 = tt.wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
+    step3 = wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
 
     def scd(table: str) -> pd.DataFrame:
         frame = scd2(params, table, key_a)

@@ -42,7 +42,7 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layers_contract_holds() -> None:
     done = _lint_imports(ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 kept, 0 broken" in done.stdout
+    assert "2 kept, 0 broken" in done.stdout
 
 
 def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path: Path) -> None:
@@ -59,6 +59,19 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path: Path) 
     assert done.returncode != 0
     assert "BROKEN" in done.stdout
     assert "helpers.params -> helpers.dashboard.page" in done.stdout
+
+
+def test_a_query_that_runs_ingestion_breaks_the_read_only_contract(tmp_path: Path) -> None:
+    """A copy where ``query.history`` imports Silver's ingestion (allowed by the layers, since
+    silver is below query): the read-only contract fails and names the import."""
+    shutil.copytree(HELPERS, tmp_path / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    history = tmp_path / "helpers" / "query" / "history.py"
+    history.write_text(history.read_text() + "\n\nfrom helpers.silver.ingest import ingest_all  # noqa\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "Reading Silver is read-only" in done.stdout and "BROKEN" in done.stdout
+    assert "helpers.query.history -> helpers.silver.ingest" in done.stdout
 
 
 def test_no_import_cycle_between_modules() -> None:
