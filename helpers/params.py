@@ -186,7 +186,7 @@ class KafkaParams(_Strict):
 
 
 class S3Params(_Strict):
-    """Local S3-compatible server (S3Proxy with its file-system backend, :mod:`helpers.lakefs_server`)
+    """Local S3-compatible server (S3Proxy with its file-system backend, :mod:`helpers.s3_server`)
     on 127.0.0.1: with it enabled, ``s3://`` lake URIs go to it through boto3, Spark's s3a and the
     Rust Hudi reader, as on AWS."""
 

@@ -21,12 +21,12 @@ from helpers.capture.registry import LocalRegistry
 from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
 from helpers.errors import CaptureError, ParamsError, WorkbookError
 from helpers.hudi.timeline import completed_instants
-from helpers.lakefs_server import LocalS3Server
 from helpers.naming import connector_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.proc import ServerStatus
 from helpers.query.timetravel import as_of, is_soft_deleted, plain_value
+from helpers.s3_server import LocalS3Server
 from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob, pending_lag
 from helpers.silver.tableref import RecordKey, key_values, silver_table, table_base_path

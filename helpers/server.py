@@ -6,7 +6,7 @@ command line (the subclass builds it), a detached process (:func:`helpers.proc.s
 readiness check with a time limit, a half-started process stopped again with the log's tail in the
 error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stack status``. A subclass
 says only what differs: its command, its ports, what it writes before it starts and what ready
-means. The metastore (:mod:`helpers.metastore`), the lake's S3 server (:mod:`helpers.lakefs_server`),
+means. The metastore (:mod:`helpers.metastore`), the lake's S3 server (:mod:`helpers.s3_server`),
 the schema registry (:mod:`helpers.capture.registry`), the Kafka broker and Connect worker
 (:mod:`helpers.capture.kafka`) and the Spark standalone master and worker
 (:mod:`helpers.spark_cluster`) are built on it. PostgreSQL and MariaDB are not yet: they run as their own

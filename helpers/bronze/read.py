@@ -20,7 +20,7 @@ from helpers.bronze.events import (
     event_from_json,
 )
 from helpers.errors import BronzeError, UnreadableBronzeError
-from helpers.lakefs import LakeEntry, LakeStore, is_s3, open_store
+from helpers.lake_store import LakeEntry, LakeStore, is_s3, open_store
 
 __all__ = [
     "DEBEZIUM_FIELDS",
@@ -95,7 +95,7 @@ def read_bronze(root: str | Path, topics: str | Iterable[str]) -> list[dict[str,
 
     Args:
         root: the Bronze zone directory, or an ``s3://`` URI (objects read through
-            :func:`helpers.lakefs.open_store`).
+            :func:`helpers.lake_store.open_store`).
         topics: one topic or several.
 
     Returns:

@@ -1,7 +1,7 @@
 """Where Bronze lives: the one listing of a topic's Bronze files, on the local file system or S3.
 
 :class:`BronzeStore` lists the visible files of a topic (``<bronze>/<topic>/year=/month=/day=/``,
-Avro or JSON lines, hidden temporary names left out) through :func:`helpers.lakefs.open_store`,
+Avro or JSON lines, hidden temporary names left out) through :func:`helpers.lake_store.open_store`,
 so a folder and an ``s3://`` prefix are listed by the same code (one S3 lister in the package).
 The Silver checkpoint chooses among these files; Spark's executors read them
 (:mod:`helpers.bronze.frames`).
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import BronzeError, WorkbookError
-from helpers.lakefs import LakeStore, is_s3, open_store
+from helpers.lake_store import LakeStore, is_s3, open_store
 
 __all__ = ["BRONZE_SUFFIXES", "BronzeObject", "BronzeStore", "is_bronze_name"]
 
@@ -54,7 +54,7 @@ class BronzeStore:
     Args:
         root: the zone's folder or URI.
         s3: a boto3 S3 client for an ``s3://`` root (default: the lake's, see
-            :func:`helpers.lakefs.use_lake_s3`).
+            :func:`helpers.lake_store.use_lake_s3`).
     """
 
     def __init__(self, root: str | Path, s3: Any = None) -> None:
@@ -82,7 +82,7 @@ class BronzeStore:
 
     def copy(self, obj: BronzeObject, destination: LakeStore, relative: str) -> str:
         """Copy one file byte for byte into ``destination`` (a store of the same kind: its bytes
-        never pass through Python, see :meth:`helpers.lakefs.LakeStore.copy`); its new location.
+        never pass through Python, see :meth:`helpers.lake_store.LakeStore.copy`); its new location.
 
         Raises:
             BronzeError: naming both places, when the copy fails.

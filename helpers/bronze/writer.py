@@ -4,7 +4,7 @@
 ``<bronze>/<topic>/year=YYYY/month=MM/day=DD/<topic>+<first>+<last>+<digest>.<ext>`` (Avro or JSON
 lines) and returns only once the file is durable; only then may the capture engine commit its
 offsets. ``<bronze>`` is a folder or an ``s3://`` URI (one ``PutObject`` per file, through
-:func:`helpers.lakefs.open_store`). The layout, formats and redelivery: ``docs/architecture.md``,
+:func:`helpers.lake_store.open_store`). The layout, formats and redelivery: ``docs/architecture.md``,
 "Capture and the Bronze zone".
 """
 
@@ -33,7 +33,7 @@ from helpers.bronze.events import (
     position_of,
 )
 from helpers.errors import BronzeError, BronzeNotWritableError, WorkbookError
-from helpers.lakefs import LakeStore, is_s3, join, open_store
+from helpers.lake_store import LakeStore, is_s3, join, open_store
 
 __all__ = ["BronzeFile", "BronzeFormat", "BronzeWriter"]
 

@@ -48,7 +48,7 @@ from helpers.capture.kafka import bootstrap_servers
 from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
-from helpers.lakefs import lake_uri
+from helpers.lake_store import lake_uri
 from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, write_status
 from helpers.spark import build_spark_session

@@ -40,11 +40,11 @@ from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.registry import LocalRegistry
 from helpers.capture.worker import connector_login
 from helpers.errors import CaptureError, WaitTimeoutError
-from helpers.lakefs import is_s3, lake_uri, open_store, use_lake_s3
-from helpers.lakefs_server import S3Connection
+from helpers.lake_store import is_s3, lake_uri, open_store, use_lake_s3
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
+from helpers.s3_server import S3Connection
 from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 from helpers.sources.signals import SIGNAL_TABLE, create_signal_table, request_snapshot
 from helpers.sources.sql import engine_kind
@@ -364,7 +364,7 @@ def capture_status_frame(backend: ConnectorBackend, specs: Sequence[ConnectorSpe
 
 def bronze_frame(bronze_root: str | Path, topics: Sequence[str]) -> pd.DataFrame:
     """Bronze files per topic: count, bytes, newest file and its age (a folder, or an ``s3://``
-    URI listed through :func:`helpers.lakefs.open_store`)."""
+    URI listed through :func:`helpers.lake_store.open_store`)."""
     store = open_store(bronze_root)
     rows = []
     now = time.time()

@@ -42,7 +42,7 @@ from helpers.capture.topics import end_offsets, read_topic
 from helpers.capture.wire import read_body, split_message
 from helpers.capture.worker import notification
 from helpers.errors import CaptureError, WaitTimeoutError, WorkbookError
-from helpers.lakefs import is_s3, lake_uri
+from helpers.lake_store import is_s3, lake_uri
 from helpers.naming import connector_name, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until

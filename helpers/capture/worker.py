@@ -30,9 +30,9 @@ from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.connectors import NOTIFICATION_TOPIC
 from helpers.errors import BronzeError, CaptureError
-from helpers.lakefs import is_s3, set_lake_s3
-from helpers.lakefs_server import S3Connection
+from helpers.lake_store import is_s3, set_lake_s3
 from helpers.proc import read_status, write_status
+from helpers.s3_server import S3Connection
 from helpers.sources.sql import quote_mariadb
 
 CONFIG_FILE = "config.json"

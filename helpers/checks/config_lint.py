@@ -42,7 +42,7 @@ from helpers.checks.config_files import (
     shown_value,
 )
 from helpers.errors import CheckError
-from helpers.lakefs import is_s3, lake_uri
+from helpers.lake_store import is_s3, lake_uri
 from helpers.params import WorkbookParams
 from helpers.silver.tables import silver_write_options
 

@@ -4,7 +4,7 @@ the last check of each table, which ``./workbook status`` shows.
 :func:`check_divergence` compares row counts, without reading a row of either side into Python:
 
 1. per source system, one consistent snapshot gives every table's ``count(*)`` and the log
-   position ``P`` of that snapshot (:func:`helpers.checks.snapshot.source_counts`);
+   position ``P`` of that snapshot (:func:`helpers.checks.at_position.source_counts`);
 2. it waits (bounded) until Silver holds every change of the table up to ``P``: the newest
    position Silver has taken reaches ``P``, or capture's stored offset does and every Bronze file
    is taken;
@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from helpers.checks.snapshot import captured_position, sink_has_written, source_counts
+from helpers.checks.at_position import captured_position, sink_has_written, source_counts
 from helpers.errors import ReconcileError, WaitTimeoutError, WorkbookError
 from helpers.hudi.read import (
     AS_OF_INSTANT,

@@ -4,7 +4,7 @@ The whole-table checks scale as the pipeline does: Bronze is replayed and Silver
 Spark's executors, and both are reduced there to per-bucket digests of their rows
 (:func:`helpers.checks.digests.spark_bucket_digests`, the same canonical row text as every other
 comparison); the source table is streamed in batches into the same digests
-(:func:`helpers.checks.snapshot.stream_source_table`). Two sides are equal when every bucket is:
+(:func:`helpers.checks.at_position.stream_source_table`). Two sides are equal when every bucket is:
 the driver holds buckets, never a whole table. A Bronze or Silver side whose inputs did not change
 since it was last reduced is not computed again (:mod:`helpers.checks.digest_cache`), so polls
 and the next notebook's check cost the source reads and the new files. A query result is
@@ -27,10 +27,10 @@ from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka import local_worker
 from helpers.capture.register import connector_specs, local_endpoints
+from helpers.checks.at_position import stream_source_table
 from helpers.checks.compare import SOFT_FLAG, compare_frames
 from helpers.checks.digest_cache import DigestCache, fingerprint
 from helpers.checks.digests import BucketDigests, bucket_digests, spark_bucket_digests
-from helpers.checks.snapshot import stream_source_table
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import DATA_ACTIONS, list_instants

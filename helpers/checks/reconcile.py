@@ -1,7 +1,7 @@
 """Reconciliation: each Silver table against its source table at a known source position.
 
 :func:`reconcile` reads every source table of a source system in one consistent snapshot and
-records the log position it corresponds to (:mod:`helpers.checks.snapshot`), waits (bounded)
+records the log position it corresponds to (:mod:`helpers.checks.at_position`), waits (bounded)
 until Silver has everything up to that position, optionally running
 :func:`helpers.silver.ingest.ingest_table` itself, and compares the two sides by row count and an
 order-independent checksum (:mod:`helpers.checks.digests`). When they differ it lists the keys
@@ -22,10 +22,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from helpers.checks.at_position import SourceSnapshot, caught_up, silver_rows, source_snapshot
 from helpers.checks.compare import compare_rows
 from helpers.checks.digests import TableSide, canonical_records, compare_sides, side_from_arrow
 from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command, selected_tables
-from helpers.checks.snapshot import SourceSnapshot, caught_up, silver_rows, source_snapshot
 from helpers.errors import ReconcileError, WaitTimeoutError
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
@@ -48,7 +48,7 @@ def reconcile(
     """Compare each Silver table with its source table at a known source position.
 
     Per source system the source tables are read in one snapshot at a log position
-    (:func:`helpers.checks.snapshot.source_snapshot`). For each table the Silver side is read
+    (:func:`helpers.checks.at_position.source_snapshot`). For each table the Silver side is read
     through the official Hudi reader (soft-deleted rows, ``__deleted = true``, are not source
     rows) and compared; when it differs, the function waits up to ``wait_s`` until Silver has
     everything up to the position (the highest position among Silver's rows reaches it, or

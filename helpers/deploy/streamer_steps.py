@@ -23,7 +23,7 @@ from typing import Any
 
 from helpers.deploy.emr import aws_settings, open_emr_client
 from helpers.errors import AwsError
-from helpers.lakefs import join, s3_client, split_s3
+from helpers.lake_store import join, s3_client, split_s3
 from helpers.params import WorkbookParams
 from helpers.silver.streamer import DELTASTREAMER_CLASS, DRIVER, SPARK_CONF
 from helpers.silver.streamer_config import StreamerTable

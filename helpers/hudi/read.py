@@ -19,7 +19,7 @@ from hudi import HudiFileGroupReader, HudiQueryType, HudiReadOptions, HudiTableB
 
 from helpers.errors import HudiError, WorkbookError
 from helpers.instants import InstantInput, to_instant
-from helpers.lakefs import hudi_storage_options
+from helpers.lake_store import hudi_storage_options
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -223,7 +223,7 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
     Args:
         base_path: Table base path (local path or URI), the directory holding ``.hoodie/``.
         hudi_options: Extra ``hoodie.*`` or storage options for the reader (the lake's S3
-            endpoint and keys, :func:`helpers.lakefs.hudi_storage_options`, are added).
+            endpoint and keys, :func:`helpers.lake_store.hudi_storage_options`, are added).
 
     Returns:
         The official reader's table handle.

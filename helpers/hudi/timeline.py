@@ -5,7 +5,7 @@ can travel to and the commit metadata it stores its own state in (the Bronze che
 and quarantine records: :mod:`helpers.silver.checkpoint`). Table version 6 names instant files
 ``<instant>.<action>[.requested|.inflight]`` (a commit's inflight is ``<instant>.inflight``), and
 commit / delta commit / replace commit metadata is JSON. Works on a local path or an ``s3://`` URI
-(:mod:`helpers.lakefs`).
+(:mod:`helpers.lake_store`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers.errors import HudiError, WaitTimeoutError
-from helpers.lakefs import LakeStore, join, open_store
+from helpers.lake_store import LakeStore, join, open_store
 from helpers.poll import wait_until
 
 __all__ = [
@@ -89,7 +89,7 @@ def list_instants(base_path: str, store: LakeStore | None = None) -> list[Instan
 
     Args:
         base_path: table base path or URI.
-        store: where to list (default :func:`helpers.lakefs.open_store` of the base path).
+        store: where to list (default :func:`helpers.lake_store.open_store` of the base path).
 
     Returns:
         Instants sorted by (timestamp, action); none for a table not written yet.

@@ -45,7 +45,7 @@ from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import BronzeError, HudiError
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.hudi.config import HudiTableConfig
-from helpers.lakefs import lake_uri, open_store
+from helpers.lake_store import lake_uri, open_store
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checked import check_events, data_columns, schema_verdicts

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
-from helpers.lakefs import join, lake_uri, open_store, use_lake_s3
+from helpers.lake_store import join, lake_uri, open_store, use_lake_s3
 from helpers.params import WorkbookParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from helpers.bronze.read import arrow_type
 from helpers.hudi.timeline import Instant, completed_instants, read_commit_metadata
-from helpers.lakefs import LakeStore, open_store
+from helpers.lake_store import LakeStore, open_store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 
 __all__ = [

@@ -37,7 +37,7 @@ from helpers.bronze.store import BronzeObject
 from helpers.errors import HudiError
 from helpers.hudi.api import write_options
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
-from helpers.lakefs import join, lake_uri
+from helpers.lake_store import join, lake_uri
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.state import TableState, read_table_state

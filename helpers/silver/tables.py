@@ -16,7 +16,7 @@ from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
-from helpers.lakefs import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
+from helpers.lake_store import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round

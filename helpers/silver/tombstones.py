@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL
-from helpers.lakefs import is_s3, join, open_store
+from helpers.lake_store import is_s3, join, open_store
 from helpers.silver.prepare import DELETED, KEY
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

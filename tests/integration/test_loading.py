@@ -16,7 +16,7 @@ import psycopg
 import pyarrow as pa
 import pytest
 
-from helpers.checks.snapshot import source_snapshot, source_table
+from helpers.checks.at_position import source_snapshot, source_table
 from helpers.errors import SourceError
 from helpers.isolation import isolated_params
 from helpers.params import WorkbookParams
@@ -337,7 +337,7 @@ def test_source_table_reads_mariadb_tables_as_the_consistent_snapshot_does(
             "(3, -0.0001, -0.00000000000000000001, -2.5, '-838:59:59', '1970-01-01 00:00:00', '', FALSE)"
         )
         conn.commit()
-    caplog.set_level(logging.DEBUG, logger="helpers.checks.snapshot")
+    caplog.set_level(logging.DEBUG, logger="helpers.checks.at_position")
     for table in ["date", "listing", "sale", "read_probe"]:
         caplog.clear()
         fast, json_columns = source_table(params, "ecomm", table)

@@ -21,7 +21,7 @@ import pytest
 from support.kafka_profile import kafka_overrides
 
 from helpers.isolation import isolated_folder, isolated_overrides
-from helpers.lakefs import open_store, use_lake_s3
+from helpers.lake_store import open_store, use_lake_s3
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
 from helpers.proc import free_port

@@ -29,7 +29,7 @@ from helpers.capture.register import (  # noqa: E402
     wait_for_snapshots,
 )
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
-from helpers.lakefs import open_store, use_lake_s3  # noqa: E402
+from helpers.lake_store import open_store, use_lake_s3  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
 from helpers.proc import free_port  # noqa: E402
 from helpers.silver.ingest import ingest_all  # noqa: E402

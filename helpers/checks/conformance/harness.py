@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
+from helpers.checks.at_position import source_table
 from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
 from helpers.checks.conformance.model import (
     CATEGORY,
@@ -34,7 +35,6 @@ from helpers.checks.conformance.model import (
     Target,
     conformance_params,
 )
-from helpers.checks.snapshot import source_table
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams

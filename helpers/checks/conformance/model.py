@@ -14,9 +14,9 @@ from typing import Any
 
 from helpers.bronze.read import bronze_files
 from helpers.bronze.replay import replay_topic_arrow
+from helpers.checks.at_position import source_table
 from helpers.checks.compare import compare_tables
 from helpers.checks.divergence import DIFFERS, check_divergence
-from helpers.checks.snapshot import source_table
 from helpers.hudi.read import read_snapshot
 from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams

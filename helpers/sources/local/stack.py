@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
-from helpers.lakefs_server import LocalS3Server
 from helpers.metastore import LocalMetastore
 from helpers.proc import ServerStatus
+from helpers.s3_server import LocalS3Server
 from helpers.sources.local.config import (
     APP_USER,
     LOOPBACK,
@@ -49,7 +49,7 @@ class LocalStack(PostgresServer, MariaDBServer):
         """Start both database servers and the local metastore (no-op for a running one) and
         apply roles, users and databases; also the local Spark cluster when ``spark.master`` names
         it (:mod:`helpers.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
-        (:mod:`helpers.lakefs_server`), so notebook 01's start brings up every server a later
+        (:mod:`helpers.s3_server`), so notebook 01's start brings up every server a later
         Spark session or capture worker needs.
 
         Returns:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from helpers.errors import ParamsError
-from helpers.lakefs import hudi_storage_options, lake_s3, s3_client, use_lake_s3
-from helpers.lakefs_server import LocalS3Server, local_s3_connection
+from helpers.lake_store import hudi_storage_options, lake_s3, s3_client, use_lake_s3
 from helpers.params import load_params
+from helpers.s3_server import LocalS3Server, local_s3_connection
 from helpers.spark import s3a_conf
 
 

@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import HudiError, WorkbookError
-from helpers.lakefs import S3Store
+from helpers.lake_store import S3Store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint, plan_round
 from helpers.silver.state import (
     POSITION_KEY,

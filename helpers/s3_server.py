@@ -5,11 +5,11 @@
 ``s3://<local.s3.bucket>/...`` exactly as on AWS. Its backend is jclouds' ``filesystem``: the newer
 ``filesystem-nio2`` answers a HEAD of a key that is a folder on disk as if it were an object, and
 s3a then refuses to create the Hudi table's folder ("since it is a file").
-:func:`local_s3_connection` is what every client of the lake uses to find it (:mod:`helpers.lakefs`,
+:func:`local_s3_connection` is what every client of the lake uses to find it (:mod:`helpers.lake_store`,
 :mod:`helpers.spark`, the Hudi reader).
 
 It is a foundation module beside :mod:`helpers.metastore` rather than a room of ``sources/local/``:
-the lake's clients (``lakefs``, ``spark``, ``hudi``) sit in the foundation and must import it.
+the lake's clients (``lake_store``, ``spark``, ``hudi``) sit in the foundation and must import it.
 
 Its files live under ``<state_dir>/s3/``: ``keys.json`` (the generated access key and secret, 0600,
 never printed), ``s3proxy.properties`` (written on every start, 0600: S3Proxy reads its credentials
@@ -137,7 +137,7 @@ class LocalS3Server(LocalServer):
     def _write_properties(self, conn: S3Connection) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lines = [
-            "# written by helpers.lakefs_server on every start: the local S3 server (S3Proxy)",
+            "# written by helpers.s3_server on every start: the local S3 server (S3Proxy)",
             f"s3proxy.endpoint={self.endpoint_url}",
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={conn.access_key}",
