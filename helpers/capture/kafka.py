@@ -40,7 +40,7 @@ from helpers.proc import (
     ServerStatus,
 )
 from helpers.server import LocalServer, ServerPort
-from helpers.sources.local.stack import LocalStack
+from helpers.sources.local.credentials import load_credentials
 
 __all__ = [
     "CONNECTOR_CLASSES",
@@ -388,7 +388,7 @@ class LocalKafka:
         folder = self.secrets_file.parent
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
-        creds = LocalStack(self.params).credentials
+        creds = load_credentials(self.params.state_path)
         _write_private(
             self.secrets_file,
             _properties(

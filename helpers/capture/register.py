@@ -45,7 +45,8 @@ from helpers.naming import connector_name, publication_name, slot_name, table_to
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.s3_server import S3Connection
-from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
+from helpers.sources.local.credentials import load_credentials
+from helpers.sources.local.stack import APP_USER, LOOPBACK
 from helpers.sources.signals import SIGNAL_TABLE, create_signal_table, request_snapshot
 from helpers.sources.sql import engine_kind
 
@@ -101,7 +102,7 @@ def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
                 LOOPBACK, params.local.mariadb.port, APP_USER, secret_reference(params, "mysql")
             ),
         }
-    creds = LocalStack(params).credentials
+    creds = load_credentials(params.state_path)
     return {
         "postgres": SourceEndpoint(
             LOOPBACK, params.local.postgres.port, APP_USER, creds.postgres_password.get_secret_value()
