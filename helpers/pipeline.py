@@ -31,7 +31,7 @@ from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob, pending_lag
 from helpers.silver.tableref import RecordKey, key_values, silver_table, table_base_path
 from helpers.sources.api import LocalSources
-from helpers.sources.changes import source_rows
+from helpers.sources.edits import source_rows
 from helpers.sources.local.stack import LocalStack
 from helpers.spark_cluster import LocalSparkCluster
 

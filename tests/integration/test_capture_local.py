@@ -275,7 +275,7 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
     back the source table exactly (deletes, re-inserts, same-second updates, a moved partition
     value, a new column, extreme decimals, a burst)."""
     from helpers.checks.parity import bronze_vs_source
-    from helpers.sources.changes import apply_scenario
+    from helpers.sources.edits import apply_scenario
 
     result = apply_scenario(capture.stack.params, scenario)
     assert result.statements and result.keys
@@ -288,7 +288,7 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
 def test_toast_placeholder_is_visible_in_bronze_for_silver_to_handle(capture: Capture) -> None:
     """Edge case 7 at the Bronze level, stated as measured: with REPLICA IDENTITY FULL the update
     that leaves a large text value untouched carries the full value, so Bronze alone replays it."""
-    from helpers.sources.changes import apply_scenario
+    from helpers.sources.edits import apply_scenario
 
     result = apply_scenario(capture.stack.params, "toast_unchanged")
     key = result.keys[0]
@@ -310,7 +310,7 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
     from helpers.bronze.events import UNAVAILABLE_VALUE
     from helpers.checks.parity import silver_vs_source
     from helpers.silver.ingest import ingest_all
-    from helpers.sources.changes import apply_scenario
+    from helpers.sources.edits import apply_scenario
 
     params = capture.stack.params
     ingest_all(params, ["event"])
@@ -358,7 +358,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     from helpers.hudi.timeline import pending_instants
     from helpers.silver.job import SilverJob
     from helpers.silver.tables import table_config
-    from helpers.sources.changes import apply_scenario
+    from helpers.sources.edits import apply_scenario
 
     base = capture.stack.params
     params, job_params = own_job_params(base, "category", tmp_path)
@@ -405,7 +405,7 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
     from helpers.silver.ingest import FILES_KEY, ingest_table
     from helpers.silver.tables import table_config
-    from helpers.sources.changes import apply_scenario
+    from helpers.sources.edits import apply_scenario
 
     params = capture.stack.params
     apply_scenario(params, "burst")

@@ -53,7 +53,7 @@ from helpers.proc import pid_alive
 from helpers.silver.ingest import ingest_all
 from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
-from helpers.sources.changes import apply_scenario
+from helpers.sources.edits import apply_scenario
 from helpers.sources.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]

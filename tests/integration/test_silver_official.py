@@ -26,7 +26,7 @@ from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoin
 from helpers.silver.ingest import ingest_all
 from helpers.silver.prepare import position_column
 from helpers.silver.tables import POSITION_COLUMN, pending_bronze, silver_write_options, table_config
-from helpers.sources.changes import apply_scenario
+from helpers.sources.edits import apply_scenario
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -1,5 +1,5 @@
 """Time travel on live Silver tables (``helpers.query.timetravel``, ``helpers.query.history``),
-checked against the source database (changed through ``helpers.sources.changes``).
+checked against the source database (changed through ``helpers.sources.edits``).
 
 The test changes ``ecomm.sale`` at the source in scripted steps, records the source rows after
 each step (queried from MariaDB), waits until Silver shows the step, and takes each table's
@@ -25,7 +25,7 @@ from helpers.pipeline import wait_for_silver
 from helpers.query import history
 from helpers.query import timetravel as tt
 from helpers.query.changefeed import scd2
-from helpers.sources import changes
+from helpers.sources import edits
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -35,7 +35,7 @@ TABLES = ("sale", "sale_mor", "sale_soft")  # CoW, MoR, CoW with soft deletes
 
 def _source(params: WorkbookParams, key: int) -> list[dict[str, Any]]:
     """The source rows of sale ``key`` (MariaDB ``ecomm.sale``)."""
-    return changes.source_rows(params, "ecomm", "sale", {"salesid": key})
+    return edits.source_rows(params, "ecomm", "sale", {"salesid": key})
 
 
 def _with_soft_delete_table(params: WorkbookParams) -> WorkbookParams:
@@ -118,7 +118,7 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
     assert bronze_vs_source(params, list(capture.specs.values()), wait_s=60)["equal"].all()
     key_a, key_b = 200, 201
     for key in (key_a, key_b):
-        changes.restore_sample_row(params, "ecomm", "sale", {"salesid": key})
+        edits.restore_sample_row(params, "ecomm", "sale", {"salesid": key})
     wait_for_silver(params, TABLES, key_a)
     wait_for_silver(params, TABLES, key_b)
     start = pd.Series(tt.latest_instants(params, TABLES))
@@ -158,14 +158,14 @@ def test_time_travel_incremental_history_and_diff_equal_the_recorded_source(capt
 
     # step 2 and 3
     commission = a1["commission"] + Decimal("0.01")
-    a2 = changes.update_source_row(params, "ecomm", "sale", {"salesid": key_a}, {"commission": commission})[0]
+    a2 = edits.update_source_row(params, "ecomm", "sale", {"salesid": key_a}, {"commission": commission})[0]
     # nothing ingests it but wait_for_silver itself: without ingestion the wait runs out of time
     with pytest.raises(
         WaitTimeoutError, match=r"change of key 200 in Silver within 1 s: table\(s\) \['sale'\]"
     ):
         wait_for_silver(params, [SALE], key_a, timeout_s=1, ingest=False)
     step2 = wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
-    changes.delete_source_row(params, "ecomm", "sale", {"salesid": key_a})
+    edits.delete_source_row(params, "ecomm", "sale", {"salesid": key_a})
     assert _source(params, key_a) == []
     step3 = wait_for_silver(params, TABLES, key_a).set_index("table")["instant"]
 

@@ -1,5 +1,5 @@
 """The scenario scripts on PostgreSQL (``ems`` and ``orders``), one function per item of
-``docs/cdc-edge-cases.md``; scripted edits :mod:`helpers.sources.changes` already has are reused."""
+``docs/cdc-edge-cases.md``; scripted edits :mod:`helpers.sources.edits` already has are reused."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from helpers.checks.conformance.model import (
 from helpers.checks.divergence import DIFFERS, EQUAL
 from helpers.errors import SourceError
 from helpers.naming import publication_name
-from helpers.sources import changes
+from helpers.sources import edits
 from helpers.sources.local.stack import LocalStack
 
 __all__ = [
@@ -66,7 +66,7 @@ def deletes(ctx: ScenarioContext) -> None:
     with ctx.postgres("ems") as c:
         for i in ids[:2]:
             c.execute("DELETE FROM ems.category WHERE catid = %s", (i,))
-    scripted = changes.delete_rows(LocalStack(ctx.params), ctx.params)  # inserted and deleted in one batch
+    scripted = edits.delete_rows(LocalStack(ctx.params), ctx.params)  # inserted and deleted in one batch
     short_lived = [(i,) for i in scripted.keys]
     ctx.delete(CATEGORY, (k,), (k + 1,))
     ctx.delete(CATEGORY, *short_lived, ingested=False)
@@ -160,15 +160,15 @@ def partition_move(ctx: ScenarioContext) -> None:
 
 
 def add_column(ctx: ScenarioContext) -> None:
-    """Item 6: a column added while capture runs (:func:`helpers.sources.changes.add_column`)."""
-    result = changes.add_column(LocalStack(ctx.params), ctx.params)
+    """Item 6: a column added while capture runs (:func:`helpers.sources.edits.add_column`)."""
+    result = edits.add_column(LocalStack(ctx.params), ctx.params)
     ctx.touch(VENUE, *((k,) for k in result.keys))
     ctx.sync()
 
 
 def toast(ctx: ScenarioContext) -> None:
-    """Item 7: TOAST placeholders (:func:`helpers.sources.changes.toast_default_identity`)."""
-    result = changes.toast_default_identity(LocalStack(ctx.params), ctx.params)
+    """Item 7: TOAST placeholders (:func:`helpers.sources.edits.toast_default_identity`)."""
+    result = edits.toast_default_identity(LocalStack(ctx.params), ctx.params)
     ctx.touch(EVENT, *((k,) for k in result.keys))
     ctx.sync()
     filled = sum(r.unavailable_filled for results in ctx.ingested.values() for r in results)
