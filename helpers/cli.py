@@ -322,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernels); the exit code is then 130, or the command's own (the lab's 0)."""
     args = build_parser().parse_args(argv)
     for stop_signal in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(stop_signal, _interrupt)
+        if signal.getsignal(stop_signal) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays so
+            signal.signal(stop_signal, _interrupt)
     # the console shows the workbook's own messages; libraries only warnings and errors (py4j logs
     # every closed gateway connection at INFO: hundreds of lines in a conformance run)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s", stream=sys.stderr)
