@@ -236,8 +236,12 @@ class LocalParams(_Strict):
 
     @property
     def jit_options(self) -> tuple[str, ...]:
-        """The JVM options of :attr:`jit` (none for ``tiered``)."""
-        return ("-XX:TieredStopAtLevel=1",) if self.jit == "quick" else ()
+        """The JVM options of :attr:`jit` (none for ``tiered``). ``quick`` also reserves a code
+        cache of 128 MiB (reserved, committed as used): C1 alone defaults to 48 MiB, which a test
+        session's driver filled in CI ("CodeCache is full. Compiler has been disabled", then
+        ``VirtualMachineError: Out of space in CodeCache for adapters`` killed the thread that
+        feeds a Python worker, and the Spark job waited for ever)."""
+        return ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m") if self.jit == "quick" else ()
 
 
 class RdsPostgresParams(_Strict):

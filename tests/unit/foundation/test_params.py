@@ -153,10 +153,10 @@ def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_p
     for name in ("local", "local-kafka"):
         assert load_params(name).local.jit_options == ()
     ci = load_params("ci", overrides={"state_dir": str(tmp_path / "st")})
-    assert ci.local.jit_options == ("-XX:TieredStopAtLevel=1",)
+    assert ci.local.jit_options == ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m")
     backend = open_backend(ci)
     assert isinstance(backend, EmbeddedBackend)
-    assert backend.jvm_opts == (*EmbeddedBackend.jvm_opts, "-XX:TieredStopAtLevel=1")
+    assert backend.jvm_opts == (*EmbeddedBackend.jvm_opts, *ci.local.jit_options)
     with pytest.raises(
         ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered' or 'quick'"
     ):

@@ -70,7 +70,8 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     assert options == ["-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true", "-XX:+UseSerialGC"]
     assert "-XX:" not in local["spark.executor.extraJavaOptions"]
     ci = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
-    assert ci["spark.driver.extraJavaOptions"].split() == [*options, "-XX:TieredStopAtLevel=1"]
+    quick = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m"]
+    assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
 
