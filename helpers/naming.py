@@ -12,6 +12,9 @@ __all__ = [
     "connector_name",
     "silver_topic",
     "publication_name",
+    "raw_connector_name",
+    "raw_topic",
+    "raw_topic_prefix",
     "silver_database",
     "slot_name",
     "source_of_connector",
@@ -33,6 +36,22 @@ def table_topic(params: WorkbookParams, source: str, table: str) -> str:
 def silver_topic(params: WorkbookParams, table: SilverTableParams) -> str:
     """Topic a Silver table is built from."""
     return table_topic(params, table.source, table.table)
+
+
+def raw_topic_prefix(params: WorkbookParams) -> str:
+    """Topic prefix of the unflattened change topics Hudi's Debezium sources read
+    (``silver.streamer.source: kafka``): ``<project>_raw``, outside the Bronze sink's pattern."""
+    return f"{params.project}_raw"
+
+
+def raw_topic(params: WorkbookParams, table: SilverTableParams) -> str:
+    """The unflattened change topic a Silver table is built from with ``silver.streamer.source: kafka``."""
+    return topic_name(raw_topic_prefix(params), params.source(table.source).namespace, table.table)
+
+
+def raw_connector_name(params: WorkbookParams, source: str) -> str:
+    """The connector writing a source's unflattened change topics: ``<project>_raw-<source>``."""
+    return f"{raw_topic_prefix(params)}-{source}"
 
 
 def connector_name(params: WorkbookParams, source: str) -> str:

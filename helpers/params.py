@@ -437,6 +437,10 @@ class StreamerParams(_Strict):
     emr_cluster_id: str = ""
     #: on EMR: the cluster's own utilities bundle (EMR 6.15: Hudi 0.14.0)
     emr_utilities_jar: str = "/usr/lib/hudi/hudi-utilities-bundle.jar"
+    #: what HoodieStreamer reads: ``bronze`` (the Bronze zone's files, every profile) or ``kafka``
+    #: (local-kafka only: Debezium's own change topics through Hudi's ``PostgresDebeziumSource`` and
+    #: ``MysqlDebeziumSource``, for the PostgreSQL and MySQL/MariaDB tables; ``docs/streamer.md``)
+    source: Literal["bronze", "kafka"] = "bronze"
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
@@ -515,6 +519,21 @@ class WorkbookParams(_Strict):
     def _aws_settings_present(self) -> WorkbookParams:
         if self.environment == "aws" and self.aws is None:
             raise ValueError("the 'aws' section is required when environment is 'aws'")
+        return self
+
+    @model_validator(mode="after")
+    def _streamer_kafka_source_local(self) -> WorkbookParams:
+        """Hudi's Debezium sources read the local-kafka profile's Avro topics through its registry."""
+        if self.silver.streamer.source == "kafka" and (
+            self.environment == "aws"
+            or self.capture.backend != "kafka_connect"
+            or not self.local.registry.enabled
+        ):
+            raise ValueError(
+                "silver.streamer.source 'kafka' needs the local-kafka profile (capture.backend "
+                "kafka_connect with the local schema registry, local.registry.enabled: true); "
+                "elsewhere HoodieStreamer reads Bronze (silver.streamer.source: bronze)"
+            )
         return self
 
     def path(self, value: str) -> Path:

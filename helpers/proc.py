@@ -37,6 +37,7 @@ __all__ = [
     "process_rss",
     "read_pid",
     "read_status",
+    "replace_text",
     "register_child",
     "spawn_module",
     "spawn_server",
@@ -339,6 +340,14 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 STATUS_FILE = "status.json"
 """The status file a worker process rewrites atomically after every step."""
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a temporary file renamed over it): a reader sees the old
+    text or the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def write_status(directory: Path, status: dict[str, Any]) -> None:

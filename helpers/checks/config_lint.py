@@ -161,6 +161,16 @@ RULES: Mapping[str, Rule] = {
             "hoodie.streamer.schemaprovider.registry.schemaconverter= (empty) next to the registry URL",
         ),
         Rule(
+            "streamer-kafka-deserializer", "warning", "Confluent's Avro deserializer on a Kafka source",
+            "Hudi's Kafka sources (the Debezium ones too) deserialize with Confluent's KafkaAvroDeserializer "
+            "unless told otherwise; Maven Central does not serve it (io.confluent), so outside Confluent's "
+            "platform the streamer fails with ClassNotFoundException",
+            "hoodie.deltastreamer.source.kafka.value.deserializer.class="
+            "io.apicurio.registry.serde.avro.AvroKafkaDeserializer with apicurio.registry.url, "
+            "apicurio.registry.as-confluent=true and apicurio.registry.use-id=contentId (the workbook's "
+            "converter settings; jar set registry), as silver.streamer.source: kafka writes it",
+        ),
+        Rule(
             "streamer-bytes-decimal", "error", "bytes decimal in the streamer's target schema",
             "a decimal declared as Avro bytes in the schema HoodieStreamer writes with (the target schema, "
             "or the source schema when no target is given): 0.14.0 stores it as Parquet BINARY, readers fail "
@@ -551,6 +561,10 @@ def _streamer_findings(config: LintConfig) -> list[Finding]:
     converter_key, converter = _hoodie(config, "schemaprovider.registry.schemaconverter")
     if url and converter is None:
         out.append(_finding("streamer-registry-converter", config, converter_key))
+    _, topic = _hoodie(config, "source.kafka.topic")
+    deserializer_key, deserializer = _hoodie(config, "source.kafka.value.deserializer.class")
+    if topic and url and (deserializer is None or deserializer.strip().startswith("io.confluent.")):
+        out.append(_finding("streamer-kafka-deserializer", config, deserializer_key))
     source_key, source = _schema_file(config, "schemaprovider.source.schema.file")
     target_key, target = _schema_file(config, "schemaprovider.target.schema.file")
     has_target = _hoodie(config, "schemaprovider.target.schema.file")[1] is not None

@@ -27,12 +27,13 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.capture.raw_topics import ensure_raw_capture
 from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
-from helpers.jars import project_jars, shaded_jar
+from helpers.jars import project_archive, project_jars, shaded_jar
 from helpers.params import SilverTableParams, WorkbookParams, project_root
-from helpers.proc import read_status, write_status
-from helpers.silver.streamer_config import StreamerTable, replace_text, write_streamer_config
+from helpers.proc import read_status, replace_text, write_status
+from helpers.silver.streamer_config import StreamerTable, write_streamer_config
 from helpers.silver.tables import table_lock
 
 __all__ = [
@@ -104,8 +105,11 @@ def runtime_python() -> Path:
     return python
 
 
-def _classpath() -> tuple[list[str], str]:
+def _classpath(params: WorkbookParams) -> tuple[list[str], str]:
     jars = [str(p) for p in project_jars(("streamer",))]
+    if params.silver.streamer.source == "kafka":  # Apicurio's deserializer for the Debezium sources
+        converter = project_archive("registry", "apicurio-registry-distro-connect-converter")
+        jars += [str(p) for p in sorted(converter.glob("apicurio-*.jar"))]
     return jars, str(shaded_jar(_SHADE_POM, "streamer"))
 
 
@@ -113,7 +117,7 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     """The one-table command of the posts, for this machine: ``spark-submit --class
     ...HoodieStreamer <utilities jar> --props ...`` (notebook 03 shows it; the driver runs the
     same arguments for every table in one application)."""
-    jars, app = _classpath()
+    jars, app = _classpath(params)
     return [
         *_spark_submit(params, jars),
         "--class",
@@ -156,7 +160,7 @@ def streamer_job_argv(
     """``spark-submit`` of :mod:`helpers.silver.streamer_driver` for ``tables`` and its environment;
     the plan and the driver's ``status.json`` live in ``directory``."""
     runtime_python()
-    jars, app = _classpath()
+    jars, app = _classpath(params)
     directory.mkdir(parents=True, exist_ok=True)
     interval = params.silver.streamer.min_sync_interval_s
     plan = {
@@ -212,6 +216,8 @@ def run_streamer_once(params: WorkbookParams) -> pd.DataFrame:
         HudiError: naming the tables that failed and the log.
         JarsMissingError: when the streamer runtime is not installed.
     """
+    if params.silver.streamer.source == "kafka":
+        ensure_raw_capture(params)  # the Debezium topics it reads, caught up with the workbook's
     tables = write_streamer_config(params)
     before = {t.name: _latest(t.base_path) for t in tables}
     directory = params.state_path / "streamer" / "once"
@@ -270,7 +276,7 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
     in flight is rolled back by the next start, as after a crash). Every :data:`SCHEMA_CHECK_S` the
     job generates the configuration again: a Bronze schema with a new column, or a table's first
     Bronze file, rewrites the plan, which the driver reads again before its next round (and
-    :func:`helpers.silver.streamer_config.reread_checkpoint` reads again what an older reader
+    :func:`helpers.silver.streamer_resume.reread_checkpoint` reads again what an older reader
     schema took). A table added to the parameters is taken when the job starts again
     (``./workbook run`` restarts it with the new parameters).
     """
@@ -294,6 +300,8 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
     write_status(directory, status)
     with ExitStack() as held:
         try:
+            if params.silver.streamer.source == "kafka":
+                ensure_raw_capture(params)
             tables = write_streamer_config(params)
             locks = held.enter_context(_locked(params, [t.name for t in tables]))
             argv, env = streamer_job_argv(params, tables, directory / "streamer", continuous=True)

@@ -13,51 +13,50 @@ the same parameters and write options as the PySpark engine
 * JSON-lines Bronze carries decimals as JSON numbers: HoodieStreamer 0.14.0's JSON-to-Avro
   converter would store a ``bytes`` decimal's text as its bytes (10.5 becomes 8252411.41), so the
   source schema reads them as strings and the transform casts them to their exact decimal type;
-* a table the PySpark engine wrote last resumes from its checkpoint (:func:`resume_checkpoint`);
-* a Bronze schema change makes the streamer read again from the first file with the new schema
-  (:func:`reread_checkpoint`), so no column is dropped by an older reader schema.
+* a table the PySpark engine wrote last resumes from its checkpoint, and a Bronze schema change
+  makes the streamer read again from the first file with the new schema, so no column is dropped
+  by an older reader schema (:mod:`helpers.silver.streamer_resume`);
+* with ``silver.streamer.source: kafka`` (local-kafka), the PostgreSQL and MySQL/MariaDB tables are
+  read by Hudi's Debezium Kafka sources from Debezium's unflattened topics instead: the same
+  transform over their rows renamed to Bronze's columns (:func:`transform_sql`, flavour
+  ``debezium``), so every mode writes the same Silver (:mod:`helpers.silver.streamer_kafka`).
 
 How it runs: :mod:`helpers.silver.streamer`.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fastavro
-
-from helpers.bronze.events import avro_schema_from_connect
-from helpers.bronze.store import BronzeObject
+from helpers.capture.kafka import bootstrap_servers
 from helpers.errors import HudiError
 from helpers.hudi.api import write_options
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
 from helpers.lake_store import join, lake_uri
-from helpers.naming import silver_topic
-from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.state import TableState, read_table_state
+from helpers.naming import raw_topic, silver_topic
+from helpers.params import WorkbookParams
+from helpers.proc import replace_text
+from helpers.silver.state import read_table_state
+from helpers.silver.streamer_kafka import kafka_checkpoint, kafka_properties, moved_to_bronze, reads_kafka
+from helpers.silver.streamer_resume import newest_bronze_schema, reread_checkpoint, resume_checkpoint
 from helpers.silver.tables import (
     POSITION_COLUMN,
-    bronze_store,
-    pending_bronze,
     position_fields,
     position_sql,
     silver_write_options,
     table_config,
 )
+from helpers.sources.sql import engine_kind
 
 __all__ = [
     "CHANGE_OPS",
-    "replace_text",
     "reader_schema",
-    "reread_checkpoint",
     "StreamerTable",
-    "resume_checkpoint",
     "streamer_config",
     "transform_sql",
     "write_streamer_config",
@@ -98,7 +97,10 @@ class StreamerTable:
         transform_sql: the SQL transform (``<SRC>`` is the source rows).
         base_path: the Hudi table.
         table_type: ``COPY_ON_WRITE`` or ``MERGE_ON_READ``.
-        source_class: ``AvroDFSSource`` or ``JsonDFSSource``.
+        source_class: ``AvroDFSSource`` or ``JsonDFSSource`` (Bronze), ``PostgresDebeziumSource``
+            or ``MysqlDebeziumSource`` (``silver.streamer.source: kafka``).
+        checkpoint: ``--checkpoint`` (None: resume from the table's last commit).
+        kafka: a Debezium source's ``bootstrap`` servers and ``topic`` (None: Bronze).
     """
 
     name: str
@@ -110,6 +112,7 @@ class StreamerTable:
     table_type: str
     source_class: str
     checkpoint: str | None = None
+    kafka: Mapping[str, str] | None = None
 
     def plan_entry(self) -> dict[str, Any]:
         """The table in a plan of :mod:`helpers.silver.streamer_driver` (locally and on EMR)."""
@@ -119,7 +122,19 @@ class StreamerTable:
             "target_schema": self.target_schema,
             "transform_sql": self.transform_sql,
             "args": self.args(),
-        }
+        } | self._kafka_entry()
+
+    def _kafka_entry(self) -> dict[str, Any]:
+        """A table read from a Kafka topic: no target schema file (HoodieStreamer takes the transformed
+        rows' own) and what the driver needs to see whether the topic has news."""
+        if self.reads_bronze:
+            return {}
+        return {"target_schema": "", "base_path": _uri(self.base_path), "kafka": dict(self.kafka or {})}
+
+    @property
+    def reads_bronze(self) -> bool:
+        """Whether the table is read from Bronze files (else from a Debezium topic)."""
+        return self.source_class.endswith("DFSSource")
 
     def args(self) -> list[str]:
         """HoodieStreamer's arguments (what follows the jar in ``spark-submit``), run-once: the
@@ -141,11 +156,13 @@ class StreamerTable:
             POSITION_COLUMN,
             "--payload-class",
             "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
-            "--schemaprovider-class",
-            "org.apache.hudi.utilities.schema.FilebasedSchemaProvider",
-            "--transformer-class",
-            "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer",
         ]
+        if self.reads_bronze:
+            # a Debezium source takes its envelope's schema from the registry itself; given a schema
+            # provider, 0.14.0 converts the flattened rows with the envelope's schema and fails
+            # ("null value for (non-nullable) Source at Envelope.source", measured)
+            out += ["--schemaprovider-class", "org.apache.hudi.utilities.schema.FilebasedSchemaProvider"]
+        out += ["--transformer-class", "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"]
         if self.checkpoint is not None:
             out += ["--checkpoint", self.checkpoint]
         return out
@@ -199,16 +216,31 @@ def _json_field(field: Mapping[str, Any]) -> tuple[Any, str]:
 
 
 def transform_sql(
-    schema: Mapping[str, Any], engine: str, positions: tuple[str, ...], delete_mode: str, *, jsonl: bool
+    schema: Mapping[str, Any],
+    engine: str,
+    positions: tuple[str, ...],
+    delete_mode: str,
+    *,
+    flavour: str = "avro",
+    table: str = "",
 ) -> str:
-    """The table's SQL transform over the Bronze rows (``<SRC>``): every data and Debezium column
-    but ``__deleted``, ``_cdc_position`` and the delete marker; TRUNCATE and re-snapshot markers
-    dropped. For JSON-lines Bronze the rows are the converter's ``payload``, converted to their
-    Silver types here (:func:`_json_field`).
+    """The table's SQL transform over the source rows (``<SRC>``): every data and Debezium column
+    of the Bronze ``schema`` but ``__deleted``, ``_cdc_position`` and the delete marker; TRUNCATE and
+    re-snapshot markers dropped. ``flavour`` is what the source rows are:
+
+    * ``avro``: Avro Bronze rows, as they are;
+    * ``jsonl``: JSON-lines Bronze, the converter's ``payload``, converted to their Silver types
+      (:func:`_json_field`);
+    * ``debezium``: the rows of Hudi's Debezium Kafka sources (``after.*`` or, for a delete,
+      ``before.*``, beside Hudi's ``_change_operation_type``, ``_event_lsn``...): renamed to the
+      Bronze names first (:func:`_debezium_rows`, ``table`` is the source table's name), then
+      converted as JSON lines are (Debezium's own numbers for dates and timestamps).
 
     Raises:
-        HudiError: for an unknown source engine.
+        HudiError: for an unknown source engine or flavour, or a field name outside Avro's rule.
     """
+    if flavour not in ("avro", "jsonl", "debezium"):
+        raise HudiError(f"Failed to build the streamer's SQL transform: unknown source flavour {flavour!r}")
     columns = []
     for field in schema["fields"]:
         name = field["name"]
@@ -216,15 +248,62 @@ def transform_sql(
             raise HudiError(f"Failed to build the streamer's SQL transform: {name!r} is no Avro field name")
         if name == "__deleted":
             continue
-        sql = _json_field(field)[1] if jsonl else f"`{name}`"
+        sql = _json_field(field)[1] if flavour != "avro" else f"`{name}`"
         columns.append(sql if sql == f"`{name}`" else f"{sql} AS `{name}`")
     marker = SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
     ops = ", ".join(f"'{o}'" for o in CHANGE_OPS)
-    source = "(SELECT payload.* FROM <SRC>) AS bronze" if jsonl else "<SRC>"
+    if flavour == "debezium":
+        source = f"({_debezium_rows(schema, table)} FROM <SRC>) AS bronze"
+    else:
+        source = "(SELECT payload.* FROM <SRC>) AS bronze" if flavour == "jsonl" else "<SRC>"
     # names checked against Avro's rule above, everything else is the workbook's own text
     select = f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS `{POSITION_COLUMN}`, "
     deleted = f"coalesce(`__deleted` = 'true', false) AS `{marker}`"
     return f"{select}{deleted} FROM {source} WHERE `__op` IN ({ops})"
+
+
+#: Bronze's Debezium fields (``ExtractNewRecordState``'s ``add.fields`` with the ``__`` prefix) as the
+#: columns Hudi 0.14.0's Debezium sources give (``DebeziumConstants``): the operation, the source
+#: timestamp, PostgreSQL's LSN, MySQL's binlog file, position and row.
+_DEBEZIUM_COLUMNS = {
+    "__op": "_change_operation_type",
+    "__source_ts_ms": "_event_origin_ts_ms",
+    "__lsn": "_event_lsn",
+    "__file": "_event_bin_file",
+    "__pos": "_event_pos",
+    "__row": "_event_row",
+}
+
+
+def _debezium_rows(schema: Mapping[str, Any], table: str) -> str:
+    """``SELECT`` of the Bronze-shaped rows from a Debezium source's rows: data columns as they are,
+    the Debezium fields renamed (:data:`_DEBEZIUM_COLUMNS`), ``__table`` the source table's name and
+    ``__deleted`` ``'true'`` for a delete (whose row is Debezium's ``before``).
+
+    Raises:
+        HudiError: for a Bronze field the Debezium sources do not give.
+    """
+    if not _AVRO_NAME.fullmatch(table):
+        raise HudiError(f"Failed to build the streamer's SQL transform: {table!r} is no Avro name")
+    columns = []
+    for field in schema["fields"]:
+        name = field["name"]
+        if name == "__deleted":
+            columns.append(
+                "CASE WHEN `_change_operation_type` = 'd' THEN 'true' ELSE 'false' END AS `__deleted`"
+            )
+        elif name == "__table":
+            columns.append(f"'{table}' AS `__table`")
+        elif name in _DEBEZIUM_COLUMNS:
+            columns.append(f"`{_DEBEZIUM_COLUMNS[name]}` AS `{name}`")
+        elif name.startswith("__"):
+            raise HudiError(
+                f"Failed to build the streamer's SQL transform: Hudi's Debezium sources give no column "
+                f"for Bronze's {name!r}"
+            )
+        else:
+            columns.append(f"`{name}`")
+    return f"SELECT {', '.join(columns)}"
 
 
 def reader_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,116 +347,6 @@ def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def resume_checkpoint(
-    params: WorkbookParams, table: SilverTableParams, state: TableState | None = None
-) -> str | None:
-    """``--checkpoint`` for a table the PySpark engine wrote last (``silver.engine`` switched to
-    streamer), else None: the newest millisecond up to which every Bronze file is taken, so the
-    streamer goes on where the PySpark engine stopped. Re-reading a few files below it applies
-    nothing twice: an upsert by key with the log position as ordering field leaves the same row.
-    """
-    state = state or read_table_state(table_config(params, table).base_path)
-    if state.is_new or state.streamer_checkpoint:
-        return None
-    store = bronze_store(params)
-    listing = store.list(silver_topic(params, table))
-    pending, _ = pending_bronze(params, table, store, state)
-    if not listing:
-        return "0"
-    if pending:
-        return str(min(int(o.modified * 1000) for o in pending) - 1)
-    return str(max(int(o.modified * 1000) for o in listing))
-
-
-def _file_schema(store: Any, obj: BronzeObject, topic: str) -> dict[str, Any]:
-    """A Bronze file's Avro schema (JSON lines: derived from its first line's Connect schema)."""
-    data = store.lake.read(obj.uri)
-    if obj.is_jsonl:
-        first = json.loads(data.split(b"\n", 1)[0])
-        return avro_schema_from_connect(first.get("schema") or {}, topic)
-    schema: dict[str, Any] = fastavro.reader(io.BytesIO(data)).writer_schema  # type: ignore[assignment]
-    return schema
-
-
-def _bronze_files(params: WorkbookParams, table: SilverTableParams) -> tuple[Any, list[BronzeObject]]:
-    """The Bronze store and the table's files, newest first (by modification time)."""
-    store = bronze_store(params)
-    files = sorted(store.list(silver_topic(params, table)), key=lambda f: (f.modified, f.uri), reverse=True)
-    return store, files
-
-
-def _is_marker(schema: Mapping[str, Any]) -> bool:
-    """Whether a Bronze file's schema is a TRUNCATE / re-snapshot marker's: no column of the table,
-    only Debezium's ``__`` fields."""
-    return all(str(f["name"]).startswith("__") for f in schema.get("fields", []))
-
-
-def _data_schemas(
-    params: WorkbookParams, table: SilverTableParams
-) -> Iterator[tuple[BronzeObject, dict[str, Any]]]:
-    """The table's Bronze files with their schemas, newest first, marker files left out."""
-    store, files = _bronze_files(params, table)
-    topic = silver_topic(params, table)
-    for obj in files:
-        schema = _file_schema(store, obj, topic)
-        if not _is_marker(schema):
-            yield obj, schema
-
-
-def _newest_bronze_schema(params: WorkbookParams, table: SilverTableParams) -> dict[str, Any] | None:
-    """The Avro schema of the newest Bronze file of the table's topic that holds changes (a
-    TRUNCATE or re-snapshot marker's file has none of the table's columns); None: no such file."""
-    return next((schema for _, schema in _data_schemas(params, table)), None)
-
-
-def reread_checkpoint(
-    params: WorkbookParams,
-    table: SilverTableParams,
-    conf: Path,
-    schema_text: str,
-    state: TableState | None = None,
-) -> str | None:
-    """``--checkpoint`` that makes HoodieStreamer read Bronze again from the first file with a new
-    schema, else None.
-
-    The reader schema is the newest Bronze file's when the configuration is generated. A file with a
-    new column that lands between two generations is read with the older reader schema, which
-    drops the column without a word (measured: a venue inserted with a new ``venueurl`` reached
-    Silver without it). So when the schema about to be written differs from the one the table was
-    last read with (``<table>.source.avsc``), the files from just before the first one with the new
-    schema are read again (from the streamer's own checkpoint if that is earlier). The value is kept in
-    ``<table>.reread`` until a commit of the table records it as its ``--checkpoint``. Reading a
-    suffix of Bronze again applies nothing twice (an upsert by key ordered by log position).
-    """
-    marker = conf / f"{table.name}.reread"
-    state = state or read_table_state(table_config(params, table).base_path)
-    if marker.exists():
-        value = marker.read_text(encoding="utf-8").strip()
-        if state.streamer_reset != value:
-            return value
-        marker.unlink()
-    previous = conf / f"{table.name}.source.avsc"
-    if state.is_new or not state.streamer_checkpoint or not previous.exists():
-        return None
-    if previous.read_text(encoding="utf-8") == schema_text:
-        return None
-    newest: dict[str, Any] | None = None
-    first = None
-    for obj, schema in _data_schemas(params, table):  # newest first: back to the first file with it
-        newest = newest or schema
-        if schema != newest:
-            break
-        first = obj
-    if first is None:
-        return None
-    # never after the streamer's own checkpoint: files between would be skipped. A round in flight
-    # may take the new file with the old reader schema even when the checkpoint is before it yet
-    # (measured: the round that took venue's new file had started before the schema was written)
-    value = str(min(int(first.modified * 1000) - 1, int(state.streamer_checkpoint)))
-    replace_text(marker, value)
-    return value
-
-
 def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """The properties: the keys every table shares (``base.properties``) and each table's own.
 
@@ -405,14 +374,6 @@ def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, d
     base = dict(sorted(shared))
     tables = {name: {k: v for k, v in o.items() if base.get(k) != v} for name, o in per_table.items()}
     return base, tables
-
-
-def replace_text(path: Path, text: str) -> None:
-    """Write a file whole or not at all (a temporary file renamed over it): a streamer that reads
-    it meanwhile sees the old text or the new one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def _properties_text(values: Mapping[str, str], header: str, include: str = "") -> str:
@@ -453,27 +414,48 @@ def write_streamer_config(
     jsonl = params.capture.bronze_format == "jsonl"
     out = []
     for table in params.silver.tables:
-        schema = _newest_bronze_schema(params, table)
+        schema = newest_bronze_schema(params, table)
         if schema is None:
             continue
         config = table_config(params, table)
         engine = params.source(table.source).engine
-        sql = transform_sql(schema, engine, position_fields(params, table), config.delete_mode, jsonl=jsonl)
+        state = read_table_state(config.base_path)  # once per table and generation
+        values = dict(tables[table.name])
+        if reads_kafka(params, table) and not moved_to_bronze(params, table, conf):
+            flavour = "debezium"
+            kind = "Mysql" if engine_kind(engine) == "mysql" else "Postgres"
+            source_class = f"org.apache.hudi.utilities.sources.debezium.{kind}DebeziumSource"
+            checkpoint = kafka_checkpoint(params, table, state)
+            values.pop("hoodie.streamer.source.dfs.root", None)
+            values |= kafka_properties(params, table)
+        else:
+            flavour = "jsonl" if jsonl else "avro"
+            source_class = "org.apache.hudi.utilities.sources." + (
+                "JsonDFSSource" if jsonl else "AvroDFSSource"
+            )
+        sql = transform_sql(
+            schema,
+            engine,
+            position_fields(params, table),
+            config.delete_mode,
+            flavour=flavour,
+            table=table.table,
+        )
         source_schema = _json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)
-        state = read_table_state(config.base_path)  # once per table and generation
-        checkpoint = reread_checkpoint(params, table, conf, schema_text, state) or resume_checkpoint(
-            params, table, state
-        )
+        if flavour != "debezium":
+            checkpoint = reread_checkpoint(params, table, conf, schema_text, state) or resume_checkpoint(
+                params, table, state
+            )
         replace_text(conf / f"{table.name}.reader.avsc", json.dumps(reader_schema(source_schema), indent=2))
         replace_text(conf / f"{table.name}.source.avsc", schema_text)
         schema_file = _uri(join(where, f"{table.name}.source.avsc"))
         target_file = _uri(join(where, f"{table.name}.target.avsc"))
-        values = dict(tables[table.name])
-        values["hoodie.streamer.schemaprovider.source.schema.file"] = _uri(
-            join(where, f"{table.name}.reader.avsc")
-        )
-        values["hoodie.streamer.schemaprovider.target.schema.file"] = target_file
+        if flavour != "debezium":
+            values["hoodie.streamer.schemaprovider.source.schema.file"] = _uri(
+                join(where, f"{table.name}.reader.avsc")
+            )
+            values["hoodie.streamer.schemaprovider.target.schema.file"] = target_file
         values["hoodie.streamer.transformer.sql"] = sql
         props = conf / f"{table.name}.properties"
         replace_text(
@@ -489,9 +471,13 @@ def write_streamer_config(
                 transform_sql=sql,
                 base_path=config.base_path,
                 table_type=table.table_type,
-                source_class="org.apache.hudi.utilities.sources."
-                + ("JsonDFSSource" if jsonl else "AvroDFSSource"),
+                source_class=source_class,
                 checkpoint=checkpoint,
+                kafka=(
+                    {"bootstrap": bootstrap_servers(params), "topic": raw_topic(params, table)}
+                    if flavour == "debezium"
+                    else None
+                ),
             )
         )
     return out

@@ -23,7 +23,8 @@ In ``continuous`` mode the plan file is read again when it changes (the continuo
 when a table's Bronze schema gains a column, or a table gets its first Bronze file), and the target
 schemas are written again: each round builds its streamers from the files as they are then.
 
-Before the streamers start, it writes each table's target schema (``target_schema``): Hudi's own
+Before the streamers start, it writes each Bronze table's target schema (``target_schema``; a table
+read from a Debezium topic has none: HoodieStreamer takes the transformed rows' schema): Hudi's own
 conversion (``AvroConversionUtils``) of the transformed rows' Spark schema, the schema Hudi's
 datasource writer gives the same rows (decimals as ``fixed``, record ``hoodie.<t>.<t>_record``).
 ``FilebasedSchemaProvider`` would otherwise use the Bronze schema as the target and drop the
@@ -119,6 +120,61 @@ def _streamer(spark: Any, args: list[str]) -> Any:
     return jvm.org.apache.hudi.utilities.streamer.HoodieStreamer(config, spark.sparkContext._jsc)
 
 
+def _last_checkpoint(spark: Any, base_path: str) -> str | None:
+    """HoodieStreamer's checkpoint in the table's newest completed commit (None: no table, no
+    commit, or none recorded), through Hudi's own timeline API."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path(base_path)
+    if not path.getFileSystem(conf).exists(jvm.org.apache.hadoop.fs.Path(base_path + "/.hoodie")):
+        return None
+    client = jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
+    timeline = client.setConf(conf).setBasePath(base_path).build().getActiveTimeline()
+    completed = timeline.getCommitsTimeline().filterCompletedInstants()
+    last = completed.lastInstant()
+    if not last.isPresent():
+        return None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where --jars are
+    metadata_class = jvm.java.lang.Class.forName(
+        "org.apache.hudi.common.model.HoodieCommitMetadata", True, loader
+    )
+    details = completed.getInstantDetails(last.get()).get()
+    metadata = jvm.org.apache.hudi.common.model.HoodieCommitMetadata.fromBytes(details, metadata_class)
+    value = metadata.getMetadata("deltastreamer.checkpoint.key")
+    return str(value) if value else None
+
+
+def _kafka_news(spark: Any, table: dict[str, Any]) -> bool:
+    """Whether a table read from a Kafka topic (the plan's ``kafka``) has messages after its
+    checkpoint. Hudi 0.14.0's Debezium sources hand an empty frame *without columns* to the
+    transformer when there are none, which the SQL transform cannot read ("UNRESOLVED_COLUMN",
+    measured): such a table is not synced in that round, as HoodieStreamer commits nothing then."""
+    kafka = table.get("kafka")
+    if not kafka or "--checkpoint" in table["args"]:
+        return True
+    jvm = spark.sparkContext._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", kafka["bootstrap"])
+    for key in ("key.deserializer", "value.deserializer"):
+        props.put(key, "org.apache.kafka.common.serialization.ByteArrayDeserializer")
+    consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+    try:
+        partitions = jvm.java.util.ArrayList()
+        for info in consumer.partitionsFor(kafka["topic"]) or []:
+            partitions.add(jvm.org.apache.kafka.common.TopicPartition(kafka["topic"], info.partition()))
+        ends = consumer.endOffsets(partitions)
+        end = {int(tp.partition()): int(ends.get(tp)) for tp in partitions}
+    finally:
+        consumer.close()
+    checkpoint = _last_checkpoint(spark, table["base_path"])
+    done: dict[int, int] = {}
+    if checkpoint and checkpoint.startswith(kafka["topic"] + ","):
+        for part in checkpoint.split(",")[1:]:
+            number, offset = part.split(":")
+            done[int(number)] = int(offset)
+    return any(offset > done.get(number, 0) for number, offset in end.items())
+
+
 def run(plan_path: str) -> int:
     """Run the plan; 0 when every table synced, 1 otherwise (each failure on stderr)."""
     from pyspark.sql import SparkSession
@@ -142,6 +198,10 @@ def run(plan_path: str) -> int:
         started = time.time()
         status["tables"][table["name"]] = {"state": "RUNNING", "started": started}
         try:
+            if not _kafka_news(spark, table):
+                status["tables"][table["name"]] = {"state": "NOTHING_NEW", "seconds": 0.0}
+                failures.pop(table["name"], None)
+                return
             _streamer(spark, table["args"]).sync()
             status["tables"][table["name"]] = {"state": "DONE", "seconds": round(time.time() - started, 3)}
             failures.pop(table["name"], None)
@@ -166,7 +226,8 @@ def run(plan_path: str) -> int:
             seen = os.stat(plan_path).st_mtime_ns
             plan = json.loads(Path(plan_path).read_text(encoding="utf-8"))
             for table in plan["tables"]:
-                _target_schema(spark, table)
+                if table.get("target_schema"):
+                    _target_schema(spark, table)
             status["plan_reloads"] = status.get("plan_reloads", 0) + 1
         for table in plan["tables"]:
             sync(table)

@@ -5,6 +5,7 @@ checked), and the REST client's scrubbing of worker messages. The real broker an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from support.project import KAFKA_SCRIPTS, project_copy
 
 from helpers.capture.backends import KafkaConnectRestBackend, scrub_secrets, trace_summary
 from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url
+from helpers.capture.kafka_sink import topic_pattern
+from helpers.capture.raw_topics import raw_specs
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
-from helpers.errors import JarsMissingError, StackError
+from helpers.errors import JarsMissingError, ParamsError, StackError
 from helpers.jars import connect_plugin_dirs, jar_tree
 from helpers.params import load_params, project_root
 from helpers.proc import free_port
@@ -124,3 +127,33 @@ def test_missing_kafka_jars_name_the_set_up_command(tmp_path: Path, monkeypatch:
     params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st"), **ports})
     with pytest.raises(StackError, match="Failed to find 92 jar"):
         LocalKafka(params).start_broker()
+
+
+def test_the_raw_twins_of_the_connectors_keep_debezium_s_envelope_on_their_own_slot_and_topics(
+    tmp_path: Path,
+) -> None:
+    """``silver.streamer.source: kafka``: one more connector per PostgreSQL and MariaDB source, with
+    the same login and tables but no transform (Hudi's Debezium sources read the envelope), no
+    signalling, its own slot or binlog client id and schema history, topics outside the sink's
+    pattern."""
+    params = load_params(
+        "local-kafka",
+        {"state_dir": str(tmp_path / "st"), "silver.engine": "streamer", "silver.streamer.source": "kafka"},
+    )
+    pairs = raw_specs(params)
+    assert {main.source for main, _ in pairs} >= {"ecomm", "ems"}
+    pattern = re.compile(topic_pattern(params.project))
+    for main, raw in pairs:
+        assert raw.name == f"tickit_raw-{main.source}" and raw.config["name"] == raw.name
+        assert not [k for k in raw.config if k.startswith(("transforms", "signal.", "notification."))]
+        assert raw.config["database.password"] == main.config["database.password"]  # the reference
+        assert raw.config["table.include.list"] == main.config["table.include.list"]
+        assert all(t.startswith("tickit_raw.") and not pattern.fullmatch(t) for t in raw.topics.values())
+        if main.engine == "postgres":
+            assert raw.config["slot.name"] == main.config["slot.name"] + "_raw"
+        else:
+            assert int(raw.config["database.server.id"]) != int(main.config["database.server.id"])
+            assert raw.config["schema.history.internal.kafka.topic"] == f"{raw.name}.schema-history"
+    for profile in ("local", "ci"):
+        with pytest.raises(ParamsError, match="needs the local-kafka profile"):
+            load_params(profile, {"silver.engine": "streamer", "silver.streamer.source": "kafka"})

@@ -186,10 +186,12 @@ def test_layered_deltastreamer_files_are_linted_as_merged_tables(findings: list[
 #: Rules that read the schema files a configuration names: the posts' fixtures keep theirs on S3
 #: (tested with local files at the end of this module).
 SCHEMA_FILE_RULES = {"streamer-bytes-decimal", "streamer-avro-post-processor"}
+#: The posts' streamer read Bronze from S3, never a Kafka topic (tested at the end of this module).
+KAFKA_SOURCE_RULES = {"streamer-kafka-deserializer"}
 
 
 def test_every_fixture_risk_and_nothing_else(findings: list[Finding]) -> None:
-    assert {f.rule for f in findings} == set(RULES) - SCHEMA_FILE_RULES
+    assert {f.rule for f in findings} == set(RULES) - SCHEMA_FILE_RULES - KAFKA_SOURCE_RULES
     assert has_errors(findings)
     frame = findings_frame(findings)
     assert list(frame["severity"].iloc[:1]) == ["error"] and frame["severity"].iloc[-1] == "warning"
@@ -564,3 +566,17 @@ def test_the_registry_provider_needs_its_converter_key_on_0_14(tmp_path: Path) -
     url = "hoodie.streamer.schemaprovider.registry.url=http://127.0.0.1:18101/apis/ccompat/v7/subjects/t-value/versions/latest\n"
     assert _rules(tmp_path, url) == ["streamer-registry-converter"]
     assert _rules(tmp_path, url + "hoodie.streamer.schemaprovider.registry.schemaconverter=\n") == []
+
+
+def test_a_kafka_source_without_a_deserializer_maven_central_serves_is_flagged(tmp_path: Path) -> None:
+    base = (
+        "hoodie.deltastreamer.schemaprovider.registry.url=http://127.0.0.1:1/apis/ccompat/v7/subjects/t-value/versions/latest\n"
+        "hoodie.streamer.schemaprovider.registry.schemaconverter=\n"
+        "hoodie.deltastreamer.source.kafka.topic=tickit_raw.ems.event\n"
+    )
+    assert _rules(tmp_path, base) == ["streamer-kafka-deserializer"]
+    key = "hoodie.deltastreamer.source.kafka.value.deserializer.class="
+    confluent = f"{key}io.confluent.kafka.serializers.KafkaAvroDeserializer\n"
+    assert _rules(tmp_path, base + confluent) == ["streamer-kafka-deserializer"]
+    apicurio = f"{key}io.apicurio.registry.serde.avro.AvroKafkaDeserializer\n"
+    assert _rules(tmp_path, base + apicurio) == []

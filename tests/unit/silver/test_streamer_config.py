@@ -41,7 +41,7 @@ def params(tmp_path: Path) -> Any:
 
 
 def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", jsonl=False)
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard")
     assert sql.startswith("SELECT `salesid`, `pricepaid`, `__op`, `__file`, `__pos`, `__row`, ")
     assert "`__deleted`," not in sql.split(" FROM ")[0].split("coalesce")[0]  # the flag itself is not kept
     assert "substring_index(CAST(`__file` AS STRING), '.', -1)" in sql
@@ -51,20 +51,57 @@ def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() 
 
 
 def test_soft_deletes_keep_the_row_with_a_boolean_flag() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "soft", jsonl=False)
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "soft")
     assert "AS `__deleted`" in sql and "_hoodie_is_deleted" not in sql
 
 
 def test_json_lines_bronze_reads_the_payload_and_casts_decimals_from_text() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", jsonl=True)
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="jsonl")
     assert "CAST(`pricepaid` AS DECIMAL(8, 2)) AS `pricepaid`" in sql
     assert "FROM (SELECT payload.* FROM <SRC>) AS bronze" in sql
+
+
+def test_a_debezium_source_s_rows_are_renamed_to_bronze_s_columns_then_converted() -> None:
+    """Hudi's Debezium sources give ``_change_operation_type``, ``_event_bin_file``...: renamed to
+    Bronze's ``__op``, ``__file``..., ``__deleted`` from the operation, then the same transform."""
+    sql = transform_sql(
+        SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+    )
+    inner = sql.split("FROM (", 1)[1]
+    for bronze, hudi in (
+        ("__op", "_change_operation_type"),
+        ("__file", "_event_bin_file"),
+        ("__pos", "_event_pos"),
+    ):
+        assert f"`{hudi}` AS `{bronze}`" in inner
+    assert "CASE WHEN `_change_operation_type` = 'd' THEN 'true' ELSE 'false' END AS `__deleted`" in inner
+    assert "CAST(`pricepaid` AS DECIMAL(8, 2)) AS `pricepaid`" in sql
+    assert sql.endswith("FROM <SRC>) AS bronze WHERE `__op` IN ('c', 'u', 'd', 'r')")
+    unknown = {"fields": [*SALE["fields"], {"name": "__txid", "type": "long"}]}
+    with pytest.raises(HudiError, match="no column for Bronze's '__txid'"):
+        transform_sql(
+            unknown, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+        )
+
+
+def test_a_table_read_from_its_topic_has_no_schema_provider_and_tells_the_driver_its_topic() -> None:
+    table = StreamerTable(
+        "sale", "/c/sale.properties", "/c/s.avsc", "/c/t.avsc", "SELECT 1", "/s/sale", "COPY_ON_WRITE",
+        "org.apache.hudi.utilities.sources.debezium.MysqlDebeziumSource",
+        kafka={"bootstrap": "127.0.0.1:9", "topic": "tickit_raw.ecomm.sale"},
+    )  # fmt: skip
+    assert "--schemaprovider-class" not in table.args()
+    entry = table.plan_entry()
+    assert entry["target_schema"] == "" and entry["kafka"]["topic"] == "tickit_raw.ecomm.sale"
+    assert entry["base_path"] == "file:///s/sale"
+    bronze = StreamerTable("t", "p", "s", "t", "q", "b", "COPY_ON_WRITE", "x.AvroDFSSource")
+    assert "--schemaprovider-class" in bronze.args() and "kafka" not in bronze.plan_entry()
 
 
 def test_a_field_name_that_is_not_an_avro_name_is_refused() -> None:
     bad = {"fields": [{"name": "a`b", "type": "int"}]}
     with pytest.raises(HudiError, match="no Avro field name"):
-        transform_sql(bad, "postgres", ("__lsn",), "hard", jsonl=False)
+        transform_sql(bad, "postgres", ("__lsn",), "hard")
 
 
 def test_properties_share_a_base_file_and_keep_each_table_s_own_keys(params: Any) -> None:
