@@ -28,6 +28,29 @@ def _cached(path: Path, setup: str) -> None:
     assert path.exists(), f"the project's Maven cache has no {path.name} (run {setup})"
 
 
+def _offline_fetch(root: Path, set_name: str, rows: str) -> subprocess.CompletedProcess[str]:
+    """``scripts/fetch_jars.sh <set_name>`` in ``root`` with ``rows`` as its ``jars.tsv``, Maven
+    offline from the project's own cache (``WORKBOOK_M2``), which the set-up fills."""
+    (root / "scripts" / "jars.tsv").write_text(rows)
+    env = {**os.environ, "WORKBOOK_M2": str(ROOT / ".cache" / "m2"), "WORKBOOK_MVN_FLAGS": "-o"}
+    return subprocess.run(
+        ["bash", "scripts/fetch_jars.sh", set_name],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _script_only(tmp_path: Path) -> Path:
+    """A folder holding only ``scripts/fetch_jars.sh``."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
+    return tmp_path
+
+
 def test_fetch_jars_refuses_a_jar_whose_checksum_differs(tmp_path: Path) -> None:
     """fetch_jars.sh with a wrong pinned SHA-256: exit 1, the jar removed, the message names the
     coordinates; with the right one the jar is copied and a second run fetches nothing. Maven
@@ -35,22 +58,10 @@ def test_fetch_jars_refuses_a_jar_whose_checksum_differs(tmp_path: Path) -> None
     m2 = ROOT / ".cache" / "m2"
     _cached(m2 / "org" / "apache" / "derby" / "derbytools" / "10.14.2.0", "./workbook setup")
     good = hashlib.sha256((ROOT / JARS_DIR / "derbytools-10.14.2.0.jar").read_bytes()).hexdigest()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
+    root = _script_only(tmp_path)
 
     def run(sha: str) -> subprocess.CompletedProcess[str]:
-        line = f"metastore\torg.apache.derby:derbytools:10.14.2.0\t{sha}\n"
-        (tmp_path / "scripts" / "jars.tsv").write_text(line)
-        env = {**os.environ, "WORKBOOK_M2": str(m2), "WORKBOOK_MVN_FLAGS": "-o"}
-        return subprocess.run(
-            ["bash", "scripts/fetch_jars.sh", "metastore"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return _offline_fetch(root, "metastore", f"metastore\torg.apache.derby:derbytools:10.14.2.0\t{sha}\n")
 
     bad = run("0" * 64)
     assert bad.returncode == 1
@@ -73,22 +84,11 @@ def test_fetch_jars_unpacks_a_checked_archive_once(tmp_path: Path) -> None:
     archive = cached / "apicurio-registry-distro-connect-converter-2.5.11.Final.tar.gz"
     _cached(archive, "./workbook setup registry")
     good = hashlib.sha256(archive.read_bytes()).hexdigest()
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "fetch_jars.sh", tmp_path / "scripts" / "fetch_jars.sh")
+    root = _script_only(tmp_path)
     unpacked = tmp_path / JARS_DIR / "apicurio-registry-distro-connect-converter-2.5.11.Final"
 
     def run(sha: str) -> subprocess.CompletedProcess[str]:
-        (tmp_path / "scripts" / "jars.tsv").write_text(f"registry\t{coords}\t{sha}\n")
-        env = {**os.environ, "WORKBOOK_M2": str(m2), "WORKBOOK_MVN_FLAGS": "-o"}
-        return subprocess.run(
-            ["bash", "scripts/fetch_jars.sh", "registry"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return _offline_fetch(root, "registry", f"registry\t{coords}\t{sha}\n")
 
     bad = run("0" * 64)
     assert bad.returncode == 1
@@ -101,20 +101,6 @@ def test_fetch_jars_unpacks_a_checked_archive_once(tmp_path: Path) -> None:
     assert not any(p.name.endswith(".tar.gz") for p in (tmp_path / JARS_DIR).rglob("*"))
     again = run(good)
     assert again.returncode == 0 and "fetching" not in again.stderr
-
-
-def _offline_fetch(root: Path, rows: str) -> subprocess.CompletedProcess[str]:
-    (root / "scripts" / "jars.tsv").write_text(rows)
-    env = {**os.environ, "WORKBOOK_M2": str(ROOT / ".cache" / "m2"), "WORKBOOK_MVN_FLAGS": "-o"}
-    return subprocess.run(
-        ["bash", "scripts/fetch_jars.sh", "kafka"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_fetch_jars_checks_a_tree_and_a_plugin_archive_then_unpacks_it(tmp_path: Path) -> None:
@@ -133,19 +119,19 @@ def test_fetch_jars_checks_a_tree_and_a_plugin_archive_then_unpacks_it(tmp_path:
     tree = "kafka\ttree:scripts/poms/kafka.xml\tscripts/poms/kafka.sha256\n"
 
     sums.write_text("0" * 64 + good_sums[64:])
-    bad_tree = _offline_fetch(root, tree)
+    bad_tree = _offline_fetch(root, "kafka", tree)
     assert bad_tree.returncode == 1 and "Failed to verify the kafka tree" in bad_tree.stderr
     assert not (root / JARS_DIR / "kafka").exists()
-    bad_plugin = _offline_fetch(root, f"kafka\t{plugin}\t{'0' * 64}\n")
+    bad_plugin = _offline_fetch(root, "kafka", f"kafka\t{plugin}\t{'0' * 64}\n")
     assert bad_plugin.returncode == 1 and f"Failed to verify {plugin}" in bad_plugin.stderr
 
     sums.write_text(good_sums)
-    ok = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
+    ok = _offline_fetch(root, "kafka", tree + f"kafka\t{plugin}\t{good_sha}\n")
     assert ok.returncode == 0, ok.stderr
     assert len(list((root / JARS_DIR / "kafka").glob("*.jar"))) == len(good_sums.splitlines())
     unpacked = root / JARS_DIR / "connect-plugins" / "debezium-connector-postgres-3.6.3.Final"
     assert (
         unpacked / "debezium-connector-postgres" / "debezium-connector-postgres-3.6.3.Final.jar"
     ).is_file()
-    again = _offline_fetch(root, tree + f"kafka\t{plugin}\t{good_sha}\n")
+    again = _offline_fetch(root, "kafka", tree + f"kafka\t{plugin}\t{good_sha}\n")
     assert again.returncode == 0 and "fetch" not in again.stderr
