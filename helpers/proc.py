@@ -38,6 +38,7 @@ __all__ = [
     "read_pid",
     "read_status",
     "replace_text",
+    "stop_on_signal",
     "register_child",
     "spawn_module",
     "spawn_server",
@@ -340,6 +341,25 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 STATUS_FILE = "status.json"
 """The status file a worker process rewrites atomically after every step."""
+
+
+def stop_on_signal(on_stop: Callable[[], object] | None = None) -> threading.Event:
+    """SIGTERM and SIGINT ask a worker process to stop: the returned event is set (and ``on_stop``
+    called, in the signal handler), and the worker's loop ends after its current step.
+
+    Returns:
+        The event a worker's loop watches.
+    """
+    stopping = threading.Event()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        stopping.set()
+        if on_stop is not None:
+            on_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    return stopping
 
 
 def replace_text(path: Path, text: str) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -50,7 +49,7 @@ from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
 from helpers.lake_store import lake_uri
 from helpers.params import WorkbookParams
-from helpers.proc import ModuleJob, read_status, write_status
+from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
 from helpers.spark import build_spark_session
 
 __all__ = [
@@ -241,13 +240,7 @@ def run(directory: Path) -> int:
             status[key] = previous[key]
     status.update(state="STARTING", pid=os.getpid(), error=None, started_at=time.time())
     write_status(directory, status)
-    stopping = {"flag": False}
-
-    def stop(signum: int, _frame: Any) -> None:
-        stopping["flag"] = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_on_signal()
     kafka = params.local.kafka
     spark_params = params.spark.model_copy(
         update={"driver_memory": kafka.sink_driver_memory, "catalog": "none"}
@@ -286,7 +279,7 @@ def run(directory: Path) -> int:
     status["state"] = "RUNNING"
     write_status(directory, status)
     error: str | None = None
-    while not stopping["flag"]:
+    while not stopping.is_set():
         try:
             query.awaitTermination(0.5)  # raises the query's exception once it failed
         except Exception as exc:  # noqa: BLE001 - the failure goes to the status

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from helpers.bronze.writer import BronzeWriter
 from helpers.capture.connectors import NOTIFICATION_TOPIC
 from helpers.errors import BronzeError, CaptureError
 from helpers.lake_store import is_s3, set_lake_s3
-from helpers.proc import read_status, write_status
+from helpers.proc import read_status, stop_on_signal, write_status
 from helpers.s3_server import S3Connection
 from helpers.sources.sql import quote_mariadb
 
@@ -333,15 +332,12 @@ def run(directory: Path) -> int:
         extra_classpaths=config.get("classpath") or None,
     )
     engine.engine  # noqa: B018 - starts the JVM and builds the engine here, in the main thread
-    stopping = threading.Event()
 
     def close_on_request() -> None:
         capture.set(state="STOPPING")  # a stop was asked for: gone from here on means stopped
         engine.close()
 
-    def stop(signum: int, _frame: Any) -> None:
-        stopping.set()
-        threading.Thread(target=close_on_request, daemon=True).start()
+    stopping = stop_on_signal(lambda: threading.Thread(target=close_on_request, daemon=True).start())
 
     def bronze_failed() -> None:
         # the handler's exception interrupts the engine; close it too, and exit at the latest after
@@ -352,8 +348,6 @@ def run(directory: Path) -> int:
         watchdog.start()
 
     capture.on_fatal = bronze_failed
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     failure: list[BaseException] = []
 
     def run_engine() -> None:

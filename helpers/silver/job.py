@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 import uuid
@@ -20,7 +19,7 @@ from typing import Any, ClassVar
 
 from helpers.errors import WorkbookError
 from helpers.params import WorkbookParams
-from helpers.proc import ModuleJob, read_status, write_status
+from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
 from helpers.silver.ingest import ingest_all
 from helpers.silver.streamer import run_streamer_job
 from helpers.silver.tables import bronze_store, pending_bronze
@@ -85,13 +84,7 @@ def run(directory: Path) -> int:
     if params.silver.engine == "streamer":
         return run_streamer_job(params, directory)
     previous = read_status(directory)
-    stopping = {"flag": False}
-
-    def stop(signum: int, _frame: Any) -> None:
-        stopping["flag"] = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_on_signal()
     status: dict[str, Any] = {
         "state": "STARTING",
         "pid": os.getpid(),
@@ -108,7 +101,7 @@ def run(directory: Path) -> int:
     store = bronze_store(params)
     status["state"] = "RUNNING"
     interval = params.silver.min_interval_s
-    while not stopping["flag"]:
+    while not stopping.is_set():
         started = time.monotonic()
         result = None
         try:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,7 +32,7 @@ from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_archive, project_jars, shaded_jar
 from helpers.params import SilverTableParams, WorkbookParams, project_root
-from helpers.proc import read_status, replace_text, write_status
+from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
 from helpers.silver.tables import table_lock
 
@@ -280,13 +280,7 @@ def run_streamer_job(params: WorkbookParams, directory: Path) -> int:
     schema took). A table added to the parameters is taken when the job starts again
     (``./workbook run`` restarts it with the new parameters).
     """
-    stopping = {"flag": False}
-
-    def stop(signum: int, _frame: Any) -> None:
-        stopping["flag"] = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stopping = stop_on_signal()
     previous = read_status(directory)
     status: dict[str, Any] = {
         "state": "STARTING",
@@ -316,7 +310,7 @@ def _supervise(
     params: WorkbookParams,
     directory: Path,
     status: dict[str, Any],
-    stopping: dict[str, bool],
+    stopping: threading.Event,
     tables: list[StreamerTable],
     locks: ExitStack,
     argv: list[str],
@@ -329,7 +323,7 @@ def _supervise(
         )
     driver_status = directory / "streamer" / "driver-status.json"
     refreshed = time.monotonic()
-    while not stopping["flag"] and child.poll() is None:
+    while not stopping.is_set() and child.poll() is None:
         driver = json.loads(driver_status.read_text()) if driver_status.exists() else {}
         if driver.get("state") == "RUNNING" and driver.get("rounds", 0) > status["loops"]:
             status.update(state="RUNNING", loops=driver["rounds"], error=driver.get("error"))
