@@ -42,9 +42,8 @@ def resume_checkpoint(
     state = state or read_table_state(table_config(params, table).base_path)
     if state.is_new or _is_bronze_checkpoint(state.streamer_checkpoint):
         return None  # a Kafka checkpoint (silver.streamer.source switched back): from Bronze's own
-    store = bronze_store(params)
-    listing = store.list(silver_topic(params, table))
-    pending, _ = pending_bronze(params, table, store, state)
+    listing = bronze_store(params).list(silver_topic(params, table))  # listed once
+    pending, _ = pending_bronze(params, table, state=state, listing=listing)
     if not listing:
         return "0"
     if pending:

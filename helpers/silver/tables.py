@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +235,7 @@ def pending_bronze(
     table: SilverTableParams,
     store: BronzeStore | None = None,
     state: TableState | None = None,
+    listing: Sequence[BronzeObject] | None = None,
 ) -> tuple[list[BronzeObject], BronzeCheckpoint]:
     """The table's Bronze files not taken yet (at most ``silver.max_files_per_round``), and the
     checkpoint to commit after taking them. Whichever engine wrote the table last: a streamer
@@ -245,16 +246,16 @@ def pending_bronze(
         table: the Silver table.
         store: where Bronze is listed (default :func:`bronze_store`).
         state: the table's state, when the caller has read it (default: read here).
+        listing: the table's Bronze files, when the caller has listed them (default: listed here).
     """
 
     state = state or read_table_state(table_config(params, table).base_path)
     settled = settled_files(params, table.name)  # quarantined with nothing to apply: taken
     listed_at = time.time()
-    listing = [
-        o for o in (store or bronze_store(params)).list(silver_topic(params, table)) if o.name not in settled
-    ]
+    if listing is None:
+        listing = (store or bronze_store(params)).list(silver_topic(params, table))
     return plan_round(
-        listing,
+        [o for o in listing if o.name not in settled],
         state.checkpoint,
         listed_at,
         params.silver.checkpoint_margin_s,
