@@ -40,28 +40,11 @@ from helpers.capture import connector_specs, open_backend, register_connectors  
 from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
-from helpers.proc import process_rss  # noqa: E402
+from helpers.proc import descendants, process_rss  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.silver.streamer import streamer_job_argv  # noqa: E402
 from helpers.silver.streamer_config import write_streamer_config  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
-
-
-def _tree(pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [p for p, pp in parents.items() if pp == parent and p not in found]
-        found.update(children)
-        frontier.extend(children)
-    return found
 
 
 class Peak:
@@ -74,7 +57,7 @@ class Peak:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, sum(process_rss(p) for p in _tree(self.pid)))
+            self.peak = max(self.peak, sum(process_rss(p) for p in descendants(self.pid)))
             time.sleep(0.2)
 
     def stop(self) -> float:

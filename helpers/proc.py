@@ -36,6 +36,7 @@ __all__ = [
     "port_in_use",
     "process_rss",
     "read_pid",
+    "descendants",
     "read_status",
     "replace_text",
     "stop_on_signal",
@@ -397,33 +398,47 @@ def process_rss(pid: int) -> int:
     return 0
 
 
-def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
-    """The processes of a workbook run: ``root_pid`` and its descendants, plus every process that
-    runs in or names ``state_dir`` (the database servers, capture workers, the Silver job and the
-    metastore detach from the process tree)."""
-    marker = str(Path(state_dir).resolve())
+def _parents() -> dict[int, int]:
+    """Every process's parent, from ``/proc``."""
     parents: dict[int, int] = {}
-    found = {root_pid}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            stat = (entry / "stat").read_text()
-            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(entry / "cwd") if marker not in cmdline else marker
-        except (OSError, ValueError, IndexError):
-            continue
-        if marker in cmdline or cwd.startswith(marker):
-            found.add(pid)
-    frontier = [root_pid]
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return parents
+
+
+def descendants(root_pid: int, parents: Mapping[int, int] | None = None) -> set[int]:
+    """``root_pid`` and every process below it in the process tree."""
+    parents = _parents() if parents is None else parents
+    found, frontier = {root_pid}, [root_pid]
     while frontier:
         parent = frontier.pop()
         children = [p for p, pp in parents.items() if pp == parent and p not in found]
         found.update(children)
         frontier.extend(children)
     return found
+
+
+def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
+    """The processes of a workbook run: ``root_pid`` and its :func:`descendants`, plus every
+    process that runs in or names ``state_dir`` (the database servers, capture workers, the Silver
+    job and the metastore detach from the process tree)."""
+    marker = str(Path(state_dir).resolve())
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd") if marker not in cmdline else marker
+        except OSError:
+            continue
+        if marker in cmdline or cwd.startswith(marker):
+            found.add(int(entry.name))
+    return found | descendants(root_pid)
 
 
 class PeakMemory:
