@@ -21,6 +21,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from support.aws import aws_overrides
 
 from helpers.cli import main
 from helpers.deploy.package import (
@@ -41,14 +42,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 BUCKET = "wb-artifacts"
 PREFIX = f"s3://{BUCKET}/workbook/{VERSION}/"
 #: every placeholder of params/aws.yaml replaced: load_params("aws") passes its checks
-AWS_OVERRIDES = {
-    "aws.s3_bucket": "lake-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://lake-bucket/bronze",
-    "lake.silver": "s3://lake-bucket/silver",
-}
+AWS_OVERRIDES = aws_overrides("lake-bucket")
 
 
 def _params(**overrides: Any) -> Any:

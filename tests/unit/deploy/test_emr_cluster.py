@@ -10,20 +10,13 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from support.aws import aws_overrides
 
 from helpers.deploy.emr import check_cluster, create_cluster
 from helpers.errors import AwsError
 from helpers.params import WorkbookParams, load_params
 
-OVERRIDES = {
-    "aws.s3_bucket": "test-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://test-bucket/bronze",
-    "lake.silver": "s3://test-bucket/silver",
-    "aws.emr.subnet_id": "subnet-0abc",
-}
+OVERRIDES = aws_overrides(**{"aws.emr.subnet_id": "subnet-0abc"})
 VERSION = importlib.metadata.version("cdc-lakehouse-workbook")
 BOOTSTRAP = f"s3://test-bucket/workbook/{VERSION}/emr-bootstrap.sh"
 GLUE_FACTORY = "com.amazonaws.glue.catalog.metastore.AWSGlueDataCatalogHiveClientFactory"

@@ -14,21 +14,14 @@ import boto3
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from support.aws import aws_overrides
 
 from helpers.deploy.executions import run_notebook_executions
 from helpers.errors import AwsError
 
-OVERRIDES = {
-    "aws.s3_bucket": "test-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://test-bucket/bronze",
-    "lake.silver": "s3://test-bucket/silver",
-    "aws.emr.cluster_id": "j-1ABC",
-    "aws.studio.editor_id": "e-WORKSPACE",
-    "tickit.scale": 0.1,
-}
+OVERRIDES = aws_overrides(
+    **{"aws.emr.cluster_id": "j-1ABC", "aws.studio.editor_id": "e-WORKSPACE", "tickit.scale": 0.1}
+)
 RUN = "20250102T030405Z-aws"
 OUTPUT = f"s3://test-bucket/workbook/executions/{RUN}"
 

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from support.aws import aws_overrides
 
 from helpers.deploy.streamer_steps import streamer_location, submit_streamer_steps
 from helpers.errors import AwsError
@@ -18,16 +19,7 @@ from helpers.params import WorkbookParams, load_params
 from helpers.silver.streamer import DRIVER
 from helpers.silver.streamer_config import StreamerTable
 
-OVERRIDES = {
-    "aws.s3_bucket": "test-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://test-bucket/bronze",
-    "lake.silver": "s3://test-bucket/silver",
-    "silver.engine": "streamer",
-    "silver.streamer.emr_cluster_id": "j-615STREAMER",
-}
+OVERRIDES = aws_overrides(**{"silver.engine": "streamer", "silver.streamer.emr_cluster_id": "j-615STREAMER"})
 LOCATION = "s3://test-bucket/workbook/streamer/tickit"
 CONF = [
     "--conf",

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from support.aws import aws_overrides
 
 from helpers.errors import AwsError
 from helpers.params import load_params
@@ -26,14 +27,7 @@ from helpers.sources.rds_cdc import (
     sqlserver_cdc_statements,
 )
 
-AWS_OVERRIDES = {
-    "aws.s3_bucket": "test-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://test-bucket/bronze",
-    "lake.silver": "s3://test-bucket/silver",
-}
+AWS_OVERRIDES = aws_overrides()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import boto3
 import pandas as pd
 import pytest
 from moto import mock_aws
+from support.aws import aws_overrides
 
 from helpers.errors import AwsError, CdcSetupError
 from helpers.params import load_params
@@ -18,14 +19,7 @@ from helpers.sources.api import LocalSources, check_preflight, open_sources
 from helpers.sources.cdc_report import PREFLIGHT_COLUMNS
 from helpers.sources.rds import RdsSources
 
-AWS_OVERRIDES = {
-    "aws.s3_bucket": "test-bucket",
-    "aws.rds.postgres.instance_id": "ems-pg",
-    "aws.rds.mysql.instance_id": "ecomm-my",
-    "aws.rds.sqlserver.instance_id": "crm-ss",
-    "lake.bronze": "s3://test-bucket/bronze",
-    "lake.silver": "s3://test-bucket/silver",
-}
+AWS_OVERRIDES = aws_overrides()
 
 
 class RecordingConnection:
