@@ -5,21 +5,22 @@ Not a benchmark of figures against a baseline: it runs once and prints what happ
 
 1. An isolated local-kafka stack at CI scale (PostgreSQL, MariaDB, broker, Connect worker, Apicurio
    Registry), the workbook's connectors registered as usual.
-2. One more connector, ``raw-ems``, for ``ems.event`` **without** the workbook's transforms: Hudi's
-   Debezium sources read Debezium's envelope (``after.*``, ``source.lsn``), which the workbook's
-   ``ExtractNewRecordState`` flattens away. Same Apicurio Avro converter (Confluent wire format).
+2. One more connector, the unflattened twin of ``helpers.capture.raw_topics``, for ``ems.event``
+   only, **without** the workbook's transforms: Hudi's Debezium sources read Debezium's envelope
+   (``after.*``, ``source.lsn``), which the workbook's ``ExtractNewRecordState`` flattens away.
+   Same Apicurio Avro converter (Confluent wire format).
 3. HoodieStreamer 0.14.0 on the streamer runtime (pyspark 3.4.1) with ``PostgresDebeziumSource``,
    ``PostgresDebeziumAvroPayload``, the registry's Confluent-compatible API for the envelope's
    schema (the source's own ``SchemaRegistryProvider``; no ``--schemaprovider-class``: given one,
    0.14.0 converts the flattened rows with the envelope's schema and fails with "null value for
    (non-nullable) Source at Envelope.source", measured) and Apicurio's ``AvroKafkaDeserializer``
    in place of Confluent's ``KafkaAvroDeserializer`` (``io.confluent``, not on Maven Central), plus Spark's
-   ``spark-streaming-kafka-0-10`` and ``spark-token-provider-kafka-0-10`` 3.4.1 from Maven Central
-   (the Kafka sources need them; fetched into ``.cache/m2`` by this probe).
+   ``spark-streaming-kafka-0-10`` and ``spark-token-provider-kafka-0-10`` 3.4.1 (jar set ``streamer``).
 4. The Silver table it wrote against the source, row by row; then an update and a delete at the
    source, a second run, and the comparison again.
 
-Run: ``.venv/bin/python bench/probe_debezium_sources.py [--keep]``.
+Run: ``.venv/bin/python bench/probe_debezium_sources.py [--keep]``. What became of it: the streamer's
+third mode, ``silver.streamer.source: kafka`` (``docs/streamer.md``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from psycopg import sql  # noqa: E402
 from support.kafka_profile import kafka_overrides  # noqa: E402
 
 from helpers.capture.kafka import LocalKafka  # noqa: E402
+from helpers.capture.raw_topics import raw_spec  # noqa: E402
 from helpers.capture.register import connector_specs, local_endpoints  # noqa: E402
 from helpers.capture.registry import LocalRegistry  # noqa: E402
 from helpers.hudi.read import read_snapshot  # noqa: E402
@@ -51,49 +53,18 @@ from helpers.poll import wait_until  # noqa: E402
 from helpers.silver.streamer import SPARK_CONF, runtime_python  # noqa: E402
 from helpers.sources.local.stack import LocalStack  # noqa: E402
 
-#: What Hudi's Kafka sources need of Spark on the streamer runtime (pyspark 3.4.1 ships neither).
-SPARK_KAFKA = (
-    "org.apache.spark:spark-streaming-kafka-0-10_2.12:3.4.1",
-    "org.apache.spark:spark-token-provider-kafka-0-10_2.12:3.4.1",
-)
 TABLE, KEY = "event", "eventid"
-TOPIC = f"raw.ems.{TABLE}"
+TOPIC = f"tickit_raw.ems.{TABLE}"  # helpers.capture.raw_topics
 TABLE_ID, KEY_ID = sql.Identifier("ems", TABLE), sql.Identifier(KEY)
-
-
-def _fetch_spark_kafka() -> list[Path]:
-    m2 = project_root() / ".cache" / "m2"
-    jars = []
-    for coords in SPARK_KAFKA:
-        group, artifact, version = coords.split(":")
-        jar = m2 / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
-        if not jar.exists():
-            subprocess.run(
-                ["mvn", "-q", f"-Dmaven.repo.local={m2}", "dependency:get", f"-Dartifact={coords}",
-                 "-Dtransitive=false"],
-                check=True,
-            )  # fmt: skip
-        jars.append(jar)
-    return jars
 
 
 def _register_raw_connector(params: object, kafka: LocalKafka) -> None:
     spec = next(s for s in connector_specs(params, local_endpoints(params)) if s.source == "ems")  # type: ignore[arg-type]
-    config = {
-        k: v
-        for k, v in spec.config.items()
-        if not k.startswith(("transforms", "signal.", "notification.", "custom.metric"))
-    }
-    config |= {
-        "name": "raw-ems",
-        "topic.prefix": "raw",
-        "slot.name": "raw_ems_slot",
-        "table.include.list": f"ems.{TABLE}",
-        "custom.metric.tags": "connector=raw-ems",
-    }
+    raw = raw_spec(params, spec)  # type: ignore[arg-type]
+    config = {**raw.config, "table.include.list": f"ems.{TABLE}"}  # one table is enough here
     import requests
 
-    answer = requests.put(f"{kafka.url}/connectors/raw-ems/config", json=config, timeout=30)
+    answer = requests.put(f"{kafka.url}/connectors/{raw.name}/config", json=config, timeout=30)
     answer.raise_for_status()
 
 
@@ -222,12 +193,12 @@ def main() -> None:
             timeout_s=120,
             what=f"the subject {TOPIC}-value in the registry",
         )
-        print(f"2. raw-ems registered; {TOPIC}-value in the registry")
+        print(f"2. the unflattened twin registered; {TOPIC}-value in the registry")
         folder = params.state_path / "probe"
         folder.mkdir(parents=True, exist_ok=True)
         props = _props(folder, params, kafka, registry)
         converter = project_archive("registry", "apicurio-registry-distro-connect-converter")
-        extra = [*_fetch_spark_kafka(), *sorted(converter.glob("apicurio-*.jar"))]
+        extra = sorted(converter.glob("apicurio-*.jar"))  # Spark's Kafka jars: in the streamer set
         for step in ("snapshot", "update and delete"):
             if step != "snapshot":
                 _update_and_delete(stack)
