@@ -427,6 +427,10 @@ class KafkaConnectRestBackend:
     def delete(self, name: str) -> None:
         self._call("DELETE", f"/connectors/{name}", ok=(200, 204, 404))
 
+    def connector_names(self) -> list[str]:
+        """Every connector the worker runs (``GET /connectors``)."""
+        return [str(n) for n in self._call("GET", "/connectors") or []]
+
 
 def trace_summary(trace: str) -> str:
     """A Java stack trace's first line plus its root cause (the last ``Caused by:``), where the

@@ -12,6 +12,7 @@ and schema history topic. Without signalling, it cannot re-snapshot one table
 
 :func:`ensure_raw_capture` registers them and waits until each has caught up with the workbook's
 connector of its source: its snapshot done and its committed source offset at or after the other's.
+:func:`retire_raw_capture` removes them, and their replication slots, once nothing reads them.
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ from typing import Any
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec
+from helpers.capture.kafka import connect_url, local_worker
 from helpers.capture.offsets import offset_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
 from helpers.errors import CaptureError
-from helpers.naming import raw_connector_name, raw_topic_prefix
+from helpers.naming import raw_connector_name, raw_topic_prefix, slot_name
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
+from helpers.sources.local.stack import LocalStack
 from helpers.sources.positions import SourcePosition
+from helpers.sources.sql import engine_kind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RAW_ENGINES", "ensure_raw_capture", "raw_spec", "raw_specs"]
+__all__ = ["RAW_ENGINES", "ensure_raw_capture", "raw_spec", "raw_specs", "retire_raw_capture"]
 
 #: The engines Hudi 0.14.0 has a Debezium source for (SQL Server has none).
 RAW_ENGINES = ("postgres", "mysql")
@@ -131,3 +135,49 @@ def ensure_raw_capture(params: WorkbookParams, *, timeout_s: float = 300.0) -> l
         detail=lambda: "; ".join(f"{n}: {why}" for n, why in behind.items()),
     )
     return [raw.name for _, raw in pairs]
+
+
+def retire_raw_capture(params: WorkbookParams, *, timeout_s: float = 60.0) -> list[str]:
+    """Delete the unflattened connectors and drop their PostgreSQL replication slots when nothing
+    reads them any more (``silver.streamer.source`` is not ``kafka``, or the engine is ``pyspark``):
+    a slot nobody reads holds the server's WAL for ever. Only on the project's own Connect worker,
+    and only when it runs (a stopped worker has nothing to retire now; the next round will).
+
+    Returns:
+        The connectors deleted.
+
+    Raises:
+        WaitTimeoutError: when a slot stays active ``timeout_s`` after its connector was deleted.
+    """
+    wanted = params.silver.engine == "streamer" and params.silver.streamer.source == "kafka"
+    if wanted or params.environment == "aws" or not local_worker(params):
+        return []
+    backend = KafkaConnectRestBackend(connect_url(params))
+    try:
+        names = backend.connector_names()
+    except CaptureError:
+        return []
+    twins = [n for n in names if n.startswith(raw_connector_name(params, ""))]
+    for name in twins:
+        backend.delete(name)
+        log.warning("Deleted connector %s: nothing reads the unflattened change topics now", name)
+    slots = [
+        f"{slot_name(params, source)}_raw"
+        for source, sp in params.sources.items()
+        if engine_kind(sp.engine) == "postgres"
+    ]
+    if not twins or not slots:
+        return twins
+    stack = LocalStack(params)
+    query = "SELECT slot_name, active FROM pg_replication_slots WHERE slot_name = ANY(%s)"
+
+    def dropped() -> bool:
+        with stack.connect_postgres_admin() as conn:
+            rows = conn.execute(query, (slots,)).fetchall()
+            for slot, active in rows:
+                if not active:
+                    conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            return all(not active for _, active in rows)
+
+    wait_until(dropped, timeout_s=timeout_s, what=f"the replication slots {slots} to be released")
+    return twins

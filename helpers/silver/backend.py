@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from helpers.capture.raw_topics import retire_raw_capture
 from helpers.errors import HudiError, WaitTimeoutError
 from helpers.hudi.inspect import table_file_groups
 from helpers.hudi.keys import RECORD_KEY_COL
@@ -210,6 +211,7 @@ class LocalSilver:
     params: WorkbookParams
 
     def ingest(self) -> pd.DataFrame:
+        retire_raw_capture(self.params)  # the streamer's Kafka mode left twin connectors: unread now
         return ingest_all(self.params)
 
     def tables(self) -> pd.DataFrame:
@@ -278,6 +280,7 @@ class StreamerSilver(LocalSilver):
         continuous streamer job holds the tables' locks: it is stopped first, after its round
         (``start_continuous`` starts it again)."""
         SilverJob(self.params).stop()
+        retire_raw_capture(self.params)  # a no-op while silver.streamer.source is kafka
         result = run_streamer_once(self.params)
         committed = [str(name) for name in result.loc[result["instant"].notna(), "table"]]
         if committed and self.params.silver.sync:
