@@ -63,9 +63,8 @@ def moved_to_bronze(params: WorkbookParams, table: SilverTableParams, conf: Path
     convert every message of a batch with the subject's newest schema, so a batch that holds
     messages of an older one fails ("ArrayIndexOutOfBoundsException: Index 6", measured after a
     column was added); Bronze files carry their own schemas, which the Bronze source reads
-    (:func:`helpers.silver.streamer_resume.reread_checkpoint`). The move is kept in
-    ``<table>.from-bronze``; deleting it (after the topic holds only the newest schema's messages
-    past the table's checkpoint) moves it back."""
+    (:func:`helpers.silver.streamer_resume.reread_checkpoint`). The move is recorded in
+    ``<table>.from-bronze`` and is for good: the subject keeps its older versions."""
     marker = conf / f"{table.name}.from-bronze"
     if marker.exists():
         return True
