@@ -86,8 +86,10 @@ from helpers.params import WorkbookParams  # noqa: E402
 from helpers.pipeline import start_servers  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
 from helpers.proc import (  # noqa: E402
-    free_port,  # noqa: E402
+    descendants,
+    free_port,
     live_pid,
+    process_parents,
     process_rss,
 )
 from helpers.silver.job import SilverJob  # noqa: E402
@@ -130,25 +132,9 @@ def profile_overrides(name: str) -> tuple[str, dict[str, Any]]:
     }
 
 
-def _parents() -> dict[int, int]:
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                out[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return out
-
-
 def tree_rss(root: int, parents: dict[int, int]) -> tuple[int, str]:
     """Resident bytes of ``root`` and its descendants, and what was summed (``python + java``)."""
-    tree, frontier = [root], [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [p for p, pp in parents.items() if pp == parent]
-        tree += children
-        frontier += children
+    tree = descendants(root, parents)
     names: Counter[str] = Counter()
     for pid in tree:
         try:
@@ -262,7 +248,7 @@ def run_profile(name: str, args: argparse.Namespace) -> tuple[Figures, dict[str,
             figures[f"commit -> Silver {engine} ({table}) p95 s"] = (p95, ".2f")
         print(f"[{name}] commit -> Silver measured", flush=True)
 
-        parents = _parents()
+        parents = process_parents()
         capture = total = 0
         for label, pid in components(params, backend, specs).items():
             rss, summed[label] = tree_rss(pid, parents)

@@ -37,6 +37,7 @@ __all__ = [
     "process_rss",
     "read_pid",
     "descendants",
+    "process_parents",
     "read_status",
     "replace_text",
     "stop_on_signal",
@@ -398,7 +399,7 @@ def process_rss(pid: int) -> int:
     return 0
 
 
-def _parents() -> dict[int, int]:
+def process_parents() -> dict[int, int]:
     """Every process's parent, from ``/proc``."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -412,7 +413,7 @@ def _parents() -> dict[int, int]:
 
 def descendants(root_pid: int, parents: Mapping[int, int] | None = None) -> set[int]:
     """``root_pid`` and every process below it in the process tree."""
-    parents = _parents() if parents is None else parents
+    parents = process_parents() if parents is None else parents
     found, frontier = {root_pid}, [root_pid]
     while frontier:
         parent = frontier.pop()
