@@ -127,14 +127,14 @@ class StreamerTable:
     def _kafka_entry(self) -> dict[str, Any]:
         """A table read from a Kafka topic: no target schema file (HoodieStreamer takes the transformed
         rows' own) and what the driver needs to see whether the topic has news."""
-        if self.reads_bronze:
+        if self.kafka is None:
             return {}
-        return {"target_schema": "", "base_path": _uri(self.base_path), "kafka": dict(self.kafka or {})}
+        return {"target_schema": "", "base_path": _uri(self.base_path), "kafka": dict(self.kafka)}
 
     @property
     def reads_bronze(self) -> bool:
-        """Whether the table is read from Bronze files (else from a Debezium topic)."""
-        return self.source_class.endswith("DFSSource")
+        """Whether the table is read from Bronze files (else from a Debezium topic, :attr:`kafka`)."""
+        return self.kafka is None
 
     def args(self) -> list[str]:
         """HoodieStreamer's arguments (what follows the jar in ``spark-submit``), run-once: the
