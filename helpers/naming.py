@@ -13,6 +13,7 @@ __all__ = [
     "silver_topic",
     "publication_name",
     "raw_connector_name",
+    "raw_slot_name",
     "raw_topic",
     "raw_topic_prefix",
     "silver_database",
@@ -52,6 +53,11 @@ def raw_topic(params: WorkbookParams, table: SilverTableParams) -> str:
 def raw_connector_name(params: WorkbookParams, source: str) -> str:
     """The connector writing a source's unflattened change topics: ``<project>_raw-<source>``."""
     return f"{raw_topic_prefix(params)}-{source}"
+
+
+def raw_slot_name(params: WorkbookParams, source: str) -> str:
+    """Replication slot of a PostgreSQL source's unflattened twin connector: ``<slot>_raw``."""
+    return f"{slot_name(params, source)}_raw"
 
 
 def connector_name(params: WorkbookParams, source: str) -> str:

@@ -27,7 +27,7 @@ from helpers.capture.kafka import connect_url, local_worker
 from helpers.capture.offsets import offset_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
 from helpers.errors import CaptureError
-from helpers.naming import raw_connector_name, raw_topic_prefix, slot_name
+from helpers.naming import raw_connector_name, raw_slot_name, raw_topic_prefix
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.local.stack import LocalStack
@@ -67,7 +67,7 @@ def raw_spec(params: WorkbookParams, spec: ConnectorSpec) -> ConnectorSpec:
         "custom.metric.tags": f"connector={name}",
     }
     if spec.engine == "postgres":
-        config["slot.name"] = f"{spec.config['slot.name']}_raw"
+        config["slot.name"] = raw_slot_name(params, spec.source)
     else:
         config["database.server.id"] = str(int(spec.config["database.server.id"]) + _SERVER_ID_OFFSET)
         if "schema.history.internal.kafka.topic" in config:
@@ -162,9 +162,7 @@ def retire_raw_capture(params: WorkbookParams, *, timeout_s: float = 60.0) -> li
         backend.delete(name)
         log.warning("Deleted connector %s: nothing reads the unflattened change topics now", name)
     slots = [
-        f"{slot_name(params, source)}_raw"
-        for source, sp in params.sources.items()
-        if engine_kind(sp.engine) == "postgres"
+        raw_slot_name(params, s) for s, sp in params.sources.items() if engine_kind(sp.engine) == "postgres"
     ]
     if not twins or not slots:
         return twins
