@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bronze.read import read_bronze
+from helpers.engines import engine_kind
 from helpers.hudi.read import read_snapshot
 from helpers.isolation import isolated_params
+from helpers.local.stack import LocalStack
 from helpers.naming import table_topic
 from helpers.params import WorkbookParams
 from helpers.silver.tables import table_config
-from helpers.sources.local.stack import LocalStack
-from helpers.sources.sql import engine_kind
 
 _COMPLETED = (".commit", ".deltacommit")
 

@@ -16,7 +16,7 @@ peak heap (the sum of its heap pools' peaks). Goals: Python peak <= 0.5 GiB and 
 across the sizes; >= 40,000 events/s at 9 M events.
 
 **Spread** (``--spread``): the 2.25 M backlog on the local standalone cluster
-(:mod:`helpers.spark_cluster`) with one executor core, then two; goal: a speed-up >= 1.6x.
+(:mod:`helpers.local.spark_cluster`) with one executor core, then two; goal: a speed-up >= 1.6x.
 
 Run::
 
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from helpers.bronze.synthetic import write_sale_backlog  # noqa: E402
+from helpers.local.spark_cluster import LocalSparkCluster  # noqa: E402
 from helpers.params import load_params  # noqa: E402
 from helpers.proc import free_port  # noqa: E402
-from helpers.spark_cluster import LocalSparkCluster  # noqa: E402
 
 BASELINE = "09feb2d"
 KEYS_PER_EVENT = 172_456 / 450_341  # TICKIT sale rows per event of a full-scale Bronze

@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.isolation import isolated_folder, isolated_overrides
+from helpers.local.stack import LocalStack  # noqa: E402
 from helpers.params import load_params  # noqa: E402
-from helpers.sources.local.stack import LocalStack  # noqa: E402
 from helpers.sources.sample.bulk import bulk_load_mariadb  # noqa: E402
 from helpers.sources.sample.load import load_tickit  # noqa: E402
 from helpers.sources.sample.tickit import generate_tickit  # noqa: E402

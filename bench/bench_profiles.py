@@ -7,7 +7,7 @@ directory with free ports (``.state`` is not touched), the same measurements on
   Debezium embedded engine per source in a background Python worker with its JVM in the process;
 * ``kafka`` (``params/local-kafka.yaml``, ``capture.backend: kafka_connect`` with an empty
   ``capture.kafka_connect.url`` and ``bootstrap_servers``): the project's KRaft broker and Kafka
-  Connect distributed worker (:class:`helpers.capture.kafka.LocalKafka`) and the Bronze sink
+  Connect distributed worker (:class:`helpers.local.kafka.LocalKafka`) and the Bronze sink
   (:class:`helpers.capture.kafka_sink.BronzeSink`, Spark Structured Streaming into the same
   Bronze writer).
 
@@ -69,7 +69,6 @@ from _common import (  # noqa: E402
 
 from helpers.capture.backends import ConnectorBackend, EmbeddedBackend, wait_until_running  # noqa: E402
 from helpers.capture.connectors import ConnectorSpec  # noqa: E402
-from helpers.capture.kafka import LocalKafka  # noqa: E402
 from helpers.capture.kafka_sink import BronzeSink  # noqa: E402
 from helpers.capture.register import (  # noqa: E402
     connector_specs,
@@ -79,8 +78,10 @@ from helpers.capture.register import (  # noqa: E402
     register_connectors,
     wait_for_snapshots,
 )
-from helpers.capture.registry import LocalRegistry  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
+from helpers.local.kafka import LocalKafka  # noqa: E402
+from helpers.local.registry import LocalRegistry  # noqa: E402
+from helpers.local.stack import LocalStack  # noqa: E402
 from helpers.naming import table_topic  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
 from helpers.pipeline import start_servers  # noqa: E402
@@ -94,7 +95,6 @@ from helpers.proc import (  # noqa: E402
 )
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
-from helpers.sources.local.stack import LocalStack  # noqa: E402
 
 BASELINE, OTHER = "embedded", "kafka"
 TOTALS = ("RSS capture, all components MiB", "RSS total MiB")

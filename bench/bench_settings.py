@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
 
     from helpers.hudi.api import write_hudi
-    from helpers.metastore import LocalMetastore
+    from helpers.local.metastore import LocalMetastore
     from helpers.params import SilverTableParams, load_params
     from helpers.silver.ingest import file_groups
     from helpers.silver.tables import silver_write_options, table_config

@@ -40,18 +40,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from psycopg import sql  # noqa: E402
 from support.kafka_profile import kafka_overrides  # noqa: E402
 
-from helpers.capture.kafka import LocalKafka  # noqa: E402
 from helpers.capture.raw_topics import raw_spec  # noqa: E402
 from helpers.capture.register import connector_specs, local_endpoints  # noqa: E402
-from helpers.capture.registry import LocalRegistry  # noqa: E402
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.isolation import isolated_params  # noqa: E402
 from helpers.jars import project_archive, project_jars, shaded_jar  # noqa: E402
+from helpers.local.kafka import LocalKafka  # noqa: E402
+from helpers.local.registry import LocalRegistry  # noqa: E402
+from helpers.local.stack import LocalStack  # noqa: E402
 from helpers.params import project_root  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
 from helpers.silver.streamer import SPARK_CONF, runtime_python  # noqa: E402
-from helpers.sources.local.stack import LocalStack  # noqa: E402
 
 TABLE, KEY = "event", "eventid"
 TOPIC = f"tickit_raw.ems.{TABLE}"  # helpers.capture.raw_topics

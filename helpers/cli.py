@@ -33,7 +33,7 @@ from helpers.deploy import emr, streamer_steps
 from helpers.deploy.executions import run_notebook_executions
 from helpers.deploy.package import build_package, upload_package
 from helpers.errors import WorkbookError
-from helpers.lab import lab_dir, run_lab
+from helpers.local.lab import lab_dir, run_lab
 from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_overrides
 from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, stop_all
 from helpers.proc import ServerStatus

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from helpers.errors import WorkbookError
+from helpers.local.s3 import S3Connection, boto3_s3_client, local_s3_connection
 from helpers.params import WorkbookParams
-from helpers.s3_server import S3Connection, boto3_s3_client, local_s3_connection
 
 __all__ = [
     "LakeEntry",

@@ -150,7 +150,7 @@ class MetastoreParams(_Strict):
 
 class RegistryParams(_Strict):
     """Local schema registry of the ``local-kafka`` profile: Apicurio Registry on 127.0.0.1
-    (:mod:`helpers.capture.registry`), whose Confluent-compatible API (``/apis/ccompat/v7``) the
+    (:mod:`helpers.local.registry`), whose Confluent-compatible API (``/apis/ccompat/v7``) the
     Avro converter, Hudi's Kafka sources and the Python readers use."""
 
     #: started and stopped with the local stack (``./workbook stack``); the local-kafka profile sets it
@@ -186,7 +186,7 @@ class KafkaParams(_Strict):
 
 
 class S3Params(_Strict):
-    """Local S3-compatible server (S3Proxy with its file-system backend, :mod:`helpers.s3_server`)
+    """Local S3-compatible server (S3Proxy with its file-system backend, :mod:`helpers.local.s3`)
     on 127.0.0.1: with it enabled, ``s3://`` lake URIs go to it through boto3, Spark's s3a and the
     Rust Hudi reader, as on AWS."""
 
@@ -198,7 +198,7 @@ class S3Params(_Strict):
 
 
 class LocalSparkParams(_Strict):
-    """Local Spark standalone cluster (:mod:`helpers.spark_cluster`): one master and one worker on
+    """Local Spark standalone cluster (:mod:`helpers.local.spark_cluster`): one master and one worker on
     127.0.0.1, used when ``spark.master`` is ``spark://127.0.0.1:<port>``."""
 
     port: Annotated[int, Field(ge=1024, le=65535)] = 17077  # the master's

@@ -13,27 +13,27 @@ from typing import Any
 import pandas as pd
 
 from helpers.capture.backends import ConnectorStatus, stop_all_workers
-from helpers.capture.kafka import LocalKafka, local_worker
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
-from helpers.capture.registry import LocalRegistry
 from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
 from helpers.errors import CaptureError, ParamsError, WorkbookError
 from helpers.hudi.timeline import completed_instants
+from helpers.local.kafka import LocalKafka, local_worker
+from helpers.local.registry import LocalRegistry
+from helpers.local.s3 import LocalS3Server
+from helpers.local.spark_cluster import LocalSparkCluster
+from helpers.local.stack import LocalStack
 from helpers.naming import connector_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.proc import ServerStatus
 from helpers.query.timetravel import as_of, is_soft_deleted, plain_value
-from helpers.s3_server import LocalS3Server
 from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob, pending_lag
 from helpers.silver.tableref import RecordKey, key_values, silver_table, table_base_path
 from helpers.sources.api import LocalSources
 from helpers.sources.edits import source_rows
-from helpers.sources.local.stack import LocalStack
-from helpers.spark_cluster import LocalSparkCluster
 
 __all__ = [
     "PipelineStatus",
@@ -48,7 +48,7 @@ __all__ = [
 
 def start_servers(params: WorkbookParams) -> list[ServerStatus]:
     """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the Spark
-    standalone cluster when ``spark.master`` names it (:mod:`helpers.spark_cluster`); the schema
+    standalone cluster when ``spark.master`` names it (:mod:`helpers.local.spark_cluster`); the schema
     registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
     server of the lake when ``local.s3.enabled``; and, when the capture backend is
     ``kafka_connect`` with the local worker, the Kafka broker and Connect worker, and the Bronze

@@ -3,13 +3,14 @@
 One place spawns ``python -m <module> <directory>`` in its own session with the project on
 ``PYTHONPATH``, records its pid, and stops (SIGTERM, then SIGKILL after a timeout) or kills it.
 Liveness is read from ``/proc`` (a zombie is not alive); the local servers
-(:mod:`helpers.sources.local.stack`) and :mod:`helpers.metastore` use the same checks.
+(:mod:`helpers.local.stack`) and :mod:`helpers.local.metastore` use the same checks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -207,16 +208,20 @@ def spawn_server(
     argv: Sequence[str],
     *,
     log_file: Path,
-    pid_file: Path,
+    pid_file: Path | None,
     cwd: Path,
     env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a local server detached (its own session), output appended to ``log_file``, its pid
-    written to ``pid_file`` and its exit status collected later (:func:`register_child`).
+    written to ``pid_file`` (None: the server writes its own) and its exit status collected later
+    (:func:`register_child`). ``user``: the system user it runs as (root only; its primary group,
+    no supplementary groups).
 
     Returns:
         The process (see :func:`wait_started`).
     """
+    account = pwd.getpwnam(user) if user else None
     with open(log_file, "ab") as out:
         proc = subprocess.Popen(  # noqa: S603 - the caller's fixed argv, no secret in it
             list(argv),
@@ -226,9 +231,13 @@ def spawn_server(
             cwd=cwd,
             env=None if env is None else dict(env),
             start_new_session=True,
+            user=account.pw_uid if account else None,
+            group=account.pw_gid if account else None,
+            extra_groups=[] if account else None,
         )
     register_child(proc)
-    pid_file.write_text(str(proc.pid))
+    if pid_file is not None:
+        pid_file.write_text(str(proc.pid))
     return proc
 
 
@@ -266,9 +275,9 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop_process(pid: int, timeout_s: float) -> None:
-    """SIGTERM, wait up to ``timeout_s`` for it to exit, then SIGKILL."""
-    os.kill(pid, signal.SIGTERM)
+def stop_process(pid: int, timeout_s: float, sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` (SIGTERM), wait up to ``timeout_s`` for it to exit, then SIGKILL."""
+    os.kill(pid, sig)
 
     def exited() -> bool:
         _reap(pid)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
 from helpers.lake_store import lake_s3, use_lake_s3
-from helpers.metastore import LocalMetastore
+from helpers.local.metastore import LocalMetastore
+from helpers.local.s3 import S3Connection
+from helpers.local.spark_cluster import LocalSparkCluster
 from helpers.params import WorkbookParams, load_params
 from helpers.proc import log_tail
-from helpers.s3_server import S3Connection
-from helpers.spark_cluster import LocalSparkCluster
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import SparkSession

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from helpers.isolation import isolated_params
-from helpers.metastore import LocalMetastore
-from helpers.sources.local.stack import LocalStack
+from helpers.local.metastore import LocalMetastore
+from helpers.local.stack import LocalStack
 from helpers.spark import build_spark_session
 
 
@@ -94,7 +94,7 @@ def spark(spark_params):  # type: ignore[no-untyped-def]
     session.stop()
 
 
-# --- Local stack (helpers.sources.local.stack) ------------------------------------------------------------
+# --- Local stack (helpers.local.stack) ------------------------------------------------------------
 # `local_stack`: one running PostgreSQL + MariaDB for the whole session, in a throw-away state
 # dir under /tmp (the server users must traverse it) with free ports; use it in integration
 # tests of loaders etc. Tests that kill or stop servers build their own with `stack_factory`.
@@ -118,6 +118,6 @@ def stack_factory() -> Callable[..., Any]:
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[Any]:
-    """A started :class:`helpers.sources.local.stack.LocalStack` shared by the session's integration tests."""
+    """A started :class:`helpers.local.stack.LocalStack` shared by the session's integration tests."""
     with temporary_stack("wb-session-") as stack:
         yield stack

@@ -27,9 +27,9 @@ from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.jars import connect_transforms_dir
+from helpers.local.s3 import S3Connection
 from helpers.poll import wait_until
 from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
-from helpers.s3_server import S3Connection
 
 __all__ = [
     "ConnectorStatus",

@@ -43,11 +43,11 @@ from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.avro_events import AvroEventDecoder
 from helpers.capture.ccompat import SchemaRegistryClient
-from helpers.capture.kafka import bootstrap_servers
-from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
 from helpers.lake_store import lake_uri
+from helpers.local.kafka import bootstrap_servers
+from helpers.local.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
 from helpers.spark import build_spark_session

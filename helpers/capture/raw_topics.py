@@ -23,16 +23,16 @@ from typing import Any
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.kafka import connect_url, local_worker
 from helpers.capture.offsets import offset_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
+from helpers.engines import engine_kind
 from helpers.errors import CaptureError
+from helpers.local.kafka import connect_url, local_worker
+from helpers.local.stack import LocalStack
 from helpers.naming import raw_connector_name, raw_slot_name, raw_topic_prefix
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.positions import SourcePosition
-from helpers.sources.sql import engine_kind
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,13 @@ from helpers.capture.connectors import (
     postgres_source_config,
     sqlserver_source_config,
 )
-from helpers.capture.kafka import (
+from helpers.capture.kafka_sink import BronzeSink
+from helpers.capture.worker import connector_login
+from helpers.engines import engine_kind
+from helpers.errors import CaptureError, WaitTimeoutError
+from helpers.lake_store import is_s3, lake_uri, open_store, use_lake_s3
+from helpers.local.credentials import load_credentials
+from helpers.local.kafka import (
     LocalKafka,
     bootstrap_servers,
     connect_url,
@@ -36,19 +42,13 @@ from helpers.capture.kafka import (
     local_worker,
     secret_reference,
 )
-from helpers.capture.kafka_sink import BronzeSink
-from helpers.capture.registry import LocalRegistry
-from helpers.capture.worker import connector_login
-from helpers.errors import CaptureError, WaitTimeoutError
-from helpers.lake_store import is_s3, lake_uri, open_store, use_lake_s3
+from helpers.local.registry import LocalRegistry
+from helpers.local.s3 import S3Connection
+from helpers.local.stack import APP_USER, LOOPBACK
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.s3_server import S3Connection
-from helpers.sources.local.credentials import load_credentials
-from helpers.sources.local.stack import APP_USER, LOOPBACK
 from helpers.sources.signals import SIGNAL_TABLE, create_signal_table, request_snapshot
-from helpers.sources.sql import engine_kind
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
     """Endpoints of the local stack, passwords from the state directory's credentials file.
 
     With ``capture.backend: kafka_connect`` the password is a ``${file:...}`` reference that the
-    local Connect worker's config provider resolves (:func:`helpers.capture.kafka.secret_reference`),
+    local Connect worker's config provider resolves (:func:`helpers.local.kafka.secret_reference`),
     so no password is in a connector configuration the REST API echoes back.
     """
     if params.capture.backend == "kafka_connect":

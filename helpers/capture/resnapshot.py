@@ -34,21 +34,21 @@ from helpers.bronze.events import RESNAPSHOT_OP, marker_event
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.connectors import NOTIFICATION_TOPIC
-from helpers.capture.kafka import bootstrap_servers
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.register import open_backend
-from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.capture.topics import end_offsets, read_topic
 from helpers.capture.wire import read_body, split_message
 from helpers.capture.worker import notification
+from helpers.engines import engine_kind
 from helpers.errors import CaptureError, WaitTimeoutError, WorkbookError
 from helpers.lake_store import is_s3, lake_uri
+from helpers.local.kafka import bootstrap_servers
+from helpers.local.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.naming import connector_name, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.connect import connect
 from helpers.sources.signals import create_signal_table, current_position, request_snapshot
-from helpers.sources.sql import engine_kind
 
 __all__ = ["ResnapshotResult", "find_table", "kafka_notifications", "resnapshot", "snapshot_completed"]
 

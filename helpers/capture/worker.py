@@ -28,11 +28,11 @@ from psycopg import sql
 from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.connectors import NOTIFICATION_TOPIC
+from helpers.engines import quote_mariadb
 from helpers.errors import BronzeError, CaptureError
 from helpers.lake_store import is_s3, set_lake_s3
+from helpers.local.s3 import S3Connection
 from helpers.proc import read_status, stop_on_signal, write_status
-from helpers.s3_server import S3Connection
-from helpers.sources.sql import quote_mariadb
 
 CONFIG_FILE = "config.json"
 HEARTBEAT_PREFIX = "__debezium-heartbeat"

@@ -33,20 +33,20 @@ import pymysql
 from psycopg import sql
 
 from helpers.capture.backends import KafkaConnectRestBackend
-from helpers.capture.kafka import local_worker
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import offset_position, stored_position
 from helpers.capture.register import open_backend
 from helpers.checks.digests import rows_to_arrow
+from helpers.engines import engine_kind, quote_mariadb
 from helpers.errors import ReconcileError, WorkbookError
 from helpers.hudi.read import read_snapshot
+from helpers.local.kafka import local_worker
+from helpers.local.stack import LocalStack
 from helpers.naming import connector_name, silver_topic, slot_name
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.tables import pending_bronze, table_config
 from helpers.sources.connect import connect
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.positions import SourcePosition, binlog_index, parse_lsn
-from helpers.sources.sql import engine_kind, quote_mariadb
 
 __all__ = [
     "SourceSnapshot",

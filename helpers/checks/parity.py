@@ -25,7 +25,6 @@ from psycopg import sql as pgsql
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.kafka import local_worker
 from helpers.capture.register import connector_specs, local_endpoints
 from helpers.checks.at_position import stream_source_table
 from helpers.checks.compare import SOFT_FLAG, compare_frames
@@ -34,6 +33,7 @@ from helpers.checks.digests import BucketDigests, bucket_digests, spark_bucket_d
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import DATA_ACTIONS, list_instants
+from helpers.local.kafka import local_worker
 from helpers.naming import silver_topic, source_of_connector
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until

@@ -1,7 +1,7 @@
 """The Silver tables as the catalog holds them: what Hudi's Hive sync registered.
 
 Every ingestion commit runs Hudi's own Hive sync (``hoodie.datasource.hive_sync.mode=hms``): into
-the local metastore (:mod:`helpers.metastore`) here, into the Glue Data Catalog on EMR (the
+the local metastore (:mod:`helpers.local.metastore`) here, into the Glue Data Catalog on EMR (the
 cluster's Hive metastore). A Copy-on-Write table appears under its name, a Merge-on-Read table
 twice: ``<name>_ro`` (read-optimized, base files only) and ``<name>_rt`` (real-time, base plus
 log files). This module reads the catalog back through Spark SQL, so notebooks, the local SQL

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.capture.kafka import bootstrap_servers
+from helpers.engines import engine_kind
 from helpers.errors import HudiError
 from helpers.hudi.api import write_options
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
 from helpers.lake_store import join, lake_uri
+from helpers.local.kafka import bootstrap_servers
 from helpers.naming import raw_topic, silver_topic
 from helpers.params import WorkbookParams
 from helpers.proc import replace_text
@@ -51,7 +52,6 @@ from helpers.silver.tables import (
     silver_write_options,
     table_config,
 )
-from helpers.sources.sql import engine_kind
 
 __all__ = [
     "CHANGE_OPS",

@@ -11,14 +11,14 @@ import logging
 from pathlib import Path
 
 from helpers.capture.ccompat import SchemaRegistryClient
-from helpers.capture.kafka import bootstrap_servers
-from helpers.capture.registry import LocalRegistry
 from helpers.capture.topics import end_offsets
+from helpers.engines import engine_kind
+from helpers.local.kafka import bootstrap_servers
+from helpers.local.registry import LocalRegistry
 from helpers.naming import raw_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.proc import replace_text
 from helpers.silver.state import TableState
-from helpers.sources.sql import engine_kind
 
 log = logging.getLogger(__name__)
 

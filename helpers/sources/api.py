@@ -15,15 +15,15 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from helpers.engines import engine_kind
 from helpers.errors import CdcSetupError
+from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
 from helpers.sources.cdc import enable_cdc_local, source_row_counts
 from helpers.sources.cdc_report import preflight_frame
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.rds import RdsSources
 from helpers.sources.sample.load import load_orders, load_tickit
 from helpers.sources.signals import create_signal_table
-from helpers.sources.sql import engine_kind
 
 __all__ = ["Sources", "LocalSources", "open_sources", "check_preflight"]
 
@@ -78,7 +78,7 @@ def check_preflight(preflight: pd.DataFrame) -> None:
 
 
 class LocalSources:
-    """PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1 (:class:`helpers.sources.local.stack.LocalStack`).
+    """PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1 (:class:`helpers.local.stack.LocalStack`).
 
     Args:
         params: workbook parameters with ``environment == "local"``.
@@ -92,11 +92,11 @@ class LocalSources:
         return f"LocalSources({self.stack!r})"
 
     def connect_postgres(self, database: str, *, autocommit: bool = False) -> Any:
-        """:meth:`helpers.sources.local.stack.LocalStack.connect_postgres`."""
+        """:meth:`helpers.local.stack.LocalStack.connect_postgres`."""
         return self.stack.connect_postgres(database, autocommit=autocommit)
 
     def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
-        """:meth:`helpers.sources.local.stack.LocalStack.connect_mariadb`."""
+        """:meth:`helpers.local.stack.LocalStack.connect_mariadb`."""
         return self.stack.connect_mariadb(database, autocommit=autocommit)
 
     def start(self) -> pd.DataFrame:

@@ -18,13 +18,13 @@ import psycopg
 import pymysql
 from psycopg import sql
 
+from helpers.engines import quote_mariadb
 from helpers.errors import CdcSetupError, SourceError
+from helpers.local.stack import LocalStack
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources.cdc_mariadb import enable_mariadb, preflight_mariadb
 from helpers.sources.cdc_postgres import FullRowImages, enable_postgres, preflight_postgres
 from helpers.sources.cdc_report import Check, PreflightReport
-from helpers.sources.local.stack import LocalStack
-from helpers.sources.sql import quote_mariadb
 
 __all__ = ["enable_cdc_local", "preflight", "source_row_counts"]
 

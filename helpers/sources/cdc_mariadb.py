@@ -13,9 +13,9 @@ from typing import Any
 import pymysql
 
 from helpers.errors import CdcSetupError
+from helpers.local.stack import APP_USER, LOOPBACK, LocalStack
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources.cdc_report import FIXED_BY_ENABLE, Check, PreflightReport
-from helpers.sources.local.stack import APP_USER, LOOPBACK, LocalStack
 
 __all__ = ["enable_mariadb", "preflight_mariadb"]
 
@@ -112,7 +112,7 @@ def preflight_mariadb(
                 if dynamic:
                     fix = (
                         f"SET GLOBAL {name} = {want!r} ({FIXED_BY_ENABLE}) and keep `{name} = {cnf_value}` "
-                        f"under [mariadbd] in {cnf} (helpers.sources.local.stack writes it on every start)"
+                        f"under [mariadbd] in {cnf} (helpers.local.stack writes it on every start)"
                     )
                 else:
                     fix = f"set `{name} = {cnf_value}` under [mariadbd] in {cnf}, then {_RESTART_MARIADB}"

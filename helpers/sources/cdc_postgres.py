@@ -14,11 +14,11 @@ import psycopg
 from psycopg import sql
 
 from helpers.errors import CdcSetupError, WaitTimeoutError
+from helpers.local.stack import APP_USER, LocalStack
 from helpers.naming import publication_name
 from helpers.params import SourceParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.cdc_report import FIXED_BY_ENABLE, Check, PreflightReport
-from helpers.sources.local.stack import APP_USER, LocalStack
 
 __all__ = ["FullRowImages", "enable_postgres", "preflight_postgres"]
 
@@ -225,7 +225,7 @@ def preflight_postgres(
     """Check the CDC prerequisites of the PostgreSQL sources without changing anything.
 
     Needed: ``wal_level = logical``, ``max_replication_slots`` and ``max_wal_senders`` at least
-    ``params.local.postgres`` (restart-only: :mod:`helpers.sources.local.stack` writes them into
+    ``params.local.postgres`` (restart-only: :mod:`helpers.local.stack` writes them into
     ``workbook.conf``; a conflicting ``ALTER SYSTEM`` is reset); role ``workbook`` with ``LOGIN``
     and ``REPLICATION``; one publication per source (:func:`helpers.naming.publication_name`)
     ``FOR TABLES IN SCHEMA <schema>`` publishing insert, update, delete and truncate, so tables

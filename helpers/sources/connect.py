@@ -1,6 +1,6 @@
 """The one way to reach a source table: a connection to a configured source, its rows, its key.
 
-Local sources connect to the servers of :mod:`helpers.sources.local`; on AWS the same calls go
+Local sources connect to the servers of :mod:`helpers.local`; on AWS the same calls go
 to RDS through :func:`helpers.sources.api.open_sources`.
 """
 
@@ -14,10 +14,10 @@ import pymysql
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from helpers.engines import engine_kind, quote_mariadb
 from helpers.errors import SourceError
 from helpers.params import WorkbookParams
 from helpers.sources.api import Sources, open_sources
-from helpers.sources.sql import engine_kind, quote_mariadb
 
 __all__ = ["connect", "max_value", "primary_key", "read_table"]
 

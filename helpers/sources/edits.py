@@ -20,12 +20,12 @@ import pymysql
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from helpers.engines import quote_mariadb
 from helpers.errors import ParamsError, SourceError
+from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
 from helpers.sources.connect import connect
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.tickit import generate_tickit
-from helpers.sources.sql import quote_mariadb
 
 __all__ = [
     "SCENARIOS",

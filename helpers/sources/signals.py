@@ -18,8 +18,8 @@ from typing import Any
 
 from psycopg import sql
 
+from helpers.engines import engine_kind, quote_mariadb
 from helpers.errors import SourceError
-from helpers.sources.sql import engine_kind, quote_mariadb
 
 __all__ = [
     "SIGNAL_TABLE",

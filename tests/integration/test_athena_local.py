@@ -20,12 +20,12 @@ from support.pipeline import Capture
 from helpers.checks.compare import compare_frames
 from helpers.checks.parity import bronze_vs_source, source_revenue_by_customer
 from helpers.hudi.api import read_hudi_df
+from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
 from helpers.query.engines import LocalEngine, open_engine
 from helpers.silver.backend import register_catalog
 from helpers.silver.ingest import ingest_all
 from helpers.silver.tables import table_config
-from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

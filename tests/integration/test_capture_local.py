@@ -24,9 +24,9 @@ from support.pipeline import Capture, own_job_params
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
+from helpers.engines import quote_mariadb
 from helpers.errors import CaptureError
 from helpers.poll import wait_until
-from helpers.sources.sql import quote_mariadb
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

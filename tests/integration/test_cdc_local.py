@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from psycopg import sql
 
+from helpers.engines import quote_mariadb
 from helpers.errors import CdcSetupError, SourceError
+from helpers.local.stack import LocalStack
 from helpers.naming import publication_name
 from helpers.sources.cdc import enable_cdc_local, preflight, source_row_counts
 from helpers.sources.cdc_report import preflight_frame, raise_for_failures
-from helpers.sources.local.stack import LocalStack
-from helpers.sources.sql import quote_mariadb
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,6 @@ from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.kafka import LocalKafka
 from helpers.capture.kafka_sink import HOLD_ENV, BronzeSink
 from helpers.capture.raw_topics import RAW_ENGINES, raw_specs, retire_raw_capture
 from helpers.capture.register import (
@@ -45,8 +44,11 @@ from helpers.capture.register import (
 from helpers.capture.resnapshot import resnapshot
 from helpers.checks.divergence import DIFFERS, EQUAL, check_divergence
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
+from helpers.engines import engine_kind
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import list_instants
+from helpers.local.kafka import LocalKafka
+from helpers.local.stack import LocalStack
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.pipeline import pipeline_status, start_servers
@@ -57,8 +59,6 @@ from helpers.silver.streamer import run_streamer_once
 from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
 from helpers.sources.edits import apply_scenario
-from helpers.sources.local.stack import LocalStack
-from helpers.sources.sql import engine_kind
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 

@@ -1,5 +1,5 @@
 """The local-kafka profile on its real parts: a KRaft Kafka broker and a Kafka Connect distributed
-worker (Maven Central jars, set ``kafka``) started by ``helpers.capture.kafka`` on free ports in a
+worker (Maven Central jars, set ``kafka``) started by ``helpers.local.kafka`` on free ports in a
 throw-away state directory, Debezium's connector plugins (PostgreSQL, MySQL, MariaDB), the local
 PostgreSQL and MariaDB with the CI sample data. MariaDB is captured by Debezium's MySQL connector
 (``capture.kafka_connect.mariadb_connector: mysql``): the MariaDB connector 3.5.0.Final fails
@@ -33,16 +33,16 @@ from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
-from helpers.capture.kafka import CONNECTOR_CLASSES, LocalKafka
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.capture.topics import read_topic
 from helpers.errors import CaptureError
+from helpers.local.kafka import CONNECTOR_CLASSES, LocalKafka
+from helpers.local.stack import LocalStack
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
 from helpers.proc import free_port, kill_process, pid_alive, process_rss
 from helpers.sources.api import LocalSources
-from helpers.sources.local.stack import LocalStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -15,7 +15,7 @@ import pytest
 import requests
 from support.chromium import DevToolsPage, devtools_page
 
-from helpers.lab import LabServer, start_lab, stop_lab
+from helpers.local.lab import LabServer, start_lab, stop_lab
 from helpers.params import project_root
 from helpers.poll import wait_until
 from helpers.proc import pid_alive, port_in_use

@@ -1,4 +1,4 @@
-"""Loading TICKIT and the orders outbox into the REAL local servers (helpers.sources.local.stack.LocalStack).
+"""Loading TICKIT and the orders outbox into the REAL local servers (helpers.local.stack.LocalStack).
 
 The servers run in a temporary state directory on free ports and are stopped afterwards.
 Scale 0.01 (4,616 TICKIT rows) keeps the module well under a minute.
@@ -19,9 +19,9 @@ import pytest
 from helpers.checks.at_position import source_snapshot, source_table
 from helpers.errors import SourceError
 from helpers.isolation import isolated_params
+from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
 from helpers.sources.connect import read_table
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample import orders as outbox
 from helpers.sources.sample.bulk import (
     bulk_load_mariadb,

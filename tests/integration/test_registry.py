@@ -1,7 +1,7 @@
 """Integration tests of the local schema registry (Apicurio Registry 3.3.3) with SQL storage.
 
 One stack per module (PostgreSQL, MariaDB, the metastore) in a temporary state dir with free ports,
-plus the registry started by :class:`helpers.capture.registry.LocalRegistry` on free ports, storing
+plus the registry started by :class:`helpers.local.registry.LocalRegistry` on free ports, storing
 its schemas in a database of its own in that PostgreSQL. Tests run in file order: the schemas the
 first ones register are read back after a restart of the registry.
 """
@@ -22,12 +22,12 @@ import pytest
 import requests
 
 from helpers.capture.ccompat import SchemaRegistryClient
-from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
 from helpers.capture.wire import MAGIC_BYTE, WireCodec, split_message
 from helpers.errors import SchemaRegistryError, StackError
+from helpers.local.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
+from helpers.local.stack import LocalStack
 from helpers.params import load_params
 from helpers.pipeline import pipeline_status, start_servers, stop_all
-from helpers.sources.local.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The lake on the local S3-compatible server (S3Proxy 2.7.0, :mod:`helpers.s3_server`).
+"""The lake on the local S3-compatible server (S3Proxy 2.7.0, :mod:`helpers.local.s3`).
 
 One server per module, started by project code on a free port in a throw-away state dir, with
 ``lake.bronze`` and ``lake.silver`` at ``s3://`` URIs. Tests run in file order: the Bronze files and
@@ -33,10 +33,10 @@ from helpers.checks.compare import compare_tables
 from helpers.errors import StackError
 from helpers.hudi.read import read_snapshot
 from helpers.lake_store import open_store, s3_client, use_lake_s3
+from helpers.local.s3 import LocalS3Server, boto3_s3_client
 from helpers.params import WorkbookParams, load_params
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.proc import pid_alive, process_rss
-from helpers.s3_server import LocalS3Server, boto3_s3_client
 from helpers.silver.tables import bronze_store, table_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -1,4 +1,4 @@
-"""Silver ingestion on the local Spark standalone cluster (:mod:`helpers.spark_cluster`): executors in
+"""Silver ingestion on the local Spark standalone cluster (:mod:`helpers.local.spark_cluster`): executors in
 JVMs of their own read, check, prepare and write every Bronze event; the driver keeps metadata.
 
 One cluster per module, started by project code on free ports in a throw-away state directory.

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from helpers.errors import StackError
+from helpers.local.stack import LocalStack, ServerStatus
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.sources.local.stack import LocalStack, ServerStatus
 
 pytestmark = pytest.mark.integration
 

@@ -22,12 +22,12 @@ import pandas as pd
 import pytest
 
 from helpers.isolation import isolated_folder, isolated_overrides
+from helpers.local.stack import LocalStack
 from helpers.naming import table_topic
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
 from helpers.poll import wait_until
 from helpers.runner import RunResult, discover_notebooks, run_workbook
-from helpers.sources.local.stack import LocalStack
 from helpers.sources.sample.orders import expected_order_counts
 from helpers.sources.sample.tickit_tables import expected_row_counts
 

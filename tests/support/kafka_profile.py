@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers.capture.registry import CONVERTER_CLASS
+from helpers.local.registry import CONVERTER_CLASS
+from helpers.local.stack import LocalStack
 from helpers.proc import free_port
-from helpers.sources.local.stack import LocalStack
 
 
 def kafka_overrides(*, avro: bool) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 
 from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.connectors import ConnectorSpec
+from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
-from helpers.sources.local.stack import LocalStack
 
 
 @dataclasses.dataclass

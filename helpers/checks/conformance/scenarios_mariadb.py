@@ -24,7 +24,7 @@ from helpers.checks.conformance.model import (
 )
 from helpers.checks.divergence import DIFFERS, EQUAL
 from helpers.errors import SourceError
-from helpers.sources.local.stack import LocalStack
+from helpers.local.stack import LocalStack
 
 __all__ = [
     "add_column",

@@ -33,9 +33,9 @@ from helpers.checks.conformance.model import (
 )
 from helpers.checks.divergence import DIFFERS, EQUAL
 from helpers.errors import SourceError
+from helpers.local.stack import LocalStack
 from helpers.naming import publication_name
 from helpers.sources import edits
-from helpers.sources.local.stack import LocalStack
 
 __all__ = [
     "add_column",

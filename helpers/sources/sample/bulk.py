@@ -23,8 +23,8 @@ from psycopg import Connection as PgConnection
 from psycopg import Error as PgError
 from psycopg import sql
 
+from helpers.engines import quote_mariadb
 from helpers.errors import SourceError
-from helpers.sources.sql import quote_mariadb
 
 __all__ = [
     "bulk_load_mariadb",

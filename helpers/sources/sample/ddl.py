@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from helpers.engines import quote_mariadb
 from helpers.sources.sample.tickit_tables import TableSpec
-from helpers.sources.sql import quote_mariadb
 
 __all__ = ["mariadb_table_ddl", "postgres_table_ddl"]
 

@@ -23,6 +23,7 @@ from psycopg import Connection as PgConnection
 from psycopg import Error as PgError
 from psycopg import sql
 
+from helpers.engines import quote_mariadb
 from helpers.errors import SourceError
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources.sample import orders as outbox
@@ -44,7 +45,6 @@ from helpers.sources.sample.markers import (
 )
 from helpers.sources.sample.tickit import generate_tickit
 from helpers.sources.sample.tickit_tables import TABLES, expected_row_counts
-from helpers.sources.sql import quote_mariadb
 
 __all__ = [
     "LoadReport",
@@ -59,7 +59,7 @@ _ORDER_KEYS = {"customers": ["customer_id"], "orders": ["order_id"], "order_item
 
 
 class SourceConnections(Protocol):
-    """What the loaders need from a stack: :class:`helpers.sources.local.stack.LocalStack` provides it."""
+    """What the loaders need from a stack: :class:`helpers.local.stack.LocalStack` provides it."""
 
     def connect_postgres(self, database: str, *, autocommit: bool = False) -> PgConnection[Any]:
         """Open a PostgreSQL connection to ``database``."""
@@ -319,7 +319,7 @@ def load_tickit(
     default, and a MariaDB rename swaps the data without any row event).
 
     Args:
-        stack: the servers (:class:`helpers.sources.local.stack.LocalStack`, already started).
+        stack: the servers (:class:`helpers.local.stack.LocalStack`, already started).
         params: workbook parameters (``tickit.scale``, ``tickit.seed``, ``tickit.reload``,
             ``sources``).
         reload: reload every table even when complete; ``None`` takes ``params.tickit.reload``.
@@ -366,7 +366,7 @@ def load_orders(
     triggers rebuild the outbox.
 
     Args:
-        stack: the servers (:class:`helpers.sources.local.stack.LocalStack`, already started).
+        stack: the servers (:class:`helpers.local.stack.LocalStack`, already started).
         params: workbook parameters (``orders.customers/orders/seed``, ``sources.orders``).
         reload: reload even when complete.
 

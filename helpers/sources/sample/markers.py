@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg import sql
 
-from helpers.sources.sql import quote_mariadb
+from helpers.engines import quote_mariadb
 
 __all__ = [
     "MARKER_TABLE",

@@ -11,8 +11,8 @@ import pytest
 
 from helpers.errors import ParamsError
 from helpers.lake_store import hudi_storage_options, lake_s3, s3_client, use_lake_s3
+from helpers.local.s3 import LocalS3Server, local_s3_connection
 from helpers.params import load_params
-from helpers.s3_server import LocalS3Server, local_s3_connection
 from helpers.spark import s3a_conf
 
 

@@ -7,13 +7,13 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from helpers.engines import quote_mariadb
 from helpers.params import load_params
 from helpers.sources.sample.bulk import encode_text_rows
 from helpers.sources.sample.ddl import mariadb_table_ddl, postgres_table_ddl
 from helpers.sources.sample.load import LoadReport, TableLoad, tickit_sources
 from helpers.sources.sample.tickit import decimal_from_cents
 from helpers.sources.sample.tickit_tables import TABLES
-from helpers.sources.sql import quote_mariadb
 
 
 def test_encoding_escapes_and_nulls() -> None:

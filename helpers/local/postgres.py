@@ -1,4 +1,10 @@
-"""The local PostgreSQL 15 server: initdb, launch, stop, stale pid clean-up, roles, databases, connections."""
+"""The local PostgreSQL 15 server: initdb, stale lock clean-up, roles, databases, connections.
+
+:class:`PostgresServer` is a :class:`~helpers.local.server.LocalServer`: the one start/stop/status
+path starts ``postgres -D <data>`` (as the ``postgres`` system user when run as root) and stops it
+with SIGINT, PostgreSQL's fast shutdown (SIGTERM would wait for every client, Debezium's included).
+:class:`PostgresAccess` is the stack's PostgreSQL half: connections and the role and databases.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +21,7 @@ import psycopg
 from psycopg import sql
 
 from helpers.errors import StackError, WaitTimeoutError
-from helpers.poll import wait_until
-from helpers.proc import log_tail, port_in_use, read_pid
-from helpers.sources.local.config import (
+from helpers.local.db_config import (
     APP_USER,
     LOOPBACK,
     PG_SUPERUSER,
@@ -26,13 +30,21 @@ from helpers.sources.local.config import (
     render_pg_ident,
     render_postgres_conf,
 )
-from helpers.sources.local.server import ServerHost, is_server, pids_in_dir
+from helpers.local.db_host import ServerHost, binary_version, is_server, pids_in_dir
+from helpers.local.server import LocalServer, ServerPort
+from helpers.poll import wait_until
+from helpers.proc import read_pid
 
 log = logging.getLogger(__name__)
 
 
-class PostgresServer(ServerHost):
-    """Lifecycle and connections of the local PostgreSQL server."""
+class PostgresAccess(ServerHost):
+    """The local PostgreSQL server's lifecycle (through :class:`PostgresServer`) and connections."""
+
+    @property
+    def postgres_server(self) -> PostgresServer:
+        """The server process, on the one start/stop/status path."""
+        return PostgresServer(self)
 
     def postgres_conninfo(self, database: str) -> ConnInfo:
         """Keyword arguments for ``psycopg.connect`` as role ``workbook`` over TCP.
@@ -75,7 +87,9 @@ class PostgresServer(ServerHost):
                 f"as {APP_USER}: {str(exc).strip()}; start the stack with `./workbook stack start`"
             ) from None
 
-    def connect_postgres_admin(self, database: str = "postgres") -> psycopg.Connection[Any]:
+    def connect_postgres_admin(
+        self, database: str = "postgres", *, connect_timeout: int = 10
+    ) -> psycopg.Connection[Any]:
         """Superuser connection over the unix socket (local set-up only; autocommit).
 
         Args:
@@ -94,7 +108,7 @@ class PostgresServer(ServerHost):
                 dbname=database,
                 user=PG_SUPERUSER,
                 autocommit=True,
-                connect_timeout=10,
+                connect_timeout=connect_timeout,
             )
         except psycopg.Error as exc:
             raise StackError(
@@ -109,45 +123,12 @@ class PostgresServer(ServerHost):
             StackError: if initdb, the start or the bootstrap fails.
         """
         with self._locked():
-            self._prepare_postgres()
-            if self._postgres_pid() is not None:
-                log.info("PostgreSQL is already running on port %s", self.params.local.postgres.port)
-            else:
-                self._clear_stale_postgres()
-                self._launch_postgres()
-            self._bootstrap_postgres()
+            self.postgres_server.start()
 
     def stop_postgres(self) -> None:
-        """Stop PostgreSQL (fast shutdown); no-op when it is not running.
-
-        Raises:
-            StackError: if it does not stop within the start timeout.
-        """
+        """Stop PostgreSQL (fast shutdown); no-op when it is not running."""
         with self._locked():
-            if self._postgres_pid() is None:
-                return
-            timeout = int(self.params.local.start_timeout_s)
-            result = self._run_as_pg(
-                [
-                    str(self._pg_bin("pg_ctl")),
-                    "stop",
-                    "-D",
-                    str(self.paths.pg_data),
-                    "-m",
-                    "fast",
-                    "-w",
-                    "-t",
-                    str(timeout),
-                    "-s",
-                ],
-                check=False,
-            )
-            if result.returncode != 0 and self._postgres_pid() is not None:
-                raise StackError(
-                    f"Failed to stop PostgreSQL on port {self.params.local.postgres.port}: "
-                    f"{result.stderr.strip() or result.stdout.strip()}\n{log_tail(self.paths.pg_log)}"
-                )
-            log.info("PostgreSQL stopped")
+            self.postgres_server.stop(self.params.local.start_timeout_s)
 
     def restart_postgres(self) -> None:
         """Stop and start PostgreSQL (e.g. after ``ALTER SYSTEM`` of a restart-only setting).
@@ -204,7 +185,7 @@ class PostgresServer(ServerHost):
         include = "include_if_exists = 'workbook.conf'"
         text = conf.read_text()
         if include not in text:
-            conf.write_text(text + f"\n# added by helpers.sources.local.stack\n{include}\n")
+            conf.write_text(text + f"\n# added by helpers.local.stack\n{include}\n")
         ident_users = [self._os_user, self._pg_user]
         for name, content in (
             ("workbook.conf", render_postgres_conf(self.params, self.paths)),
@@ -284,37 +265,6 @@ class PostgresServer(ServerHost):
                 log.warning("Removing stale PostgreSQL lock file %s (pid %s is gone)", lock_file, pid)
                 lock_file.unlink(missing_ok=True)
 
-    def _launch_postgres(self) -> None:
-        port = self.params.local.postgres.port
-        if port_in_use(port):
-            raise StackError(
-                f"Failed to start PostgreSQL: port {port} on {LOOPBACK} is already in use by another "
-                "process; stop it or choose another port (local.postgres.port)"
-            )
-        timeout = int(self.params.local.start_timeout_s)
-        log.info("Starting PostgreSQL on %s:%s", LOOPBACK, port)
-        result = self._run_as_pg(
-            [
-                str(self._pg_bin("pg_ctl")),
-                "start",
-                "-D",
-                str(self.paths.pg_data),
-                "-l",
-                str(self.paths.pg_log),
-                "-w",
-                "-t",
-                str(timeout),
-                "-s",
-            ],
-            check=False,
-        )
-        if result.returncode != 0 or self._postgres_pid() is None:
-            raise StackError(
-                f"Failed to start PostgreSQL on port {port}: "
-                f"{(result.stderr or result.stdout).strip() or 'it exited'}; last lines of "
-                f"{self.paths.pg_log}:\n{log_tail(self.paths.pg_log)}"
-            )
-
     def _bootstrap_postgres(self) -> None:
         """Create or update role ``workbook`` and the PostgreSQL source databases and schemas."""
         try:
@@ -366,3 +316,64 @@ class PostgresServer(ServerHost):
                     dbconn.execute(
                         sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(schema), role)
                     )
+
+
+class PostgresServer(LocalServer):
+    """The postmaster, started and stopped on the one path; found again through its own pid file
+    (``postmaster.pid``), checked to run in the data directory (not a recycled pid)."""
+
+    name = "postgres"
+    title = "PostgreSQL"
+    own_pid_file = True
+    stop_signal = signal.SIGINT  # fast shutdown: SIGTERM (smart) waits until every client leaves
+
+    def __init__(self, access: PostgresAccess) -> None:
+        self.access = access
+        paths = access.paths
+        super().__init__(
+            paths.pg_home,
+            pid_file=paths.pg_pid,
+            log_file=paths.pg_log,
+            start_timeout_s=access.params.local.start_timeout_s,
+            run_as=access._pg_user if access._root else None,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.access.params.local.postgres.port, "local.postgres.port")]
+
+    @property
+    def version(self) -> str:
+        return binary_version(str(self.access._pg_bin("postgres")))
+
+    @property
+    def data_location(self) -> str:
+        return str(self.access.paths.pg_data)
+
+    @property
+    def address(self) -> str:
+        return f"port {self.ports[0].number}"
+
+    def command(self) -> list[str]:
+        return [str(self.access._pg_bin("postgres")), "-D", str(self.access.paths.pg_data)]
+
+    def pid(self) -> int | None:
+        return self.access._postgres_pid()
+
+    def prepare(self) -> None:
+        """initdb on the first start, the settings rewritten, a killed server's lock files removed."""
+        self.access._prepare_postgres()
+        self.access._clear_stale_postgres()
+        return None
+
+    def ready(self) -> bool:
+        """It accepts the superuser's connection on its socket (not only its port: a starting
+        server refuses logins until recovery ends)."""
+        try:
+            self.access.connect_postgres_admin(connect_timeout=2).close()
+        except StackError:
+            return False
+        return True
+
+    def after_start(self) -> None:
+        self.access._bootstrap_postgres()

@@ -1,4 +1,10 @@
-"""The local MariaDB 10.11 server: install, launch, stop, users, databases, connections."""
+"""The local MariaDB 10.11 server: install, users, databases, connections.
+
+:class:`MariaDBServer` is a :class:`~helpers.local.server.LocalServer`: the one start/stop/status
+path starts ``mariadbd`` with the generated defaults file (which names the system user it switches
+to when run as root) and stops it with SIGTERM, its clean shutdown. :class:`MariaDBAccess` is the
+stack's MariaDB half: connections and the user and databases.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,15 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from helpers.errors import StackError, WaitTimeoutError
-from helpers.poll import wait_until
-from helpers.proc import log_tail, pid_alive, port_in_use, read_pid, register_child
-from helpers.sources.local.config import (
+from helpers.engines import quote_mariadb
+from helpers.errors import StackError
+from helpers.local.db_config import (
     APP_USER,
     DEBEZIUM_VERSION_FALLBACK,
     LOOPBACK,
@@ -27,14 +31,20 @@ from helpers.sources.local.config import (
     ConnInfo,
     render_mariadb_cnf,
 )
-from helpers.sources.local.server import ServerHost, binary_version, is_server, pids_in_dir, which
-from helpers.sources.sql import quote_mariadb
+from helpers.local.db_host import ServerHost, binary_version, is_server, pids_in_dir, which
+from helpers.local.server import LocalServer, ServerPort
+from helpers.proc import read_pid
 
 log = logging.getLogger(__name__)
 
 
-class MariaDBServer(ServerHost):
-    """Lifecycle and connections of the local MariaDB server."""
+class MariaDBAccess(ServerHost):
+    """The local MariaDB server's lifecycle (through :class:`MariaDBServer`) and connections."""
+
+    @property
+    def mariadb_server(self) -> MariaDBServer:
+        """The server process, on the one start/stop/status path."""
+        return MariaDBServer(self)
 
     def mariadb_conninfo(self, database: str | None) -> ConnInfo:
         """Keyword arguments for ``pymysql.connect`` as ``workbook``@``127.0.0.1`` over TCP.
@@ -113,40 +123,12 @@ class MariaDBServer(ServerHost):
             StackError: if the installation, the start or the bootstrap fails.
         """
         with self._locked():
-            self._prepare_mariadb()
-            if self._mariadb_pid() is not None:
-                log.info("MariaDB is already running on port %s", self.params.local.mariadb.port)
-            else:
-                self._launch_mariadb()
-            self._bootstrap_mariadb()
+            self.mariadb_server.start()
 
     def stop_mariadb(self) -> None:
-        """Stop MariaDB (SIGTERM, clean shutdown); no-op when it is not running.
-
-        Raises:
-            StackError: if it does not stop within the start timeout.
-        """
+        """Stop MariaDB (SIGTERM, clean shutdown); no-op when it is not running."""
         with self._locked():
-            pid = self._mariadb_pid()
-            if pid is None:
-                return
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            try:
-                wait_until(
-                    lambda: not pid_alive(pid),
-                    timeout_s=self.params.local.start_timeout_s,
-                    what=f"MariaDB (pid {pid}) to stop",
-                    interval_s=0.1,
-                    max_interval_s=0.5,
-                )
-            except WaitTimeoutError:
-                raise StackError(
-                    f"Failed to stop MariaDB (pid {pid}) on port {self.params.local.mariadb.port}: "
-                    f"still running after {self.params.local.start_timeout_s:.0f} s; last lines of "
-                    f"{self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
-                ) from None
-            log.info("MariaDB stopped")
+            self.mariadb_server.stop(self.params.local.start_timeout_s)
 
     def _mariadb_pid(self) -> int | None:
         pid = read_pid(self.paths.maria_pid)
@@ -221,58 +203,6 @@ class MariaDBServer(ServerHost):
         tmp.rename(data)
         self._chown(data, self._maria_user)
 
-    def _launch_mariadb(self) -> None:
-        port = self.params.local.mariadb.port
-        pid_file = self.paths.maria_pid
-        if pid_file.exists():
-            log.warning("Removing stale MariaDB pid file %s", pid_file)
-            pid_file.unlink()
-        if port_in_use(port):
-            raise StackError(
-                f"Failed to start MariaDB: port {port} on {LOOPBACK} is already in use by another "
-                "process; stop it or choose another port (local.mariadb.port)"
-            )
-        log.info("Starting MariaDB on %s:%s", LOOPBACK, port)
-        with open(self.paths.maria_home / "mariadbd.out", "ab") as out:
-            proc = subprocess.Popen(
-                [which(MARIADB_BIN), f"--defaults-file={self.paths.maria_cnf}"],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd="/",
-                start_new_session=True,  # not killed with the notebook's process group
-            )
-        register_child(proc)
-
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise StackError(
-                    f"Failed to start MariaDB on port {port}: mariadbd exited with code {proc.returncode}; "
-                    f"last lines of {self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
-                )
-            if not self.paths.maria_socket.exists():
-                return False
-            try:
-                self.connect_mariadb_admin().close()
-            except StackError:
-                return False
-            return True
-
-        try:
-            wait_until(
-                ready,
-                timeout_s=self.params.local.start_timeout_s,
-                what=f"MariaDB on port {port} to accept connections",
-                max_interval_s=0.5,
-            )
-        except WaitTimeoutError:
-            proc.terminate()
-            raise StackError(
-                f"Failed to start MariaDB on port {port}: not ready after "
-                f"{self.params.local.start_timeout_s:.0f} s (raise local.start_timeout_s?); last "
-                f"lines of {self.paths.maria_log}:\n{log_tail(self.paths.maria_log)}"
-            ) from None
-
     def _bootstrap_mariadb(self) -> None:
         """Create or update user ``workbook``@``127.0.0.1`` and the MariaDB source databases."""
         account = f"{quote_mariadb(APP_USER)}@{quote_mariadb(LOOPBACK)}"
@@ -293,3 +223,67 @@ class MariaDBServer(ServerHost):
             raise StackError(f"Failed to set up the MariaDB user and databases: {exc}") from None
         finally:
             conn.close()
+
+
+class MariaDBServer(LocalServer):
+    """``mariadbd``, started and stopped on the one path; found again through the pid file it
+    writes (or, without one, as the ``mariadbd`` process running in its datadir)."""
+
+    name = "mariadb"
+    title = "MariaDB"
+    own_pid_file = True
+
+    def __init__(self, access: MariaDBAccess) -> None:
+        self.access = access
+        paths = access.paths
+        super().__init__(
+            paths.maria_home,
+            pid_file=paths.maria_pid,
+            log_file=paths.maria_log,
+            console_file=paths.maria_home / "mariadbd.out",
+            start_timeout_s=access.params.local.start_timeout_s,
+        )
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.access.params.local.mariadb.port, "local.mariadb.port")]
+
+    @property
+    def version(self) -> str:
+        return binary_version(which(MARIADB_BIN))
+
+    @property
+    def data_location(self) -> str:
+        return str(self.access.paths.maria_data)
+
+    @property
+    def address(self) -> str:
+        return f"port {self.ports[0].number}"
+
+    def command(self) -> list[str]:
+        return [which(MARIADB_BIN), f"--defaults-file={self.access.paths.maria_cnf}"]
+
+    def pid(self) -> int | None:
+        return self.access._mariadb_pid()
+
+    def prepare(self) -> None:
+        """The system tables on the first start, the defaults file rewritten, a stale pid file
+        (of a killed server) removed."""
+        self.access._prepare_mariadb()
+        if self.pid_file.exists():
+            log.warning("Removing stale MariaDB pid file %s", self.pid_file)
+            self.pid_file.unlink()
+        return None
+
+    def ready(self) -> bool:
+        """Its socket accepts root's connection."""
+        if not self.access.paths.maria_socket.exists():
+            return False
+        try:
+            self.access.connect_mariadb_admin().close()
+        except StackError:
+            return False
+        return True
+
+    def after_start(self) -> None:
+        self.access._bootstrap_mariadb()

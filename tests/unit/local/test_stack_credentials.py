@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from helpers.errors import StackError
-from helpers.params import load_params
-from helpers.sources.local import credentials as creds_mod
-from helpers.sources.local.credentials import (
+from helpers.local import credentials as creds_mod
+from helpers.local.credentials import (
     CREDENTIALS_FILE,
     ENV_MARIADB_PASSWORD,
     ENV_PG_PASSWORD,
     load_credentials,
 )
-from helpers.sources.local.stack import LocalStack
+from helpers.local.stack import LocalStack
+from helpers.params import load_params
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.engines import quote_mariadb
 from helpers.errors import CdcSetupError
-from helpers.naming import publication_name
-from helpers.params import WorkbookParams, load_params
-from helpers.sources.cdc_report import Check, PreflightReport, preflight_frame, raise_for_failures
-from helpers.sources.local.config import (
+from helpers.local.db_config import (
     ConnInfo,
     StackPaths,
     render_mariadb_cnf,
@@ -18,8 +16,10 @@ from helpers.sources.local.config import (
     render_pg_ident,
     render_postgres_conf,
 )
-from helpers.sources.local.stack import LocalStack
-from helpers.sources.sql import quote_mariadb
+from helpers.local.stack import LocalStack
+from helpers.naming import publication_name
+from helpers.params import WorkbookParams, load_params
+from helpers.sources.cdc_report import Check, PreflightReport, preflight_frame, raise_for_failures
 
 
 @pytest.fixture()

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from helpers.local.server import LOOPBACK, LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
-from helpers.server import LOOPBACK, LocalServer, ServerPort
 
 __all__ = ["LocalSparkCluster", "pyspark_home"]
 

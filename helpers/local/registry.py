@@ -9,7 +9,7 @@ Confluent-compatible API, :attr:`LocalRegistry.ccompat_url`.
 Storage (``local.registry.storage``):
 
 * ``sql`` (the default): a database of its own (``local.registry.database``, owned by a role of
-  the same name) in the local PostgreSQL of :class:`helpers.sources.local.stack.LocalStack`. The
+  the same name) in the local PostgreSQL of :class:`helpers.local.stack.LocalStack`. The
   schemas survive a restart of the registry, which Kafka data needs: a message carries only the
   schema's id. The role's password is generated into ``<state_dir>/registry/db-password``
   (0600) and reaches the server through its environment, never its command line or a file it
@@ -41,13 +41,13 @@ from pydantic import SecretStr
 
 from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_archive
+from helpers.local.credentials import load_secret
+from helpers.local.server import LocalServer, ServerPort
+from helpers.local.stack import LOOPBACK, LocalStack
 from helpers.params import WorkbookParams
 from helpers.proc import (
     log_tail,
 )
-from helpers.server import LocalServer, ServerPort
-from helpers.sources.local.credentials import load_secret
-from helpers.sources.local.stack import LOOPBACK, LocalStack
 
 __all__ = [
     "CONVERTER_ARCHIVE",
@@ -166,7 +166,7 @@ def converter_plugin_dir() -> Path:
 
 class LocalRegistry(LocalServer):
     """Start, stop and describe the local schema registry of a parameter set
-    (:class:`~helpers.server.LocalServer`; ready when its health check answers UP).
+    (:class:`~helpers.local.server.LocalServer`; ready when its health check answers UP).
 
     Example:
         >>> registry = LocalRegistry(params)          # doctest: +SKIP
@@ -304,7 +304,7 @@ class LocalRegistry(LocalServer):
         tmp_dir = self.home / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         lines = [
-            "# written by helpers.capture.registry on every start; the password comes from the environment",
+            "# written by helpers.local.registry on every start; the password comes from the environment",
             f"quarkus.http.host={LOOPBACK}",
             f"quarkus.http.port={self.settings.port}",
             f"quarkus.management.host={LOOPBACK}",

@@ -1,22 +1,25 @@
-"""One start/stop/status code path for the workbook's local JVM servers.
+"""One start/stop/status code path for every background server of the workbook.
 
 :class:`LocalServer` holds what every such server shares: a folder of its own under the state
-directory with a pid file and a log, loopback ports checked before it starts, a bounded heap on its
-command line (the subclass builds it), a detached process (:func:`helpers.proc.spawn_server`), a
-readiness check with a time limit, a half-started process stopped again with the log's tail in the
-error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stack status``. A subclass
-says only what differs: its command, its ports, what it writes before it starts and what ready
-means. The metastore (:mod:`helpers.metastore`), the lake's S3 server (:mod:`helpers.s3_server`),
-the schema registry (:mod:`helpers.capture.registry`), the Kafka broker and Connect worker
-(:mod:`helpers.capture.kafka`) and the Spark standalone master and worker
-(:mod:`helpers.spark_cluster`) are built on it. PostgreSQL and MariaDB are not yet: they run as their own
-system users, their data folders set up by their own tools and their pid files written by the
-servers themselves (:mod:`helpers.sources.local`).
+directory with a pid file and a log, loopback ports checked before it starts, bounded memory on its
+command line or in its settings (the subclass builds them), a detached process
+(:func:`helpers.proc.spawn_server`, as another system user where the server must not run as root),
+a readiness check with a time limit, a half-started process stopped again with the log's tail in
+the error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stack status``. A
+subclass says only what differs: its command, its ports, what it writes before it starts, what
+ready means, its stop signal and whether it writes its own pid file. Built on it: PostgreSQL
+(:mod:`helpers.local.postgres`), MariaDB (:mod:`helpers.local.mariadb`), the metastore
+(:mod:`helpers.local.metastore`), the lake's S3 server (:mod:`helpers.local.s3`), the schema
+registry (:mod:`helpers.local.registry`), the Kafka broker and Connect worker
+(:mod:`helpers.local.kafka`) and the Spark standalone master and worker
+(:mod:`helpers.local.spark_cluster`). JupyterLab (:mod:`helpers.local.lab`) is the one foreground
+server: ``./workbook lab`` runs it until Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import abc
+import signal
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +65,11 @@ class LocalServer(abc.ABC):
     poll_interval_s: ClassVar[float] = 0.5
     #: the first pause (it doubles up to :attr:`poll_interval_s`)
     first_interval_s: ClassVar[float] = 0.2
+    #: the signal that asks it to shut down cleanly (SIGKILL follows after the stop's time limit)
+    stop_signal: ClassVar[int] = signal.SIGTERM
+    #: True when the server writes ``pid_file`` itself (PostgreSQL, MariaDB); it is then never
+    #: written or removed here, and :meth:`pid` should check it is not a recycled pid
+    own_pid_file: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -71,14 +79,17 @@ class LocalServer(abc.ABC):
         log_file: Path,
         start_timeout_s: float,
         console_file: Path | None = None,
+        run_as: str | None = None,
     ) -> None:
         """``log_file``: the server's log, shown by ``stack status``; ``console_file``: where its
-        standard output and error go (default: the log)."""
+        standard output and error go (default: the log); ``run_as``: the system user it runs as
+        (None: this process's)."""
         self.home = home
         self.pid_file = pid_file
         self.log_file = log_file
         self.console_file = console_file or log_file
         self.start_timeout_s = start_timeout_s
+        self.run_as = run_as
 
     # ------------------------------------------------------------------ what a server says
 
@@ -158,12 +169,19 @@ class LocalServer(abc.ABC):
         for port in self.ports:
             if port_in_use(port.number, LOOPBACK):
                 raise StackError(
-                    f"Failed to start {self.title}: port {port.number} on {LOOPBACK} is taken by another "
-                    f"program; set {port.setting} to a free port"
+                    f"Failed to start {self.title}: port {port.number} on {LOOPBACK} is already in use by "
+                    f"another program; set {port.setting} to a free port"
                 )
         self.home.mkdir(parents=True, exist_ok=True)
         env = self.prepare()
-        proc = spawn_server(argv, log_file=self.console_file, pid_file=self.pid_file, cwd=self.home, env=env)
+        proc = spawn_server(
+            argv,
+            log_file=self.console_file,
+            pid_file=None if self.own_pid_file else self.pid_file,
+            cwd=self.home,
+            env=env,
+            user=self.run_as,
+        )
         if wait_started(
             proc,
             self.ready,
@@ -174,23 +192,27 @@ class LocalServer(abc.ABC):
         ):
             return
         if proc.poll() is None:  # up but never ready: not left running half-started
-            stop_process(proc.pid, 30.0)
+            stop_process(proc.pid, 30.0, self.stop_signal)
             cause = f"not ready after {self.start_timeout_s:.0f} s"
         else:
             cause = f"it exited with code {proc.returncode}"
-        self.pid_file.unlink(missing_ok=True)
+        self._forget_pid()
         raise StackError(
             f"Failed to start {self.title} on {self.address} ({cause}; log {self.log_file}):\n"
             f"{self.failure_detail()}"
         )
 
     def stop(self, timeout_s: float = 30.0) -> ServerStatus:
-        """Stop the server: SIGTERM, then SIGKILL after ``timeout_s``."""
+        """Stop the server: :attr:`stop_signal`, then SIGKILL after ``timeout_s``."""
         pid = self.pid()
         if pid is not None:
-            stop_process(pid, timeout_s)
-        self.pid_file.unlink(missing_ok=True)
+            stop_process(pid, timeout_s, self.stop_signal)
+        self._forget_pid()
         return self.status()
+
+    def _forget_pid(self) -> None:
+        if not self.own_pid_file:  # a server's own pid file is its business (and its lock)
+            self.pid_file.unlink(missing_ok=True)
 
     def status(self) -> ServerStatus:
         """Running or stopped, pid, port, version, data and log."""

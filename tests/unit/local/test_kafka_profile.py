@@ -12,12 +12,12 @@ import pytest
 from support.project import KAFKA_SCRIPTS, project_copy
 
 from helpers.capture.backends import KafkaConnectRestBackend, scrub_secrets, trace_summary
-from helpers.capture.kafka import LocalKafka, bootstrap_servers, connect_url
 from helpers.capture.kafka_sink import topic_pattern
 from helpers.capture.raw_topics import raw_specs
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
 from helpers.errors import JarsMissingError, ParamsError, StackError
 from helpers.jars import connect_plugin_dirs, jar_tree
+from helpers.local.kafka import LocalKafka, bootstrap_servers, connect_url
 from helpers.params import load_params, project_root
 from helpers.proc import free_port
 

@@ -8,7 +8,7 @@ s3a then refuses to create the Hudi table's folder ("since it is a file").
 :func:`local_s3_connection` is what every client of the lake uses to find it (:mod:`helpers.lake_store`,
 :mod:`helpers.spark`, the Hudi reader).
 
-It is a foundation module beside :mod:`helpers.metastore` rather than a room of ``sources/local/``:
+It is a foundation module beside :mod:`helpers.local.metastore` rather than a room of ``sources/local/``:
 the lake's clients (``lake_store``, ``spark``, ``hudi``) sit in the foundation and must import it.
 
 Its files live under ``<state_dir>/s3/``: ``keys.json`` (the generated access key and secret, 0600,
@@ -30,9 +30,9 @@ from typing import Any
 
 from helpers.errors import StackError
 from helpers.jars import project_jars
+from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import log_tail
-from helpers.server import LocalServer, ServerPort
 
 __all__ = [
     "REGION",
@@ -64,7 +64,7 @@ class S3Connection:
 
 class LocalS3Server(LocalServer):
     """Start, stop and describe the local S3 server of a parameter set
-    (:class:`~helpers.server.LocalServer`; each start also creates the lake's bucket)."""
+    (:class:`~helpers.local.server.LocalServer`; each start also creates the lake's bucket)."""
 
     name = "s3"
     title = "the local S3 server"
@@ -137,7 +137,7 @@ class LocalS3Server(LocalServer):
     def _write_properties(self, conn: S3Connection) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         lines = [
-            "# written by helpers.s3_server on every start: the local S3 server (S3Proxy)",
+            "# written by helpers.local.s3 on every start: the local S3 server (S3Proxy)",
             f"s3proxy.endpoint={self.endpoint_url}",
             "s3proxy.authorization=aws-v2-or-v4",
             f"s3proxy.identity={conn.access_key}",

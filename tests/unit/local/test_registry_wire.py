@@ -17,10 +17,10 @@ import pytest
 from support.project import project_copy
 
 from helpers.capture.ccompat import SchemaRegistryClient
-from helpers.capture.registry import MIN_JAVA, find_java, java_major
 from helpers.capture.wire import HEADER_SIZE, WireCodec, frame_message, split_message
 from helpers.errors import JarsMissingError, ParamsError, SchemaRegistryError, StackError, WireFormatError
 from helpers.jars import ARCHIVE_STAMP, JARS_DIR, archives, project_archive
+from helpers.local.registry import MIN_JAVA, find_java, java_major
 from helpers.params import load_params, project_root
 
 ROOT = project_root()

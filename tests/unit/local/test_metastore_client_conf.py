@@ -7,7 +7,7 @@ import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers.metastore import LocalMetastore
+from helpers.local.metastore import LocalMetastore
 from helpers.params import load_params
 
 

@@ -7,7 +7,7 @@ Connect distributed worker with the Debezium connector plugins on its ``plugin.p
 ``kafka`` (``scripts/jars.tsv``). Source passwords reach the worker through Kafka's
 ``FileConfigProvider`` from ``connect/secrets/sources.properties`` (mode 0600): a connector's
 configuration holds only ``${file:...}`` references, so the REST API never echoes a password.
-Each of the two processes is a :class:`~helpers.server.LocalServer` (the one start/stop/status
+Each of the two processes is a :class:`~helpers.local.server.LocalServer` (the one start/stop/status
 path); the module is cohesive: the two servers' settings, the worker's plugins and secrets.
 
 Layout::
@@ -32,15 +32,15 @@ import requests
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
-from helpers.capture.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
 from helpers.errors import CaptureError, JarsMissingError, StackError
 from helpers.jars import connect_plugin_dirs, connect_transforms_dir, jar_tree
+from helpers.local.credentials import load_credentials
+from helpers.local.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
+from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import (
     ServerStatus,
 )
-from helpers.server import LocalServer, ServerPort
-from helpers.sources.local.credentials import load_credentials
 
 __all__ = [
     "CONNECTOR_CLASSES",
@@ -125,7 +125,7 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _properties(values: Mapping[str, str]) -> str:
-    lines = ["# written by helpers.capture.kafka; rewritten on every start"]
+    lines = ["# written by helpers.local.kafka; rewritten on every start"]
     lines += [f"{k}={v}" for k, v in values.items()]
     return "\n".join(lines) + "\n"
 

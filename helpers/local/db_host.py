@@ -16,14 +16,14 @@ from pathlib import Path
 import filelock
 
 from helpers.errors import StackError
-from helpers.params import SourceParams, WorkbookParams
-from helpers.proc import pid_alive
-from helpers.sources.local.config import (
+from helpers.local.credentials import Credentials, load_credentials
+from helpers.local.db_config import (
     PG_SUPERUSER,
     SOCKET_PATH_MAX,
     StackPaths,
 )
-from helpers.sources.local.credentials import Credentials, load_credentials
+from helpers.params import SourceParams, WorkbookParams
+from helpers.proc import pid_alive
 
 log = logging.getLogger(__name__)
 

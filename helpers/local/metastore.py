@@ -16,8 +16,8 @@ from xml.sax.saxutils import escape
 
 from helpers.errors import StackError
 from helpers.jars import project_jars
+from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
-from helpers.server import LocalServer, ServerPort
 
 __all__ = ["DERBY_VERSION", "LocalMetastore"]
 
@@ -30,7 +30,7 @@ _LOOPBACK = "127.0.0.1"
 
 class LocalMetastore(LocalServer):
     """Start, stop and describe the local metastore database of a parameter set
-    (:class:`~helpers.server.LocalServer`: its log is Derby's ``derby.log``, its console output
+    (:class:`~helpers.local.server.LocalServer`: its log is Derby's ``derby.log``, its console output
     ``server.out``)."""
 
     name = "metastore"
@@ -84,7 +84,7 @@ class LocalMetastore(LocalServer):
         password = secrets.token_urlsafe(24)
         text = "\n".join(
             [
-                "# written by helpers.metastore: the local Hive metastore's Derby network server",
+                "# written by helpers.local.metastore: the local Hive metastore's Derby network server",
                 "derby.connection.requireAuthentication=true",
                 "derby.authentication.provider=BUILTIN",
                 f"derby.user.{_USER}={password}",

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from helpers import lab
 from helpers.cli import build_parser
 from helpers.errors import LabError
+from helpers.local import lab
 from helpers.params import project_root
 
 

@@ -9,27 +9,25 @@ from __future__ import annotations
 
 import logging
 
-from helpers.metastore import LocalMetastore
-from helpers.proc import ServerStatus
-from helpers.s3_server import LocalS3Server
-from helpers.sources.local.config import (
+from helpers.local.db_config import (
     APP_USER,
     LOOPBACK,
-    MARIADB_BIN,
     ConnInfo,
     StackPaths,
 )
-from helpers.sources.local.mariadb import MariaDBServer
-from helpers.sources.local.postgres import PostgresServer
-from helpers.sources.local.server import binary_version, which
-from helpers.spark_cluster import LocalSparkCluster
+from helpers.local.mariadb import MariaDBAccess
+from helpers.local.metastore import LocalMetastore
+from helpers.local.postgres import PostgresAccess
+from helpers.local.s3 import LocalS3Server
+from helpers.local.spark_cluster import LocalSparkCluster
+from helpers.proc import ServerStatus
 
 __all__ = ["APP_USER", "LOOPBACK", "ConnInfo", "LocalStack", "StackPaths"]
 
 log = logging.getLogger(__name__)
 
 
-class LocalStack(PostgresServer, MariaDBServer):
+class LocalStack(PostgresAccess, MariaDBAccess):
     """Local PostgreSQL 15 and MariaDB 10.11 servers for the workbook's source databases.
 
     Args:
@@ -48,8 +46,8 @@ class LocalStack(PostgresServer, MariaDBServer):
     def start(self) -> list[ServerStatus]:
         """Start both database servers and the local metastore (no-op for a running one) and
         apply roles, users and databases; also the local Spark cluster when ``spark.master`` names
-        it (:mod:`helpers.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
-        (:mod:`helpers.s3_server`), so notebook 01's start brings up every server a later
+        it (:mod:`helpers.local.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
+        (:mod:`helpers.local.s3`), so notebook 01's start brings up every server a later
         Spark session or capture worker needs.
 
         Returns:
@@ -92,27 +90,9 @@ class LocalStack(PostgresServer, MariaDBServer):
         Returns:
             One :class:`ServerStatus` per server: PostgreSQL, MariaDB, the metastore.
         """
-        pg_pid = self._postgres_pid()
-        maria_pid = self._mariadb_pid()
         return [
-            ServerStatus(
-                server="postgres",
-                running=pg_pid is not None,
-                pid=pg_pid,
-                port=self.params.local.postgres.port,
-                version=binary_version(str(self._pg_bin("postgres"))),
-                data_dir=str(self.paths.pg_data),
-                log_file=str(self.paths.pg_log),
-            ),
-            ServerStatus(
-                server="mariadb",
-                running=maria_pid is not None,
-                pid=maria_pid,
-                port=self.params.local.mariadb.port,
-                version=binary_version(which(MARIADB_BIN)),
-                data_dir=str(self.paths.maria_data),
-                log_file=str(self.paths.maria_log),
-            ),
+            self.postgres_server.status(),
+            self.mariadb_server.status(),
             LocalMetastore(self.params).status(),
         ]
 
