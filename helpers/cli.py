@@ -39,7 +39,7 @@ from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, st
 from helpers.proc import ServerStatus
 from helpers.runner import run_workbook
 from helpers.silver.streamer_config import write_streamer_config
-from helpers.sources import edits
+from helpers.sources.edge_cases.catalogue import EDGE_CASES, apply_edge_case
 
 __all__ = ["build_parser", "main"]
 
@@ -173,14 +173,15 @@ def _stack(args: argparse.Namespace) -> int:
 
 def _changes(args: argparse.Namespace) -> int:
     if args.action == "list":
-        for name, fn in edits.SCENARIOS.items():
-            print(f"{name:16} {(fn.__doc__ or '').strip().splitlines()[0]}")
+        for name, case in EDGE_CASES.items():
+            print(f"{name:29} {case.summary}")
         return 0
     if not args.scenario:
         print("changes run needs a scenario name (see: changes list)", file=sys.stderr)
         return 2
-    result = edits.apply_scenario(_params(args), args.scenario)
-    print(f"{result.scenario}: topic {result.topic}, keys {result.keys}; {result.note}")
+    result = apply_edge_case(_params(args), args.scenario)
+    deleted = f", deleted {result.deleted}" if result.deleted else ""
+    print(f"{result.scenario}: topic {result.topic}, keys {result.keys}{deleted}; {result.note}")
     for statement in result.statements:
         print(f"  {statement[:160]}")
     return 0

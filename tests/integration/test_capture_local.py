@@ -261,13 +261,13 @@ def test_worker_logs_and_status_never_hold_the_password(capture: Capture) -> Non
 @pytest.mark.parametrize(
     "scenario",
     [
-        "delete_rows",
-        "delete_reinsert",
-        "rapid_updates",
-        "partition_move",
-        "add_column",
-        "exact_values",
-        "burst",
+        "deletes_postgres",
+        "delete_reinsert_postgres",
+        "rapid_updates_mariadb",
+        "partition_move_mariadb",
+        "add_column_postgres",
+        "exact_values_mariadb",
+        "burst_postgres",
     ],
 )
 def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capture, scenario: str) -> None:
@@ -275,9 +275,9 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
     back the source table exactly (deletes, re-inserts, same-second updates, a moved partition
     value, a new column, extreme decimals, a burst)."""
     from helpers.checks.parity import bronze_vs_source
-    from helpers.sources.edits import apply_scenario
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
 
-    result = apply_scenario(capture.stack.params, scenario)
+    result = apply_edge_case(capture.stack.params, scenario)
     assert result.statements and result.keys
     specs = [s for s in capture.specs.values() if result.topic in s.topics.values()]
     check = bronze_vs_source(capture.stack.params, specs, wait_s=30)
@@ -288,9 +288,9 @@ def test_scripted_edge_cases_reach_bronze_and_replay_to_the_source(capture: Capt
 def test_toast_placeholder_is_visible_in_bronze_for_silver_to_handle(capture: Capture) -> None:
     """Edge case 7 at the Bronze level, stated as measured: with REPLICA IDENTITY FULL the update
     that leaves a large text value untouched carries the full value, so Bronze alone replays it."""
-    from helpers.sources.edits import apply_scenario
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
 
-    result = apply_scenario(capture.stack.params, "toast_unchanged")
+    result = apply_edge_case(capture.stack.params, "toast_full_identity_postgres")
     key = result.keys[0]
 
     def updates() -> list[dict[str, Any]]:
@@ -310,11 +310,11 @@ def test_toast_placeholders_keep_the_stored_value_in_silver(capture: Capture) ->
     from helpers.bronze.events import UNAVAILABLE_VALUE
     from helpers.checks.parity import silver_vs_source
     from helpers.silver.ingest import ingest_all
-    from helpers.sources.edits import apply_scenario
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
 
     params = capture.stack.params
     ingest_all(params, ["event"])
-    result = apply_scenario(params, "toast_default_identity")
+    result = apply_edge_case(params, "toast_postgres")
     key = result.keys[0]
 
     def updates(count: int) -> Callable[[], list[dict[str, Any]] | None]:
@@ -358,7 +358,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     from helpers.hudi.timeline import pending_instants
     from helpers.silver.job import SilverJob
     from helpers.silver.tables import table_config
-    from helpers.sources.edits import apply_scenario
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
 
     base = capture.stack.params
     params, job_params = own_job_params(base, "category", tmp_path)
@@ -367,7 +367,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     try:
         wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
         path = table_config(params, params.silver.tables[0]).base_path
-        writer = threading.Thread(target=lambda: [apply_scenario(base, "burst") for _ in range(5)])
+        writer = threading.Thread(target=lambda: [apply_edge_case(base, "burst_postgres") for _ in range(5)])
         writer.start()
         wait_until(
             lambda: pending_instants(path),
@@ -405,10 +405,10 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     from helpers.hudi.timeline import completed_instants, read_commit_metadata
     from helpers.silver.ingest import FILES_KEY, ingest_table
     from helpers.silver.tables import table_config
-    from helpers.sources.edits import apply_scenario
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
 
     params = capture.stack.params
-    apply_scenario(params, "burst")
+    apply_edge_case(params, "burst_postgres")
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=30)["equal"].all()
     category = next(t for t in params.silver.tables if t.name == "category")
     threads = [threading.Thread(target=ingest_table, args=(params, category)) for _ in range(2)]

@@ -58,7 +58,7 @@ from helpers.silver.ingest import ingest_all
 from helpers.silver.streamer import run_streamer_once
 from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
-from helpers.sources.edits import apply_scenario
+from helpers.sources.edge_cases.catalogue import apply_edge_case
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -340,8 +340,8 @@ def test_kill_9_of_the_worker_and_the_broker_then_bronze_and_silver_equal_the_so
     assert (first["files"] > 0).all(), first
     check = silver_vs_source(world.params, names)
     assert len(check) == len(names) and check["equal"].all(), check[~check["equal"]]
-    apply_scenario(world.params, "delete_reinsert")
-    apply_scenario(world.params, "rapid_updates")
+    apply_edge_case(world.params, "delete_reinsert_postgres")
+    apply_edge_case(world.params, "rapid_updates_mariadb")
     _bronze_equal(world, "after deletes, re-inserts and rapid updates")
     ingest_all(world.params, names, spark=spark)
     check = silver_vs_source(world.params, names)

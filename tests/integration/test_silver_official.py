@@ -26,7 +26,7 @@ from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoin
 from helpers.silver.ingest import ingest_all
 from helpers.silver.prepare import position_column
 from helpers.silver.tables import POSITION_COLUMN, pending_bronze, silver_write_options, table_config
-from helpers.sources.edits import apply_scenario
+from helpers.sources.edge_cases.catalogue import apply_edge_case
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -58,8 +58,8 @@ def test_silver_equals_the_sources_and_takes_each_bronze_file_once(
     category = table_config(params, next(t for t in params.silver.tables if t.name == "category")).base_path
     first_instant = completed_instants(category)[-1].timestamp
     before = {r["catid"]: r["catname"] for r in read_snapshot(category).to_pylist()}
-    changed = apply_scenario(params, "delete_reinsert")
-    apply_scenario(params, "rapid_updates")
+    changed = apply_edge_case(params, "delete_reinsert_postgres")
+    apply_edge_case(params, "rapid_updates_mariadb")
     assert bronze_vs_source(params, specs, wait_s=60)["equal"].all()
     again = ingest_all(params, spark=spark)
     assert again["files"].sum() > 0

@@ -53,7 +53,7 @@ def test_changes_run_without_a_name_is_bad_input(capsys: pytest.CaptureFixture[s
 
 def test_lists_need_no_servers(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["changes", "list"]) == 0
-    assert "delete_rows" in capsys.readouterr().out
+    assert "deletes_postgres" in capsys.readouterr().out
     assert main(["conformance", "--list"]) == 0
     assert "item" in capsys.readouterr().out
 

@@ -1,10 +1,12 @@
 """CDC conformance: scripted edge cases on the real sources, checked end to end in Silver.
 
-Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9, 11 and 13 to 15) scripts changes on a real source
-table (:mod:`.scenarios_postgres`, :mod:`.scenarios_mariadb`, with the drivers of :mod:`.drivers`),
-waits until Bronze has captured them, ingests them into Silver tables of every variant
-(Copy-on-Write and Merge-on-Read, hard and soft deletes; :mod:`.model`) under
-``<silver>/_conformance`` and compares each with the source table on keys and every column.
+Each scenario of ``docs/cdc-edge-cases.md`` (items 1 to 9, 11 and 13 to 15) changes a real source
+table: a case of the edge-case catalogue (:mod:`helpers.sources.edge_cases`), run through a
+:class:`ScenarioContext`, or a delivery fault of :mod:`.scenarios_postgres` and
+:mod:`.scenarios_mariadb` (with the drivers of :mod:`.drivers`). It waits until Bronze has
+captured the changes, ingests them into Silver tables of every variant (Copy-on-Write and
+Merge-on-Read, hard and soft deletes; :mod:`.model`) under ``<silver>/_conformance`` and compares
+each with the source table on keys and every column.
 In soft-delete mode the rows not flagged must equal the source and every key the scenario deleted
 must be present with ``__deleted=true``. Each comparison must also report a tampered copy of
 Silver (:mod:`.harness`). Command line: ``./workbook conformance [--short] [--only NAME ...]``.
@@ -30,7 +32,6 @@ from helpers.checks.conformance.harness import (
 from helpers.checks.conformance.model import (
     VARIANTS,
     ScenarioContext,
-    Target,
     conformance_params,
     wait_for_bronze,
 )
@@ -40,7 +41,6 @@ __all__ = [
     "VARIANTS",
     "Scenario",
     "ScenarioContext",
-    "Target",
     "conformance_params",
     "failed_scenarios",
     "require_passed",

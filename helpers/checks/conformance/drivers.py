@@ -22,14 +22,15 @@ from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.register import connector_specs, embedded_backend, local_endpoints
 from helpers.checks.conformance.model import (
     ScenarioContext,
-    Target,
     bronze_differences,
     scratch_params,
+    variants,
     wait_for_bronze,
 )
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_tables
 from helpers.sources.connect import connect
+from helpers.sources.edge_cases.session import Target
 
 __all__ = ["check_tombstones", "redeliver", "shuffled_delivery", "snapshot_handover"]
 
@@ -128,8 +129,8 @@ def shuffled_delivery(ctx: ScenarioContext, target: Target, change: Callable[[],
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
                 os.utime(dest, (stamp, stamp))
-            variants = target.variants()
-            for table, r in zip(variants, ingest_tables(sparams, variants), strict=True):
+            tables = variants(target)
+            for table, r in zip(tables, ingest_tables(sparams, tables), strict=True):
                 files_n, events_n = taken.get(table.name, (0, 0))
                 taken[table.name] = (files_n + r.files, events_n + r.events)
 
@@ -202,8 +203,8 @@ def snapshot_handover(
         if errors:
             raise errors[0]
         wait_for_bronze(ctx.params, target, bronze_root=scratch / "bronze", timeout_s=180)
-        variants = target.variants()
-        for table, result in zip(variants, ingest_tables(sparams, variants), strict=True):
+        tables = variants(target)
+        for table, result in zip(tables, ingest_tables(sparams, tables), strict=True):
             ctx.ingested.setdefault(table.name, []).append(result)
         ctx.notes.append(f"{len(written)} change(s) made while the fresh connector started and snapshotted")
         ctx.cparams = sparams

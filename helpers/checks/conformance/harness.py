@@ -21,24 +21,13 @@ import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
 from helpers.checks.at_position import source_table
 from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
-from helpers.checks.conformance.model import (
-    CATEGORY,
-    CATEGORY_BY_GROUP,
-    DATE,
-    EVENT,
-    ORDER_ITEMS,
-    ORDERS,
-    SALE,
-    SALE_BY_QTY,
-    VENUE,
-    ScenarioContext,
-    Target,
-    conformance_params,
-)
+from helpers.checks.conformance.model import ScenarioContext, conformance_params, variants
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
 from helpers.silver.tables import table_config
+from helpers.sources.edge_cases.catalogue import EDGE_CASES
+from helpers.sources.edge_cases.session import CATEGORY, DATE, SALE, VENUE, Target
 
 __all__ = [
     "SCENARIOS",
@@ -168,33 +157,42 @@ class Scenario:
     na: str = ""
 
 
+def _edge(
+    name: str, script: Callable[[ScenarioContext], None] | None = None, *, short: bool = False
+) -> Scenario:
+    """A scenario over a case of the catalogue (:data:`helpers.sources.edge_cases.catalogue.EDGE_CASES`):
+    its script, or one that runs it and checks more."""
+    case = EDGE_CASES[name]
+    return Scenario(name, case.item, case.engine, case.tables, script or case.script, short=short)
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("deletes_postgres", 1, "postgres", (CATEGORY,), pg.deletes, short=True),
-        Scenario("deletes_mariadb", 1, "mariadb", (SALE,), maria.deletes, short=True),
-        Scenario("delete_reinsert_postgres", 2, "postgres", (CATEGORY,), pg.delete_reinsert, short=True),
-        Scenario("delete_reinsert_mariadb", 2, "mariadb", (SALE,), maria.delete_reinsert, short=True),
-        Scenario("rapid_updates_postgres", 3, "postgres", (CATEGORY,), pg.rapid_updates, short=True),
-        Scenario("rapid_updates_mariadb", 3, "mariadb", (SALE,), maria.rapid_updates, short=True),
+        _edge("deletes_postgres", pg.deletes, short=True),
+        _edge("deletes_mariadb", maria.deletes, short=True),
+        _edge("delete_reinsert_postgres", short=True),
+        _edge("delete_reinsert_mariadb", short=True),
+        _edge("rapid_updates_postgres", short=True),
+        _edge("rapid_updates_mariadb", short=True),
         Scenario("redelivery_postgres", 4, "postgres", (CATEGORY,), pg.redelivery, short=True),
         Scenario("redelivery_mariadb", 4, "mariadb", (SALE,), maria.redelivery, short=True),
         Scenario("redelivery_delete_postgres", 4, "postgres", (CATEGORY,), pg.redelivery_delete),
         Scenario("redelivery_delete_mariadb", 4, "mariadb", (SALE,), maria.redelivery_delete),
-        Scenario("partition_move_postgres", 5, "postgres", (CATEGORY_BY_GROUP,), pg.partition_move),
-        Scenario("partition_move_mariadb", 5, "mariadb", (SALE_BY_QTY,), maria.partition_move),
-        Scenario("add_column_postgres", 6, "postgres", (VENUE,), pg.add_column),
-        Scenario("add_column_mariadb", 6, "mariadb", (DATE,), maria.add_column),
-        Scenario("toast_postgres", 7, "postgres", (EVENT,), pg.toast),
+        _edge("partition_move_postgres"),
+        _edge("partition_move_mariadb"),
+        _edge("add_column_postgres"),
+        _edge("add_column_mariadb"),
+        _edge("toast_postgres", pg.toast),
         Scenario(
             "toast_mariadb", 7, "mariadb", (), None, na="TOAST is PostgreSQL-only (MariaDB sends full rows)"
         ),
-        Scenario("exact_values_postgres", 8, "postgres", (ORDER_ITEMS, ORDERS), pg.exact_values, short=True),
-        Scenario("exact_values_mariadb", 8, "mariadb", (SALE,), maria.exact_values, short=True),
+        _edge("exact_values_postgres", short=True),
+        _edge("exact_values_mariadb", short=True),
         Scenario("out_of_order_postgres", 9, "postgres", (CATEGORY,), pg.out_of_order),
         Scenario("out_of_order_mariadb", 9, "mariadb", (SALE,), maria.out_of_order),
-        Scenario("truncate_postgres", 13, "postgres", (CATEGORY,), pg.truncate, short=True),
-        Scenario("truncate_mariadb", 13, "mariadb", (DATE,), maria.truncate, short=True),
+        _edge("truncate_postgres", short=True),
+        _edge("truncate_mariadb", short=True),
         Scenario("resnapshot_postgres", 14, "postgres", (CATEGORY, VENUE), pg.resnapshot),
         Scenario("resnapshot_mariadb", 14, "mariadb", (DATE,), maria.resnapshot),
         Scenario("add_table_postgres", 15, "postgres", (VENUE,), pg.add_table),
@@ -215,7 +213,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
     for target in ctx.targets:  # a scenario may add targets it creates (item 15)
         source, json_columns = source_table(ctx.params, target.source, target.table)
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
-        for table in target.variants():
+        for table in variants(target):
             base = table_config(ctx.cparams, table).base_path
             if not Path(base, ".hoodie", "hoodie.properties").exists():
                 silver = source.slice(0, 0)

@@ -1,5 +1,6 @@
-"""What a conformance scenario works on: source tables (:class:`Target`) and their Silver variants,
-the scenario's parameters, and the :class:`ScenarioContext` a script records its changes in."""
+"""What a conformance scenario works on: the edge cases' source tables and their Silver variants,
+the scenario's parameters, and the :class:`ScenarioContext` a script records its changes in (an
+:class:`~helpers.sources.edge_cases.session.EditSession` that ingests and checks)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,33 @@ from helpers.checks.at_position import source_table
 from helpers.checks.compare import compare_tables
 from helpers.checks.divergence import DIFFERS, check_divergence
 from helpers.hudi.read import read_snapshot
-from helpers.naming import table_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_tables
 from helpers.silver.tombstones import tombstone_folder
 from helpers.sources.connect import connect, max_value
+from helpers.sources.edge_cases.session import (
+    CATEGORY,
+    CATEGORY_BY_GROUP,
+    DATE,
+    EVENT,
+    ORDER_ITEMS,
+    ORDERS,
+    SALE,
+    SALE_BY_QTY,
+    VENUE,
+    Target,
+)
 
 __all__ = [
     "ALL_TARGETS",
     "VARIANTS",
     "ScenarioContext",
-    "Target",
     "bronze_differences",
     "conformance_params",
-    "next_key",
     "scratch_params",
+    "variant",
+    "variants",
     "wait_for_bronze",
 ]
 
@@ -47,52 +59,25 @@ VARIANTS: tuple[tuple[str, str], ...] = (
 _SHORT_TYPE = {"COPY_ON_WRITE": "cow", "MERGE_ON_READ": "mor"}
 
 
-@dataclass(frozen=True)
-class Target:
-    """A source table checked by a scenario, and how its Silver variants are keyed/partitioned."""
-
-    source: str
-    table: str
-    key: tuple[str, ...]
-    partition: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """``source.table`` (plus the partition field)."""
-        part = f" by {','.join(self.partition)}" if self.partition else ""
-        return f"{self.source}.{self.table}{part}"
-
-    def topic(self, params: WorkbookParams) -> str:
-        """The table's Bronze topic."""
-        return table_topic(params, self.source, self.table)
-
-    def variant(self, table_type: str, delete_mode: str) -> SilverTableParams:
-        """The Silver table of one variant (``c_<table>[_p]_<cow|mor>_<hard|soft>``)."""
-        part = "_p" if self.partition else ""
-        return SilverTableParams(
-            name=f"c_{self.table}{part}_{_SHORT_TYPE[table_type]}_{delete_mode}",
-            source=self.source,
-            table=self.table,
-            record_key=self.key,
-            partition=self.partition,
-            table_type=table_type,  # type: ignore[arg-type]
-            delete_mode=delete_mode,  # type: ignore[arg-type]
-        )
-
-    def variants(self) -> list[SilverTableParams]:
-        """Every variant's Silver table (see :data:`VARIANTS`)."""
-        return [self.variant(t, m) for t, m in VARIANTS]
+def variant(target: Target, table_type: str, delete_mode: str) -> SilverTableParams:
+    """The Silver table of one variant of ``target`` (``c_<table>[_p]_<cow|mor>_<hard|soft>``)."""
+    part = "_p" if target.partition else ""
+    return SilverTableParams(
+        name=f"c_{target.table}{part}_{_SHORT_TYPE[table_type]}_{delete_mode}",
+        source=target.source,
+        table=target.table,
+        record_key=target.key,
+        partition=target.partition,
+        table_type=table_type,  # type: ignore[arg-type]
+        delete_mode=delete_mode,  # type: ignore[arg-type]
+    )
 
 
-CATEGORY = Target("ems", "category", ("catid",))
-CATEGORY_BY_GROUP = Target("ems", "category", ("catid",), ("catgroup",))
-VENUE = Target("ems", "venue", ("venueid",))
-EVENT = Target("ems", "event", ("eventid",))
-ORDERS = Target("orders", "orders", ("order_id",))
-ORDER_ITEMS = Target("orders", "order_items", ("order_id", "line_no"))
-SALE = Target("ecomm", "sale", ("salesid",))
-SALE_BY_QTY = Target("ecomm", "sale", ("salesid",), ("qtysold",))
-DATE = Target("ecomm", "date", ("dateid",))
+def variants(target: Target) -> list[SilverTableParams]:
+    """Every variant's Silver table of ``target`` (see :data:`VARIANTS`)."""
+    return [variant(target, t, m) for t, m in VARIANTS]
+
+
 ALL_TARGETS = (CATEGORY, CATEGORY_BY_GROUP, VENUE, EVENT, ORDERS, ORDER_ITEMS, SALE, SALE_BY_QTY, DATE)
 
 
@@ -109,7 +94,7 @@ def conformance_params(params: WorkbookParams, silver_root: str | Path | None = 
         scratch tables, not the workbook's).
     """
     root = Path(silver_root) if silver_root else params.path(params.lake.silver) / "_conformance"
-    tables = tuple(v for t in ALL_TARGETS for v in t.variants())
+    tables = tuple(v for t in ALL_TARGETS for v in variants(t))
     return params.model_copy(
         update={
             "lake": params.lake.model_copy(update={"silver": str(root)}),
@@ -168,18 +153,6 @@ def wait_for_bronze(
     )
 
 
-def next_key(ctx: ScenarioContext, target: Target, column: str) -> int:
-    """One past the largest key in the source and in every Silver variant (keys a soft-delete
-    table still holds are not reused unless the scenario means to)."""
-    top = int(max_value(ctx.params, target.source, target.table, column) or 0)
-    for table in target.variants():
-        base = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / table.name
-        if Path(base, ".hoodie", "hoodie.properties").exists():
-            values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
-            top = max([top, *(int(v) for v in values if v is not None)])
-    return top + 1
-
-
 # --- scenario context -------------------------------------------------------------------------
 
 
@@ -213,6 +186,21 @@ class ScenarioContext:
         with connect(self.params, source, autocommit=True) as conn, conn.cursor() as cur:
             yield cur
 
+    def next_key(self, target: Target, column: str) -> int:
+        """One past the largest key in the source and in every Silver variant (keys a soft-delete
+        table still holds are not reused unless the scenario means to)."""
+        top = int(max_value(self.params, target.source, target.table, column) or 0)
+        for table in variants(target):
+            base = Path(self.cparams.path(self.cparams.lake.silver)) / table.name
+            if Path(base, ".hoodie", "hoodie.properties").exists():
+                values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
+                top = max([top, *(int(v) for v in values if v is not None)])
+        return top + 1
+
+    def undelete(self, target: Target, key: tuple[Any, ...]) -> None:
+        """A key recorded as deleted was inserted again (it must be live in Silver)."""
+        self.deleted[target].remove(key)
+
     def touch(self, target: Target, *keys: tuple[Any, ...]) -> None:
         """Record keys the scenario changed (the negative check tampers with one of them)."""
         self.focus.setdefault(target, []).extend(keys)
@@ -235,7 +223,7 @@ class ScenarioContext:
         """Run the status's check of Silver against the source (:mod:`helpers.checks.divergence`)
         on every variant of ``target`` and record a problem where it does not say ``result``
         (a ``DIFFERS`` must also name the repair command)."""
-        names = [t.name for t in target.variants()]
+        names = [t.name for t in variants(target)]
         frame = check_divergence(self.cparams, names, wait_s=60.0, record=False)
         for row in frame.itertuples():
             if row.result != result or (result == DIFFERS and "resnapshot" not in row.fix):
@@ -258,7 +246,7 @@ class ScenarioContext:
         )
         real_silver = Path(self.cparams.path(self.cparams.lake.silver))
         for target in self.targets:
-            for table in target.variants():
+            for table in variants(target):
                 if (real_silver / table.name / ".hoodie" / "hoodie.properties").exists():
                     copy = self.scratch / "silver" / table.name
                     shutil.copytree(real_silver / table.name, copy, symlinks=True)
@@ -285,6 +273,6 @@ class ScenarioContext:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
                 self._mirror(target)
-            variants = target.variants()
-            for table, result in zip(variants, ingest_tables(self.cparams, variants), strict=True):
+            tables = variants(target)
+            for table, result in zip(tables, ingest_tables(self.cparams, tables), strict=True):
                 self.ingested.setdefault(table.name, []).append(result)

@@ -1,10 +1,10 @@
-"""The scenario scripts on PostgreSQL (``ems`` and ``orders``), one function per item of
-``docs/cdc-edge-cases.md``; scripted edits :mod:`helpers.sources.edits` already has are reused."""
+"""The conformance scenarios on PostgreSQL (``ems`` and ``orders``) that are more than a change at
+the source: delivery faults (redelivered and shuffled Bronze files, a snapshot hand-over), a
+re-snapshot, a table added to capture, and the checks some edge cases add to their script. The
+changes themselves are scripted once, in :mod:`helpers.sources.edge_cases.postgres`."""
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import threading
 import time
 import uuid
@@ -19,104 +19,35 @@ from helpers.checks.conformance.drivers import (
     shuffled_delivery,
     snapshot_handover,
 )
-from helpers.checks.conformance.model import (
-    CATEGORY,
-    CATEGORY_BY_GROUP,
-    EVENT,
-    ORDER_ITEMS,
-    ORDERS,
-    VENUE,
-    ScenarioContext,
-    Target,
-    next_key,
-    wait_for_bronze,
-)
+from helpers.checks.conformance.model import ScenarioContext, wait_for_bronze
 from helpers.checks.divergence import DIFFERS, EQUAL
-from helpers.errors import SourceError
 from helpers.local.stack import LocalStack
 from helpers.naming import publication_name
-from helpers.sources import edits
+from helpers.sources.edge_cases import postgres as edits
+from helpers.sources.edge_cases.session import CATEGORY, VENUE, Target
 
 __all__ = [
-    "add_column",
     "add_table",
-    "delete_reinsert",
     "deletes",
-    "exact_values",
     "handover",
     "out_of_order",
-    "partition_move",
-    "rapid_updates",
     "redelivery",
     "redelivery_delete",
     "resnapshot",
     "toast",
-    "truncate",
 ]
 
 
 def deletes(ctx: ScenarioContext) -> None:
-    """Item 1: rows deleted after they reached Silver, and rows inserted and deleted in one batch."""
-    k = next_key(ctx, CATEGORY, "catid")
-    ids = [k, k + 1, k + 2]
-    with ctx.postgres("ems") as c:
-        for i in ids:
-            c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', %s, 'to delete')", (i, f"del{i}"))
-    ctx.sync()  # k and k+1 are in Silver before they are deleted
-    with ctx.postgres("ems") as c:
-        for i in ids[:2]:
-            c.execute("DELETE FROM ems.category WHERE catid = %s", (i,))
-    scripted = edits.delete_rows(LocalStack(ctx.params), ctx.params)  # inserted and deleted in one batch
-    short_lived = [(i,) for i in scripted.keys]
-    ctx.delete(CATEGORY, (k,), (k + 1,))
-    ctx.delete(CATEGORY, *short_lived, ingested=False)
-    ctx.touch(CATEGORY, (k + 2,))
-    ctx.sync()
-    check_tombstones(ctx, CATEGORY, [(k,), (k + 1,), *short_lived])
-
-
-def delete_reinsert(ctx: ScenarioContext) -> None:
-    """Item 2: delete and re-insert of one key in separate commits and in one transaction."""
-    k = next_key(ctx, CATEGORY, "catid")
-    with ctx.postgres("ems") as c:
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'first', 'v1')", (k,))
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'gone', 'v1')", (k + 1,))
-    ctx.sync()
-    with ctx.postgres("ems") as c:  # separate commits, one ingestion batch
-        c.execute("DELETE FROM ems.category WHERE catid = %s", (k,))
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'second', 'v2')", (k,))
-    with ctx.postgres("ems", autocommit=False) as c, c.transaction():  # one transaction
-        c.execute("DELETE FROM ems.category WHERE catid = %s", (k,))
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'third', 'v3')", (k,))
-        c.execute("DELETE FROM ems.category WHERE catid = %s", (k + 1,))
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'back', 'v2')", (k + 1,))
-        c.execute("DELETE FROM ems.category WHERE catid = %s", (k + 1,))
-    ctx.touch(CATEGORY, (k,))
-    ctx.delete(CATEGORY, (k + 1,))
-    ctx.sync()
-    with ctx.postgres("ems") as c:  # deleted in one batch, re-inserted in the next
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'again', 'v4')", (k + 1,))
-    ctx.deleted[CATEGORY].remove((k + 1,))
-    ctx.sync()
-
-
-def rapid_updates(ctx: ScenarioContext) -> None:
-    """Item 3: ten updates of one row within milliseconds, five of them in one transaction."""
-    k = next_key(ctx, CATEGORY, "catid")
-    with ctx.postgres("ems") as c:
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'rapid', 'u0')", (k,))
-        for n in range(1, 6):  # five commits within a few milliseconds
-            c.execute("UPDATE ems.category SET catdesc = %s WHERE catid = %s", (f"u{n}", k))
-    with ctx.postgres("ems", autocommit=False) as c, c.transaction():  # and five in one transaction
-        for n in range(6, 11):
-            c.execute("UPDATE ems.category SET catdesc = %s WHERE catid = %s", (f"u{n}", k))
-    ctx.touch(CATEGORY, (k,))
-    ctx.sync()
+    """Item 1 (:func:`helpers.sources.edge_cases.postgres.deletes`), and what Bronze holds for the
+    deleted keys: a delete event each, no tombstone."""
+    edits.deletes(ctx)
+    check_tombstones(ctx, CATEGORY, [*ctx.deleted[CATEGORY], *ctx.gone[CATEGORY]])
 
 
 def redelivery(ctx: ScenarioContext) -> None:
     """Item 4: the Bronze files of an older update delivered again after a newer one."""
-    k = next_key(ctx, CATEGORY, "catid")
+    k = ctx.next_key(CATEGORY, "catid")
     with ctx.postgres("ems") as c:
         c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'redelivery', 'start')", (k,))
     ctx.sync()
@@ -130,7 +61,7 @@ def redelivery(ctx: ScenarioContext) -> None:
 
 def redelivery_delete(ctx: ScenarioContext) -> None:
     """Item 4: the Bronze files of an insert delivered again after the row's delete."""
-    k = next_key(ctx, CATEGORY, "catid")
+    k = ctx.next_key(CATEGORY, "catid")
 
     def change(step: str) -> None:
         with ctx.postgres("ems") as c:
@@ -143,80 +74,18 @@ def redelivery_delete(ctx: ScenarioContext) -> None:
     redeliver(ctx, CATEGORY, change, (k,))
 
 
-def partition_move(ctx: ScenarioContext) -> None:
-    """Item 5: a row moves to another partition and back (with an update in the same batch)."""
-    k = next_key(ctx, CATEGORY_BY_GROUP, "catid")
-    with ctx.postgres("ems") as c:
-        c.execute("INSERT INTO ems.category VALUES (%s, 'Scripted', 'mover', 'before')", (k,))
-    ctx.sync()
-    with ctx.postgres("ems") as c:
-        c.execute("UPDATE ems.category SET catgroup = 'Moved', catdesc = 'after' WHERE catid = %s", (k,))
-    ctx.touch(CATEGORY_BY_GROUP, (k,))
-    ctx.sync()
-    with ctx.postgres("ems") as c:  # and back again, with a move and an update in one batch
-        c.execute("UPDATE ems.category SET catgroup = 'Scripted' WHERE catid = %s", (k,))
-        c.execute("UPDATE ems.category SET catdesc = 'back' WHERE catid = %s", (k,))
-    ctx.sync()
-
-
-def add_column(ctx: ScenarioContext) -> None:
-    """Item 6: a column added while capture runs (:func:`helpers.sources.edits.add_column`)."""
-    result = edits.add_column(LocalStack(ctx.params), ctx.params)
-    ctx.touch(VENUE, *((k,) for k in result.keys))
-    ctx.sync()
-
-
 def toast(ctx: ScenarioContext) -> None:
-    """Item 7: TOAST placeholders (:func:`helpers.sources.edits.toast_default_identity`)."""
-    result = edits.toast_default_identity(LocalStack(ctx.params), ctx.params)
-    ctx.touch(EVENT, *((k,) for k in result.keys))
-    ctx.sync()
+    """Item 7 (:func:`helpers.sources.edge_cases.postgres.toast`), and how many placeholders
+    ingestion filled."""
+    edits.toast(ctx)
     filled = sum(r.unavailable_filled for results in ctx.ingested.values() for r in results)
     unresolved = sum(r.unavailable_unresolved for results in ctx.ingested.values() for r in results)
     ctx.notes.append(f"TOAST placeholders filled {filled}, unresolved {unresolved}")
 
 
-def exact_values(ctx: ScenarioContext) -> None:
-    """Item 8: extreme decimals, and timestamps with microseconds and an offset, in one transaction."""
-    with ctx.postgres("orders") as c:
-        row = c.execute(
-            "SELECT order_id, line_no FROM orders.order_items ORDER BY order_id, line_no LIMIT 2"
-        ).fetchall()
-    if len(row) < 2:
-        raise SourceError(
-            "Failed to script exact values: orders.order_items has fewer than 2 rows (run notebook 01)"
-        )
-    (o1, l1), (o2, l2) = row
-    with ctx.postgres("orders", autocommit=False) as c, c.transaction():
-        c.execute(
-            "UPDATE orders.order_items SET unit_price = %s WHERE order_id = %s AND line_no = %s",
-            (decimal.Decimal("99999999.99"), o1, l1),
-        )
-        c.execute(
-            "UPDATE orders.order_items SET unit_price = %s WHERE order_id = %s AND line_no = %s",
-            (decimal.Decimal("0.01"), o2, l2),
-        )
-        c.execute(
-            "UPDATE orders.orders SET updated_at = %s WHERE order_id = %s",
-            (
-                dt.datetime(
-                    2024, 2, 29, 23, 59, 59, 999999, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))
-                ),
-                o1,
-            ),
-        )
-        c.execute(
-            "UPDATE orders.orders SET ordered_at = %s WHERE order_id = %s",
-            (dt.datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=dt.UTC), o1),
-        )
-    ctx.touch(ORDER_ITEMS, (o1, l1), (o2, l2))
-    ctx.touch(ORDERS, (o1,))
-    ctx.sync()
-
-
 def out_of_order(ctx: ScenarioContext) -> None:
     """Item 9: an insert, then an update and a delete, ingested from shuffled Bronze files."""
-    k = next_key(ctx, CATEGORY, "catid")
+    k = ctx.next_key(CATEGORY, "catid")
 
     def change() -> None:
         with ctx.postgres("ems") as c:
@@ -234,7 +103,7 @@ def out_of_order(ctx: ScenarioContext) -> None:
 
 def handover(ctx: ScenarioContext) -> None:
     """Item 11: inserts, updates and deletes while a fresh connector snapshots ``ems``."""
-    base = next_key(ctx, CATEGORY, "catid")
+    base = ctx.next_key(CATEGORY, "catid")
 
     def writer(n: int) -> None:
         with ctx.postgres("ems") as c:
@@ -249,35 +118,11 @@ def handover(ctx: ScenarioContext) -> None:
     snapshot_handover(ctx, "ems", CATEGORY, writer)
 
 
-def truncate(ctx: ScenarioContext) -> None:
-    """Day-2: ``TRUNCATE`` and a reload in one transaction (one row left out), then changes after it
-    in the same batch: Silver deletes every row as of the truncate and applies what follows."""
-    k = next_key(ctx, CATEGORY, "catid")
-    insert = "INSERT INTO ems.category VALUES (%s, 'Scripted', %s, %s)"
-    with ctx.postgres("ems") as c:
-        for i in (k, k + 1):
-            c.execute(insert, (i, f"tr{i}", "before truncate"))
-    ctx.sync()  # both are in Silver before the truncate
-    with ctx.postgres("ems", autocommit=False) as c, c.transaction():
-        rows = c.execute(
-            "SELECT catid, catgroup, catname, catdesc FROM ems.category WHERE catid <> %s", (k,)
-        ).fetchall()
-        c.execute("TRUNCATE ems.category")
-        with c.cursor() as cur:
-            cur.executemany("INSERT INTO ems.category VALUES (%s, %s, %s, %s)", rows)
-    with ctx.postgres("ems") as c:  # after the truncate, same ingestion batch
-        c.execute("UPDATE ems.category SET catdesc = 'after truncate' WHERE catid = %s", (k + 1,))
-        c.execute(insert, (k + 2, f"tr{k + 2}", "after truncate"))
-    ctx.delete(CATEGORY, (k,))
-    ctx.touch(CATEGORY, (k + 1,), (k + 2,))
-    ctx.sync()
-
-
 def resnapshot(ctx: ScenarioContext) -> None:
     """Day-2: Silver diverges (changes made while ``ems`` was out of the publication, which
     capture never sees), then ``./workbook resnapshot category`` while venues keep being inserted:
     both tables end equal to the source, the row deleted unseen is gone."""
-    k = next_key(ctx, CATEGORY, "catid")
+    k = ctx.next_key(CATEGORY, "catid")
     insert = "INSERT INTO ems.category VALUES (%s, 'Scripted', %s, %s)"
     with ctx.postgres("ems") as c:
         for i in (k, k + 1, k + 3):
@@ -297,7 +142,7 @@ def resnapshot(ctx: ScenarioContext) -> None:
         finally:
             admin.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLES IN SCHEMA {}").format(publication, schema))
     ctx.expect_check(CATEGORY, DIFFERS)  # one row fewer at the source: the status names the table
-    v = next_key(ctx, VENUE, "venueid")
+    v = ctx.next_key(VENUE, "venueid")
     inserted: list[int] = []
     stop = threading.Event()
 
@@ -353,7 +198,7 @@ def add_table(ctx: ScenarioContext) -> None:
     ctx.targets = (added, VENUE)
     sources = {**ctx.params.sources, "ems": ems.model_copy(update={"tables": (*ems.tables, name)})}
     grown = ctx.params.model_copy(update={"sources": sources})
-    v = next_key(ctx, VENUE, "venueid")
+    v = ctx.next_key(VENUE, "venueid")
     try:
         register_connectors(
             open_backend(grown), connector_specs(grown, local_endpoints(grown)), timeout_s=180

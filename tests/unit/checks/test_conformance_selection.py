@@ -12,9 +12,10 @@ from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, mar
 from helpers.bronze.writer import BronzeWriter
 from helpers.checks.conformance import SCENARIOS, run_scenarios, short_set
 from helpers.checks.conformance.drivers import check_tombstones
-from helpers.checks.conformance.model import CATEGORY, ScenarioContext
+from helpers.checks.conformance.model import ScenarioContext
 from helpers.errors import ParamsError
 from helpers.params import load_params
+from helpers.sources.edge_cases.session import CATEGORY
 
 
 def test_the_ci_parameters_name_one_known_scenario_of_the_short_set() -> None:
