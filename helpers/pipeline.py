@@ -17,6 +17,7 @@ from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
 from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
+from helpers.environments import implementations
 from helpers.errors import CaptureError, ParamsError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.local.kafka import LocalKafka, local_worker
@@ -99,8 +100,10 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     Raises:
         ParamsError: outside the local environments (``local``, ``ci``).
     """
-    if params.environment == "aws":
-        raise ParamsError("Failed to start the local pipeline: the aws environment has no local servers")
+    if not implementations(params).local_servers:
+        raise ParamsError(
+            f"Failed to start the local pipeline: the {params.environment} environment has no local servers"
+        )
     start_servers(params)
     sources = LocalSources(params)
     sources.load_sample_data()

@@ -26,6 +26,7 @@ from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.offsets import offset_position
 from helpers.capture.register import connector_specs, local_endpoints, open_backend
 from helpers.engines import engine_kind
+from helpers.environments import implementations
 from helpers.errors import CaptureError
 from helpers.local.kafka import connect_url, local_worker
 from helpers.local.stack import LocalStack
@@ -150,7 +151,7 @@ def retire_raw_capture(params: WorkbookParams, *, timeout_s: float = 60.0) -> li
         WaitTimeoutError: when a slot stays active ``timeout_s`` after its connector was deleted.
     """
     wanted = params.silver.engine == "streamer" and params.silver.streamer.source == "kafka"
-    if wanted or params.environment == "aws" or not local_worker(params):
+    if wanted or not implementations(params).local_servers or not local_worker(params):
         return []
     backend = KafkaConnectRestBackend(connect_url(params))
     try:

@@ -31,6 +31,7 @@ from helpers.capture.connectors import (
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.worker import connector_login
 from helpers.engines import engine_kind
+from helpers.environments import implementations
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.lake_store import is_s3, lake_uri, open_store, use_lake_s3
 from helpers.local.credentials import load_credentials
@@ -483,7 +484,9 @@ def wait_for_snapshots(
 def source_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:
     """The endpoints the connectors log in with: the local servers' (:func:`local_endpoints`), or
     on AWS the RDS instances' with a Secrets Manager reference (:func:`aws_endpoints`)."""
-    return aws_endpoints(params, sources) if params.environment == "aws" else local_endpoints(params)
+    if implementations(params).sources == "rds":
+        return aws_endpoints(params, sources)
+    return local_endpoints(params)
 
 
 def config_frame(specs: Sequence[ConnectorSpec]) -> pd.DataFrame:

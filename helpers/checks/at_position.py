@@ -38,6 +38,7 @@ from helpers.capture.offsets import offset_position, stored_position
 from helpers.capture.register import open_backend
 from helpers.checks.digests import rows_to_arrow
 from helpers.engines import engine_kind, quote_mariadb
+from helpers.environments import implementations
 from helpers.errors import ReconcileError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.local.kafka import local_worker
@@ -221,7 +222,7 @@ def source_table(params: WorkbookParams, source: str, table: str) -> tuple[pa.Ta
         ReconcileError: when the source cannot be read (the database's message).
     """
     sp = params.source(source)
-    if _engine_kind(sp.engine) == "mysql" and params.environment == "local":
+    if _engine_kind(sp.engine) == "mysql" and implementations(params).sources == "local":
         fast = _mariadb_arrow(params, source, table)
         if fast is not None:
             return fast, frozenset()
@@ -247,7 +248,7 @@ def stream_source_table(
     try:
         if (
             kind == "mysql"
-            and params.environment == "local"
+            and implementations(params).sources == "local"
             and _estimated_rows(params, source, table) <= _CX_MAX_ROWS
         ):
             whole = _mariadb_arrow(params, source, table)

@@ -30,6 +30,7 @@ from helpers.checks.at_position import stream_source_table
 from helpers.checks.compare import SOFT_FLAG, compare_frames
 from helpers.checks.digest_cache import DigestCache, fingerprint
 from helpers.checks.digests import BucketDigests, bucket_digests, spark_bucket_digests
+from helpers.environments import implementations
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.timeline import DATA_ACTIONS, list_instants
@@ -254,7 +255,8 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
         Embedded: ``topic``, ``source_rows``, ``bronze_rows``, ``events``, ``equal``. Otherwise:
         ``table``, ``topic``, ``bronze_files``, ``pending_files`` and ``equal`` None.
     """
-    if params.environment != "aws" and (params.capture.backend == "embedded" or local_worker(params)):
+    local = implementations(params).local_servers
+    if local and (params.capture.backend == "embedded" or local_worker(params)):
         return bronze_vs_source(params, connector_specs(params, local_endpoints(params)), wait_s=wait_s)
     store = bronze_store(params)
     rows = []

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from helpers.environments import implementations
 from helpers.errors import StackError
 from helpers.jars import project_jars
 from helpers.local.server import LocalServer, ServerPort
@@ -221,7 +222,7 @@ def boto3_s3_client(connection: S3Connection | None = None, region: str | None =
 
 def local_s3_connection(params: WorkbookParams) -> S3Connection | None:
     """How to reach the local S3 server: ``None`` unless ``local.s3.enabled`` (and not on AWS)."""
-    if params.environment == "aws" or not params.local.s3.enabled:
+    if not implementations(params).local_servers or not params.local.s3.enabled:
         return None
     return LocalS3Server(params).connection()
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from helpers.environments import implementations
 from helpers.local.server import LOOPBACK, LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
@@ -61,7 +62,7 @@ class LocalSparkCluster:
     @property
     def wanted(self) -> bool:
         """Whether ``spark.master`` names this cluster (then the stack manages it)."""
-        return self.params.environment != "aws" and self.params.spark.master == self.url
+        return implementations(self.params).local_servers and self.params.spark.master == self.url
 
     def pids(self) -> dict[str, int | None]:
         """The master's and the worker's pids while they run."""

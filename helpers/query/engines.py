@@ -30,6 +30,7 @@ from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
 from helpers.artefacts import save
+from helpers.environments import implementations
 from helpers.errors import QueryError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
@@ -437,7 +438,7 @@ def open_engine(
     Raises:
         QueryError: when AWS settings are missing.
     """
-    if params.environment == "aws" or athena_connection is not None:
+    if implementations(params).query == "athena" or athena_connection is not None:
         if athena_connection is None:
             if params.aws is None:
                 raise QueryError("Failed to open Athena: the 'aws' parameters are missing")

@@ -8,13 +8,14 @@ both (the official Hudi writer and reader, the local metastore or Glue).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
 
 from helpers.capture.raw_topics import retire_raw_capture
+from helpers.environments import implementations
 from helpers.errors import HudiError, WaitTimeoutError
 from helpers.hudi.inspect import table_file_groups
 from helpers.hudi.keys import RECORD_KEY_COL
@@ -324,8 +325,15 @@ class EmrStreamerSilver(EmrSilver):
         return {"state": "EMR_STEPS", "loops": None, "error": None}
 
 
+#: (where Silver runs, ``silver.engine``) -> the backend
+_BACKENDS: dict[tuple[str, str], Callable[[WorkbookParams], Silver]] = {
+    ("local", "pyspark"): LocalSilver,
+    ("local", "streamer"): StreamerSilver,
+    ("emr", "pyspark"): EmrSilver,
+    ("emr", "streamer"): EmrStreamerSilver,
+}
+
+
 def open_silver(params: WorkbookParams) -> Silver:
-    """The Silver backend of ``params.environment`` and ``silver.engine``."""
-    if params.environment == "aws":
-        return EmrStreamerSilver(params) if params.silver.engine == "streamer" else EmrSilver(params)
-    return StreamerSilver(params) if params.silver.engine == "streamer" else LocalSilver(params)
+    """The Silver backend of the environment (:mod:`helpers.environments`) and ``silver.engine``."""
+    return _BACKENDS[(implementations(params).silver, params.silver.engine)](params)

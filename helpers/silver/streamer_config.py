@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.engines import engine_kind
+from helpers.environments import implementations
 from helpers.errors import HudiError
 from helpers.hudi.api import write_options
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
@@ -358,7 +359,7 @@ def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, d
         options = write_options(silver_write_options(params, table))
         dropped = (
             _NOT_STREAMER
-            if params.environment != "aws"
+            if not implementations(params).catalog_sync_by_streamer
             else tuple(k for k in _NOT_STREAMER if not k.startswith("hoodie.datasource.hive_sync."))
         )  # on EMR the DeltaStreamer steps sync to Glue themselves (--enable-sync)
         options = {k: v for k, v in options.items() if not k.startswith(dropped)}

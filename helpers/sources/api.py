@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from helpers.engines import engine_kind
+from helpers.environments import implementations
 from helpers.errors import CdcSetupError
 from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
@@ -185,6 +186,6 @@ def open_sources(params: WorkbookParams, *, boto3_session: Any = None, reboot_rd
     Returns:
         :class:`LocalSources` or :class:`RdsSources`.
     """
-    if params.environment == "aws":
+    if implementations(params).sources == "rds":
         return RdsSources(params, boto3_session=boto3_session, reboot=reboot_rds)
     return LocalSources(params)

@@ -132,6 +132,37 @@ def test_imports_inside_functions_are_only_optional_packages() -> None:
     assert lazy == []
 
 
+def _environment_comparisons(tree: ast.AST) -> list[int]:
+    """Lines that compare ``<something>.environment`` with a value (``==``, ``!=``, ``in``)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(
+            isinstance(side, ast.Attribute) and side.attr == "environment"
+            for side in (node.left, *node.comparators)
+        )
+    ]
+
+
+def test_only_the_environment_table_chooses_by_environment() -> None:
+    """``helpers.environments`` is the one table of implementations per environment; the
+    parameters validate the AWS section; nothing else compares ``params.environment``."""
+    allowed = {HELPERS / "environments.py", HELPERS / "params.py"}
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(_modules().values())
+        if path not in allowed
+        for line in _environment_comparisons(ast.parse(path.read_text()))
+    ]
+    assert found == []
+
+
+def test_the_environment_check_finds_a_comparison() -> None:
+    tree = ast.parse('if params.environment == "aws":\n    pass\nx = "aws" != self.params.environment\n')
+    assert _environment_comparisons(tree) == [1, 3]
+
+
 def test_every_exception_class_is_in_errors() -> None:
     strays = []
     for name, path in _modules().items():

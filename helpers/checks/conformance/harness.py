@@ -22,6 +22,7 @@ import helpers.checks.conformance.scenarios_postgres as pg
 from helpers.checks.at_position import source_table
 from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
 from helpers.checks.conformance.model import ScenarioContext, conformance_params, variants
+from helpers.environments import implementations
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
@@ -300,7 +301,7 @@ def run_scenarios(
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise ParamsError(f"Failed to find scenario(s) {unknown}: known scenarios are {list(SCENARIOS)}")
-    if params.environment != "local":
+    if not implementations(params).local_servers:
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
 
     cparams = conformance_params(params, silver_root)

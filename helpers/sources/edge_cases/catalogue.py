@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from helpers.environments import implementations
 from helpers.errors import ParamsError
 from helpers.params import WorkbookParams
 from helpers.sources.edge_cases import mariadb as maria
@@ -116,7 +117,7 @@ def apply_edge_case(params: WorkbookParams, name: str) -> EdgeCaseResult:
     """
     if name not in EDGE_CASES:
         raise ParamsError(f"Failed to find edge case {name!r}: known cases are {sorted(EDGE_CASES)}")
-    if params.environment != "local":
+    if not implementations(params).local_servers:
         raise ParamsError(f"Failed to run edge case {name}: scripted changes run on the local sources only")
     case = EDGE_CASES[name]
     session = RecordingSession(params)

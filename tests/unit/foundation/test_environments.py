@@ -1,0 +1,42 @@
+"""The one table of implementations per environment, and the openers that read it."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import boto3
+import pytest
+from support.aws import aws_overrides
+
+from helpers.environments import IMPLEMENTATIONS, implementations
+from helpers.params import WorkbookParams, load_params
+from helpers.silver.backend import EmrSilver, EmrStreamerSilver, LocalSilver, StreamerSilver, open_silver
+from helpers.sources.api import LocalSources, RdsSources, open_sources
+
+
+def _local(tmp_path: Path) -> WorkbookParams:
+    return load_params("ci", overrides={"state_dir": str(tmp_path / "st")})
+
+
+def test_every_environment_has_one_row() -> None:
+    declared = typing.get_args(WorkbookParams.model_fields["environment"].annotation)
+    assert sorted(IMPLEMENTATIONS) == sorted(declared)
+
+
+@pytest.mark.parametrize(
+    ("engine", "local", "aws"),
+    [("pyspark", LocalSilver, EmrSilver), ("streamer", StreamerSilver, EmrStreamerSilver)],
+)
+def test_the_silver_backend_follows_the_table(engine: str, local: type, aws: type, tmp_path: Path) -> None:
+    for params, expected in ((_local(tmp_path), local), (load_params("aws", aws_overrides()), aws)):
+        chosen = params.model_copy(update={"silver": params.silver.model_copy(update={"engine": engine})})
+        assert type(open_silver(chosen)) is expected
+
+
+def test_the_sources_follow_the_table(tmp_path: Path) -> None:
+    local, aws = _local(tmp_path), load_params("aws", aws_overrides())
+    assert (implementations(local).sources, implementations(aws).sources) == ("local", "rds")
+    assert type(open_sources(local)) is LocalSources
+    offline = boto3.Session(region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
+    assert type(open_sources(aws, boto3_session=offline)) is RdsSources  # clients made, no call sent
