@@ -31,7 +31,6 @@ from _common import quantiles, source_to_bronze, temporary_params  # noqa: E402
 
 from helpers.capture import connector_specs, open_backend  # noqa: E402
 from helpers.capture.backends import wait_until_running  # noqa: E402
-from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 
 
@@ -47,7 +46,7 @@ def main() -> int:
         sources.load_sample_data()
         sources.enable_cdc()
         counts = {(r.system, r.table): int(r.rows) for r in sources.row_counts().itertuples()}
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         backend = open_backend(params)
         print(
             f"# bench_capture  scale {args.scale}  changes {args.changes}  cores {os.cpu_count()}", flush=True

@@ -73,7 +73,6 @@ from helpers.capture.kafka_sink import BronzeSink  # noqa: E402
 from helpers.capture.register import (  # noqa: E402
     connector_specs,
     expected_rows,
-    local_endpoints,
     open_backend,
     register_connectors,
     wait_for_snapshots,
@@ -186,7 +185,7 @@ def run_profile(name: str, args: argparse.Namespace) -> tuple[Figures, dict[str,
         figures["capture servers start s"] = (time.monotonic() - started if name == OTHER else None, ".1f")
 
         expected = expected_rows(params, sources.row_counts())
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         backend = open_backend(params)
         started = time.monotonic()
         register_connectors(backend, specs, timeout_s=300)

@@ -46,7 +46,6 @@ from _common import (  # noqa: E402
 )
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
-from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.silver.ingest import ingest_all  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
@@ -65,7 +64,7 @@ def main() -> int:
         sources.start()
         sources.load_sample_data()
         sources.enable_cdc()
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         backend = open_backend(params)
         register_connectors(backend, specs, timeout_s=300)
         bronze = bronze_vs_source(params, specs, wait_s=900)

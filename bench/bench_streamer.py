@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import Case, commit_to_silver, quantiles, silver_base, single_row_updates, temporary_params  # noqa: E402
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
-from helpers.capture.register import local_endpoints  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
 from helpers.proc import descendants, process_rss  # noqa: E402
@@ -108,7 +107,7 @@ def main() -> int:
         sources.start()
         sources.load_sample_data()
         sources.enable_cdc()
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         register_connectors(open_backend(params), specs, timeout_s=300)
         if not bronze_vs_source(params, specs, wait_s=900)["equal"].all():
             raise SystemExit("Bronze did not catch up")

@@ -41,7 +41,7 @@ from psycopg import sql  # noqa: E402
 from support.kafka_profile import kafka_overrides  # noqa: E402
 
 from helpers.capture.raw_topics import raw_spec  # noqa: E402
-from helpers.capture.register import connector_specs, local_endpoints  # noqa: E402
+from helpers.capture.register import connector_specs  # noqa: E402
 from helpers.hudi.read import read_snapshot  # noqa: E402
 from helpers.isolation import isolated_params  # noqa: E402
 from helpers.jars import project_archive, project_jars, shaded_jar  # noqa: E402
@@ -52,6 +52,7 @@ from helpers.params import project_root  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
 from helpers.silver.streamer import SPARK_CONF, runtime_python  # noqa: E402
+from helpers.sources.api import LocalSources  # noqa: E402
 
 TABLE, KEY = "event", "eventid"
 TOPIC = f"tickit_raw.ems.{TABLE}"  # helpers.capture.raw_topics
@@ -59,7 +60,7 @@ TABLE_ID, KEY_ID = sql.Identifier("ems", TABLE), sql.Identifier(KEY)
 
 
 def _register_raw_connector(params: object, kafka: LocalKafka) -> None:
-    spec = next(s for s in connector_specs(params, local_endpoints(params)) if s.source == "ems")  # type: ignore[arg-type]
+    spec = next(s for s in connector_specs(params, LocalSources(params).endpoints()) if s.source == "ems")  # type: ignore[arg-type]
     raw = raw_spec(params, spec)  # type: ignore[arg-type]
     config = {**raw.config, "table.include.list": f"ems.{TABLE}"}  # one table is enough here
     import requests

@@ -1,8 +1,11 @@
-"""Quoting identifiers for the source engines (for SQL built from parameters)."""
+"""The source engines: their wire protocols, identifier quoting (for SQL built from parameters),
+and where and as whom a connector logs in (:class:`SourceEndpoint`)."""
 
 from __future__ import annotations
 
-__all__ = ["engine_kind", "quote_mariadb"]
+from dataclasses import dataclass
+
+__all__ = ["SourceEndpoint", "engine_kind", "quote_mariadb"]
 
 
 def quote_mariadb(name: str) -> str:
@@ -37,3 +40,19 @@ def engine_kind(engine: str) -> str:
         raise ValueError(
             f"unknown source engine {engine!r}; expected one of {sorted(_ENGINE_KIND)}"
         ) from None
+
+
+@dataclass(frozen=True)
+class SourceEndpoint:
+    """Where and as whom a connector logs in to a source (``password`` may be a config-provider
+    reference that the Connect worker resolves; it is masked in ``repr``)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+
+    def __repr__(self) -> str:
+        return (
+            f"SourceEndpoint(host={self.host!r}, port={self.port}, user={self.user!r}, password='********')"
+        )

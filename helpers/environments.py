@@ -4,7 +4,7 @@ The workbook runs the same notebooks in two environments (``params.environment``
 servers the project starts on this machine, and ``aws``, on the user's RDS instances, EMR and
 Athena. Like a Dagster project that picks its resources per deployment in one place, every choice
 that differs between them is a field of :data:`IMPLEMENTATIONS`; the stages' openers
-(:func:`helpers.sources.api.open_sources`, :func:`helpers.capture.register.source_endpoints`,
+(:func:`helpers.sources.api.open_sources`, which also gives the connectors their endpoints,
 :func:`helpers.silver.backend.open_silver`, :func:`helpers.query.engines.open_engine`) and the
 guards of what needs the local servers read their field from :func:`implementations`, and no
 other module compares ``params.environment`` (``tests/unit/test_architecture.py`` checks it).

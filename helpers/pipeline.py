@@ -15,7 +15,7 @@ import pandas as pd
 from helpers.capture.backends import ConnectorStatus, stop_all_workers
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.offsets import stored_position
-from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.capture.register import connector_specs, open_backend, register_connectors
 from helpers.checks.divergence import DIFFERS, check_divergence, last_checks
 from helpers.environments import implementations
 from helpers.errors import CaptureError, ParamsError, WorkbookError
@@ -108,7 +108,7 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
     sources = LocalSources(params)
     sources.load_sample_data()
     sources.enable_cdc()
-    specs = connector_specs(params, local_endpoints(params))
+    specs = connector_specs(params, LocalSources(params).endpoints())
     return register_connectors(open_backend(params), specs, timeout_s=timeout_s)
 
 

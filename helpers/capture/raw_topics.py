@@ -24,7 +24,7 @@ from typing import Any
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.offsets import offset_position
-from helpers.capture.register import connector_specs, local_endpoints, open_backend
+from helpers.capture.register import connector_specs, open_backend
 from helpers.engines import engine_kind
 from helpers.environments import implementations
 from helpers.errors import CaptureError
@@ -33,6 +33,7 @@ from helpers.local.stack import LocalStack
 from helpers.naming import raw_connector_name, raw_slot_name, raw_topic_prefix
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
+from helpers.sources.api import LocalSources
 from helpers.sources.positions import SourcePosition
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def raw_spec(params: WorkbookParams, spec: ConnectorSpec) -> ConnectorSpec:
 
 def raw_specs(params: WorkbookParams) -> list[tuple[ConnectorSpec, ConnectorSpec]]:
     """Each workbook connector of a PostgreSQL or MySQL/MariaDB source with its unflattened twin."""
-    specs = connector_specs(params, local_endpoints(params))
+    specs = connector_specs(params, LocalSources(params).endpoints())
     return [(spec, raw_spec(params, spec)) for spec in specs if spec.engine in RAW_ENGINES]
 
 

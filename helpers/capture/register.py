@@ -6,7 +6,6 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +29,18 @@ from helpers.capture.connectors import (
 )
 from helpers.capture.kafka_sink import BronzeSink
 from helpers.capture.worker import connector_login
-from helpers.engines import engine_kind
-from helpers.environments import implementations
+from helpers.engines import SourceEndpoint, engine_kind
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.lake_store import is_s3, lake_uri, open_store, use_lake_s3
-from helpers.local.credentials import load_credentials
 from helpers.local.kafka import (
     LocalKafka,
     bootstrap_servers,
     connect_url,
     converter_settings,
     local_worker,
-    secret_reference,
 )
 from helpers.local.registry import LocalRegistry
 from helpers.local.s3 import S3Connection
-from helpers.local.stack import APP_USER, LOOPBACK
 from helpers.naming import connector_name, publication_name, slot_name, table_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
@@ -54,64 +49,18 @@ from helpers.sources.signals import SIGNAL_TABLE, create_signal_table, request_s
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SourceEndpoint",
-    "aws_endpoints",
     "bronze_frame",
     "capture_status_frame",
     "config_frame",
     "connector_specs",
     "embedded_backend",
     "expected_rows",
-    "local_endpoints",
     "open_backend",
     "register_connectors",
     "signal_added_tables",
-    "source_endpoints",
     "stop_connectors",
     "wait_for_snapshots",
 ]
-
-
-@dataclass(frozen=True)
-class SourceEndpoint:
-    """Where and as whom a connector logs in (``password`` may be a config-provider reference)."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-
-    def __repr__(self) -> str:
-        return (
-            f"SourceEndpoint(host={self.host!r}, port={self.port}, user={self.user!r}, password='********')"
-        )
-
-
-def local_endpoints(params: WorkbookParams) -> dict[str, SourceEndpoint]:
-    """Endpoints of the local stack, passwords from the state directory's credentials file.
-
-    With ``capture.backend: kafka_connect`` the password is a ``${file:...}`` reference that the
-    local Connect worker's config provider resolves (:func:`helpers.local.kafka.secret_reference`),
-    so no password is in a connector configuration the REST API echoes back.
-    """
-    if params.capture.backend == "kafka_connect":
-        return {
-            "postgres": SourceEndpoint(
-                LOOPBACK, params.local.postgres.port, APP_USER, secret_reference(params, "postgres")
-            ),
-            "mysql": SourceEndpoint(
-                LOOPBACK, params.local.mariadb.port, APP_USER, secret_reference(params, "mysql")
-            ),
-        }
-    creds = load_credentials(params.state_path)
-    return {
-        "postgres": SourceEndpoint(
-            LOOPBACK, params.local.postgres.port, APP_USER, creds.postgres_password.get_secret_value()
-        ),
-        "mysql": SourceEndpoint(
-            LOOPBACK, params.local.mariadb.port, APP_USER, creds.mariadb_password.get_secret_value()
-        ),
-    }
 
 
 def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoint]) -> list[ConnectorSpec]:
@@ -390,25 +339,6 @@ def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
 
-def aws_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:
-    """Endpoints of the RDS sources for Kafka/MSK Connect: host and user from the Secrets Manager
-    secret, the password as a config-provider reference (``${secretsmanager:<id>:password}``) that
-    the Connect workers resolve, so no password is ever in a connector configuration."""
-    if params.aws is None:
-        raise CaptureError("Failed to resolve RDS endpoints: the parameters have no 'aws' section")
-    out = {}
-    ids = {
-        "postgres": params.aws.secrets.postgres,
-        "mysql": params.aws.secrets.mysql,
-        "sqlserver": params.aws.secrets.sqlserver,
-    }
-    for engine, secret_id in ids.items():
-        secret = sources.secret(engine)
-        host, port = sources.address(engine, secret)
-        out[engine] = SourceEndpoint(host, port, secret.username, f"${{secretsmanager:{secret_id}:password}}")
-    return out
-
-
 def wait_for_snapshots(
     backend: ConnectorBackend,
     specs: Sequence[ConnectorSpec],
@@ -479,14 +409,6 @@ def wait_for_snapshots(
                 f"Failed to finish the initial snapshot in {timeout_s:.0f} s: {', '.join(behind)}"
             ) from None
     return capture_status_frame(backend, specs)
-
-
-def source_endpoints(params: WorkbookParams, sources: Any) -> dict[str, SourceEndpoint]:
-    """The endpoints the connectors log in with: the local servers' (:func:`local_endpoints`), or
-    on AWS the RDS instances' with a Secrets Manager reference (:func:`aws_endpoints`)."""
-    if implementations(params).sources == "rds":
-        return aws_endpoints(params, sources)
-    return local_endpoints(params)
 
 
 def config_frame(specs: Sequence[ConnectorSpec]) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from helpers.capture.connectors import ConnectorSpec, bronze_s3_sink_config
-from helpers.capture.register import SourceEndpoint, connector_specs
+from helpers.capture.register import connector_specs
 from helpers.checks.config_files import (
     LintConfig,
     config_from_mapping,
@@ -41,6 +41,7 @@ from helpers.checks.config_files import (
     read_config_file,
     shown_value,
 )
+from helpers.engines import SourceEndpoint
 from helpers.errors import CheckError
 from helpers.lake_store import is_s3, lake_uri
 from helpers.params import WorkbookParams

@@ -25,7 +25,7 @@ from psycopg import sql as pgsql
 from helpers.bronze.frames import inspect_files, read_events
 from helpers.bronze.layout import BAD_REASON, FileLayout
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.register import connector_specs, local_endpoints
+from helpers.capture.register import connector_specs
 from helpers.checks.at_position import stream_source_table
 from helpers.checks.compare import SOFT_FLAG, compare_frames
 from helpers.checks.digest_cache import DigestCache, fingerprint
@@ -48,7 +48,7 @@ from helpers.silver.prepare import (
 )
 from helpers.silver.tables import POSITION_COLUMN, POSITION_FIELDS, bronze_store, pending_bronze, table_config
 from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, is_marker
-from helpers.sources.api import Sources, open_sources
+from helpers.sources.api import LocalSources, Sources, open_sources
 from helpers.sources.connect import connect, primary_key
 from helpers.spark import build_spark_session
 
@@ -257,7 +257,9 @@ def bronze_status(params: WorkbookParams, wait_s: float = 0.0) -> pd.DataFrame:
     """
     local = implementations(params).local_servers
     if local and (params.capture.backend == "embedded" or local_worker(params)):
-        return bronze_vs_source(params, connector_specs(params, local_endpoints(params)), wait_s=wait_s)
+        return bronze_vs_source(
+            params, connector_specs(params, LocalSources(params).endpoints()), wait_s=wait_s
+        )
     store = bronze_store(params)
     rows = []
     for table in params.silver.tables:

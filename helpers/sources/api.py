@@ -15,10 +15,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from helpers.engines import engine_kind
+from helpers.engines import SourceEndpoint, engine_kind
 from helpers.environments import implementations
 from helpers.errors import CdcSetupError
-from helpers.local.stack import LocalStack
+from helpers.local.kafka import secret_reference
+from helpers.local.stack import APP_USER, LOOPBACK, LocalStack
 from helpers.params import WorkbookParams
 from helpers.sources.cdc import enable_cdc_local, source_row_counts
 from helpers.sources.cdc_report import preflight_frame
@@ -54,6 +55,10 @@ class Sources(Protocol):
 
     def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
         """A connection to a MySQL / MariaDB source database as the workbook's user."""
+
+    def endpoints(self) -> dict[str, SourceEndpoint]:
+        """Where and as whom the connectors log in, per engine kind (``postgres``, ``mysql``...):
+        the password only as a reference their worker resolves, where the worker can."""
 
 
 def check_preflight(preflight: pd.DataFrame) -> None:
@@ -99,6 +104,25 @@ class LocalSources:
     def connect_mariadb(self, database: str | None, *, autocommit: bool = False) -> Any:
         """:meth:`helpers.local.stack.LocalStack.connect_mariadb`."""
         return self.stack.connect_mariadb(database, autocommit=autocommit)
+
+    def endpoints(self) -> dict[str, SourceEndpoint]:
+        """The local servers as role ``workbook``. With ``capture.backend: kafka_connect`` the
+        password is a ``${file:...}`` reference that the local Connect worker's config provider
+        resolves (:func:`helpers.local.kafka.secret_reference`), so no password is in a connector
+        configuration the REST API echoes back; the embedded workers get the password itself
+        (their configuration file is mode 0600)."""
+        ports = {"postgres": self.params.local.postgres.port, "mysql": self.params.local.mariadb.port}
+        if self.params.capture.backend == "kafka_connect":
+            passwords = {kind: secret_reference(self.params, kind) for kind in ports}
+        else:
+            creds = self.stack.credentials
+            passwords = {
+                "postgres": creds.postgres_password.get_secret_value(),
+                "mysql": creds.mariadb_password.get_secret_value(),
+            }
+        return {
+            kind: SourceEndpoint(LOOPBACK, port, APP_USER, passwords[kind]) for kind, port in ports.items()
+        }
 
     def start(self) -> pd.DataFrame:
         """Start both servers (no-op when running; a killed server is restarted).

@@ -10,6 +10,7 @@ import pandas as pd
 import psycopg
 import pymysql
 
+from helpers.engines import SourceEndpoint
 from helpers.errors import AwsError, SourceError
 from helpers.params import SourceParams, WorkbookParams
 from helpers.sources import rds_cdc as aws_cdc
@@ -126,12 +127,27 @@ class RdsSources:
         return pd.DataFrame(rows)
 
     def secret(self, engine: str) -> aws_cdc.DbSecret:
-        secret_id = {
+        return aws_cdc.read_db_secret(self._secrets, self._secret_ids()[engine])
+
+    def endpoints(self) -> dict[str, SourceEndpoint]:
+        """The RDS instances for Kafka/MSK Connect: host and user from each Secrets Manager secret,
+        the password as a config-provider reference (``${secretsmanager:<id>:password}``) that
+        the Connect workers resolve, so no password is ever in a connector configuration."""
+        out = {}
+        for engine, secret_id in self._secret_ids().items():
+            secret = self.secret(engine)
+            host, port = self.address(engine, secret)
+            out[engine] = SourceEndpoint(
+                host, port, secret.username, f"${{secretsmanager:{secret_id}:password}}"
+            )
+        return out
+
+    def _secret_ids(self) -> dict[str, str]:
+        return {
             "postgres": self.aws.secrets.postgres,
             "mysql": self.aws.secrets.mysql,
             "sqlserver": self.aws.secrets.sqlserver,
-        }[engine]
-        return aws_cdc.read_db_secret(self._secrets, secret_id)
+        }
 
     def address(self, engine: str, secret: aws_cdc.DbSecret) -> tuple[str, int]:
         if secret.host and secret.port:

@@ -10,7 +10,6 @@ from support.pipeline import Capture
 
 from helpers.capture import connector_specs, open_backend, register_connectors
 from helpers.capture.backends import EmbeddedBackend
-from helpers.capture.register import local_endpoints
 from helpers.sources.api import LocalSources
 
 
@@ -36,7 +35,7 @@ def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPath
         sources = LocalSources(params)
         sources.load_sample_data()
         sources.enable_cdc()
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         backend = open_backend(params)
         assert isinstance(backend, EmbeddedBackend)
         try:

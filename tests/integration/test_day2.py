@@ -17,7 +17,7 @@ import pytest
 from support.pipeline import Capture
 
 from helpers.bronze.read import read_bronze
-from helpers.capture.register import connector_specs, local_endpoints, register_connectors
+from helpers.capture.register import connector_specs, register_connectors
 from helpers.checks.divergence import EQUAL, check_divergence
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.params import SilverTableParams
@@ -25,6 +25,7 @@ from helpers.pipeline import pipeline_status
 from helpers.poll import wait_until
 from helpers.silver.backend import register_catalog
 from helpers.silver.ingest import ingest_tables
+from helpers.sources.api import LocalSources
 from helpers.sources.connect import connect
 
 pytestmark = pytest.mark.integration
@@ -63,7 +64,7 @@ def test_a_table_added_to_a_running_pipeline_is_snapshotted_alone_and_reaches_si
             "lake": params.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
         }
     )
-    specs = connector_specs(grown, local_endpoints(grown))
+    specs = connector_specs(grown, LocalSources(grown).endpoints())
     try:
         register_connectors(capture.backend, specs, timeout_s=180)
         with connect(params, "ems", autocommit=True) as c:  # while the snapshot runs

@@ -36,7 +36,6 @@ from helpers.capture.raw_topics import RAW_ENGINES, raw_specs, retire_raw_captur
 from helpers.capture.register import (
     connector_specs,
     expected_rows,
-    local_endpoints,
     open_backend,
     register_connectors,
     wait_for_snapshots,
@@ -94,7 +93,7 @@ def world(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFa
         start_servers(params)  # the broker, the worker and the sink with the databases
         figures["stack_start_s"] = time.monotonic() - started
         backend = open_backend(params)
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         started = time.monotonic()
         register_connectors(backend, specs, timeout_s=300)
         wait_for_snapshots(backend, specs, expected_rows(params, sources.row_counts()), timeout_s=600)
@@ -448,7 +447,7 @@ def test_a_table_added_under_kafka_connect_is_snapshotted_alone_and_reaches_silv
             "lake": params.lake.model_copy(update={"silver": str(tmp_path / "silver")}),
         }
     )
-    specs = connector_specs(grown, local_endpoints(grown))
+    specs = connector_specs(grown, LocalSources(grown).endpoints())
     venue = f"{params.project}.ems.venue"
     venue_reads = _snapshot_reads(params, venue)
     try:

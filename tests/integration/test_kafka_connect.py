@@ -33,7 +33,7 @@ from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
-from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.capture.register import connector_specs, open_backend, register_connectors
 from helpers.capture.topics import read_topic
 from helpers.errors import CaptureError
 from helpers.local.kafka import CONNECTOR_CLASSES, LocalKafka
@@ -85,7 +85,7 @@ def world(stack_factory: Callable[..., Any]) -> Iterator[KafkaWorld]:
         figures["connect_start_s"] = time.monotonic() - started
         backend = open_backend(params)
         assert isinstance(backend, KafkaConnectRestBackend) and backend.url == kafka.url
-        specs = {s.source: s for s in connector_specs(params, local_endpoints(params))}
+        specs = {s.source: s for s in connector_specs(params, LocalSources(params).endpoints())}
         try:
             yield KafkaWorld(stack, kafka, backend, specs, figures)
         finally:

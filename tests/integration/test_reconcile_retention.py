@@ -255,7 +255,6 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
     """
     from helpers.capture import connector_specs, open_backend
     from helpers.capture.backends import EmbeddedBackend
-    from helpers.capture.register import local_endpoints
     from helpers.sources.api import LocalSources
 
     bronze = tmp_path / "bronze"
@@ -269,7 +268,9 @@ def test_mariadb_purged_binlog_fails_loudly(stack_factory: Callable[..., Any], t
         sources = LocalSources(params)
         sources.load_sample_data()
         sources.enable_cdc()
-        spec = next(s for s in connector_specs(params, local_endpoints(params)) if s.name.endswith("-ecomm"))
+        spec = next(
+            s for s in connector_specs(params, LocalSources(params).endpoints()) if s.name.endswith("-ecomm")
+        )
         backend = open_backend(params)
         assert isinstance(backend, EmbeddedBackend)
         backend.create_or_update(spec)

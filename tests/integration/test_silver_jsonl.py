@@ -20,7 +20,6 @@ import pytest
 
 from helpers.bronze.read import bronze_files
 from helpers.capture import connector_specs, open_backend, register_connectors
-from helpers.capture.register import local_endpoints
 from helpers.checks.config_lint import lint_files
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.hudi.read import read_snapshot
@@ -125,7 +124,7 @@ def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
         sources.enable_cdc()
         specs = [
             s
-            for s in connector_specs(params, local_endpoints(params))
+            for s in connector_specs(params, LocalSources(params).endpoints())
             if s.name.endswith(("-ems", "-ecomm", "-orders"))
         ]
         backend = open_backend(params)

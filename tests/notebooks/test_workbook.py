@@ -28,6 +28,7 @@ from helpers.params import WorkbookParams, load_params, project_root
 from helpers.pipeline import stop_all
 from helpers.poll import wait_until
 from helpers.runner import RunResult, discover_notebooks, run_workbook
+from helpers.sources.api import LocalSources
 from helpers.sources.sample.orders import expected_order_counts
 from helpers.sources.sample.tickit_tables import expected_row_counts
 
@@ -121,7 +122,7 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
     """After notebooks 01 and 02 Bronze replays to exactly the source rows of every table (checked
     here again, independently of the notebook's own check), and a change made after the run
     reaches Bronze within seconds: capture runs on in the background."""
-    from helpers.capture import connector_specs, local_endpoints, read_bronze
+    from helpers.capture import connector_specs, read_bronze
     from helpers.checks.parity import bronze_vs_source
 
     _, params, _ = workbook
@@ -144,7 +145,7 @@ def test_bronze_equals_the_sources_and_capture_keeps_running(
         what="a change after the run to reach Bronze",
         interval_s=0.1,
     )
-    specs = connector_specs(params, local_endpoints(params))
+    specs = connector_specs(params, LocalSources(params).endpoints())
     assert bronze_vs_source(params, specs, wait_s=30)["equal"].all()
 
 

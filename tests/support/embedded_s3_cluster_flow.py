@@ -24,7 +24,6 @@ from conftest import temporary_stack  # noqa: E402
 from helpers.capture.register import (  # noqa: E402
     connector_specs,
     expected_rows,
-    local_endpoints,
     open_backend,
     wait_for_snapshots,
 )
@@ -63,7 +62,7 @@ def main(out: Path) -> int:
             conf={"spark.ui.enabled": "true", "spark.ui.port": str(ui)},
         )
         backend = open_backend(params)
-        specs = connector_specs(params, local_endpoints(params))
+        specs = connector_specs(params, LocalSources(params).endpoints())
         counts = LocalSources(params).row_counts()
         wait_for_snapshots(backend, specs, expected_rows(params, counts), timeout_s=600)
         bronze = bronze_vs_source(params, specs, wait_s=120, spark=spark)

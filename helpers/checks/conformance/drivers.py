@@ -19,7 +19,7 @@ from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.read import bronze_files, read_bronze_arrow
 from helpers.capture.backends import wait_until_running
 from helpers.capture.connectors import ConnectorSpec
-from helpers.capture.register import connector_specs, embedded_backend, local_endpoints
+from helpers.capture.register import connector_specs, embedded_backend
 from helpers.checks.conformance.model import (
     ScenarioContext,
     bronze_differences,
@@ -29,6 +29,7 @@ from helpers.checks.conformance.model import (
 )
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_tables
+from helpers.sources.api import LocalSources
 from helpers.sources.connect import connect
 from helpers.sources.edge_cases.session import Target
 
@@ -156,7 +157,9 @@ def snapshot_handover(
     equal the source (nothing lost)."""
     tag = uuid.uuid4().hex[:6]
     scratch = Path(ctx.cparams.path(ctx.cparams.lake.silver)) / "_scratch" / f"handover-{source}-{tag}"
-    spec = next(s for s in connector_specs(ctx.params, local_endpoints(ctx.params)) if s.source == source)
+    spec = next(
+        s for s in connector_specs(ctx.params, LocalSources(ctx.params).endpoints()) if s.source == source
+    )
     config = dict(spec.config)
     name = f"{spec.name}-conformance-{tag}"
     config["name"] = name

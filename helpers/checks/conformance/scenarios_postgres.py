@@ -11,7 +11,7 @@ import uuid
 
 from psycopg import sql
 
-from helpers.capture.register import connector_specs, local_endpoints, open_backend, register_connectors
+from helpers.capture.register import connector_specs, open_backend, register_connectors
 from helpers.capture.resnapshot import resnapshot as resnapshot_table
 from helpers.checks.conformance.drivers import (
     check_tombstones,
@@ -23,6 +23,7 @@ from helpers.checks.conformance.model import ScenarioContext, wait_for_bronze
 from helpers.checks.divergence import DIFFERS, EQUAL
 from helpers.local.stack import LocalStack
 from helpers.naming import publication_name
+from helpers.sources.api import LocalSources
 from helpers.sources.edge_cases import postgres as edits
 from helpers.sources.edge_cases.session import CATEGORY, VENUE, Target
 
@@ -201,7 +202,7 @@ def add_table(ctx: ScenarioContext) -> None:
     v = ctx.next_key(VENUE, "venueid")
     try:
         register_connectors(
-            open_backend(grown), connector_specs(grown, local_endpoints(grown)), timeout_s=180
+            open_backend(grown), connector_specs(grown, LocalSources(grown).endpoints()), timeout_s=180
         )
         with ctx.postgres("ems") as c:  # while the new table's snapshot runs
             c.execute(sql.SQL("UPDATE {} SET qty = -qty WHERE id % 7 = 0").format(table))
@@ -225,5 +226,7 @@ def add_table(ctx: ScenarioContext) -> None:
         ctx.notes.append(f"{name} added")
     finally:  # the pipeline captures what it did before
         register_connectors(
-            open_backend(ctx.params), connector_specs(ctx.params, local_endpoints(ctx.params)), timeout_s=180
+            open_backend(ctx.params),
+            connector_specs(ctx.params, LocalSources(ctx.params).endpoints()),
+            timeout_s=180,
         )

@@ -14,12 +14,13 @@ from support.project import KAFKA_SCRIPTS, project_copy
 from helpers.capture.backends import KafkaConnectRestBackend, scrub_secrets, trace_summary
 from helpers.capture.kafka_sink import topic_pattern
 from helpers.capture.raw_topics import raw_specs
-from helpers.capture.register import connector_specs, local_endpoints, open_backend
+from helpers.capture.register import connector_specs, open_backend
 from helpers.errors import JarsMissingError, ParamsError, StackError
 from helpers.jars import connect_plugin_dirs, jar_tree
 from helpers.local.kafka import LocalKafka, bootstrap_servers, connect_url
 from helpers.params import load_params, project_root
 from helpers.proc import free_port
+from helpers.sources.api import LocalSources
 
 ROOT = project_root()
 
@@ -65,7 +66,7 @@ def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kaf
     configurations are unchanged."""
     params = load_params("local-kafka", overrides={"state_dir": str(tmp_path / "st")})
     secrets = LocalKafka(params).secrets_file
-    specs = {s.source: s for s in connector_specs(params, local_endpoints(params))}
+    specs = {s.source: s for s in connector_specs(params, LocalSources(params).endpoints())}
     assert specs["ems"].config["database.password"] == f"${{file:{secrets}:postgres.password}}"
     assert specs["ecomm"].config["database.password"] == f"${{file:{secrets}:mariadb.password}}"
     assert not secrets.exists()  # references only: nothing was read or written
@@ -79,16 +80,18 @@ def test_connector_configs_carry_secret_references_the_mariadb_connector_and_kaf
         "local-kafka",
         overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.mariadb_connector": "mariadb"},
     )
-    specs_maria = {s.source: s for s in connector_specs(maria, local_endpoints(maria))}
+    specs_maria = {s.source: s for s in connector_specs(maria, LocalSources(maria).endpoints())}
     assert specs_maria["ecomm"].config["connector.class"] == "io.debezium.connector.mariadb.MariaDbConnector"
     assert specs_maria["ecomm"].config["database.ssl.mode"] == "disable"
     other = load_params(
         "local-kafka",
         overrides={"state_dir": str(tmp_path / "st"), "capture.kafka_connect.converter": "x.Conv"},
     )
-    assert {s.config["value.converter"] for s in connector_specs(other, local_endpoints(other))} == {"x.Conv"}
+    assert {s.config["value.converter"] for s in connector_specs(other, LocalSources(other).endpoints())} == {
+        "x.Conv"
+    }
     default = load_params("ci", overrides={"state_dir": str(tmp_path / "ci")})
-    plain = {s.source: s for s in connector_specs(default, local_endpoints(default))}
+    plain = {s.source: s for s in connector_specs(default, LocalSources(default).endpoints())}
     assert plain["ecomm"].config["connector.class"] == "io.debezium.connector.mysql.MySqlConnector"
     assert plain["ecomm"].config["schema.history.internal"].endswith("FileSchemaHistory")
     assert not plain["ems"].config["database.password"].startswith("${")
