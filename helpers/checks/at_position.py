@@ -7,7 +7,8 @@ the log position it corresponds to, and how far Silver (or capture) has got.
   ``SHOW STATUS LIKE 'binlog_snapshot_%'`` (the binlog file and position of exactly that snapshot).
 
 The connection comes from :func:`helpers.sources.connect.connect`; the tables are read on it
-rather than by ``read_table`` (one connection each) so that they all share the one snapshot.
+rather than by :func:`helpers.sources.edits.source_rows` (one connection each) so that they all
+share the one snapshot.
 
 :func:`source_table` reads one table without a position, for the checks that compare a table with
 Bronze or Silver and wait for them. PyMySQL is pure Python: it took 1.8 s for the 173,081 rows of

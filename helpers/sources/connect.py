@@ -10,16 +10,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pymysql
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from helpers.engines import engine_kind, quote_mariadb
 from helpers.errors import SourceError
 from helpers.params import WorkbookParams
 from helpers.sources.api import Sources, open_sources
 
-__all__ = ["connect", "max_value", "primary_key", "read_table"]
+__all__ = ["connect", "max_value", "primary_key"]
 
 
 @contextmanager
@@ -54,20 +52,6 @@ def connect(
         yield conn
     finally:
         conn.close()
-
-
-def read_table(
-    params: WorkbookParams, source: str, table: str, *, sources: Sources | None = None
-) -> list[dict[str, Any]]:
-    """Every row of ``source.table`` as dicts, column names as the source stores them."""
-    sp = params.sources[source]
-    with connect(params, source, sources=sources) as conn:
-        if engine_kind(sp.engine) == "postgres":
-            cur = conn.cursor(row_factory=dict_row)
-            return list(cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(sp.namespace, table))))
-        with conn.cursor(pymysql.cursors.DictCursor) as mcur:
-            mcur.execute(f"SELECT * FROM {quote_mariadb(table)}")  # noqa: S608 - quoted identifier
-            return list(mcur.fetchall())
 
 
 def max_value(

@@ -21,7 +21,7 @@ from helpers.errors import SourceError
 from helpers.isolation import isolated_params
 from helpers.local.stack import LocalStack
 from helpers.params import WorkbookParams
-from helpers.sources.connect import read_table
+from helpers.sources.edits import source_rows
 from helpers.sources.sample import orders as outbox
 from helpers.sources.sample.bulk import (
     bulk_load_mariadb,
@@ -71,7 +71,7 @@ def _read_back(params: WorkbookParams, table: str) -> pa.Table:
     """A loaded TICKIT table read through sources.connect, typed and ordered like the generator."""
     source = next(name for name, sp in tickit_sources(params).items() if table in sp.tables)
     schema = arrow_schema(table)
-    rows = [[row[c] for c in schema.names] for row in read_table(params, source, table)]
+    rows = [[row[c] for c in schema.names] for row in source_rows(params, source, table)]
     return rows_to_arrow(rows, schema).sort_by([(key, "ascending") for key in TABLES[table].primary_key])
 
 
