@@ -1,7 +1,9 @@
 """JupyterLab on the workbook's notebooks, for interactive use (``./workbook lab``).
 
 :func:`start_lab` starts JupyterLab in the background from this interpreter's environment (the
-project's ``.venv``), bound to 127.0.0.1 and opened on ``notebooks/``; :func:`stop_lab` stops it;
+project's ``.venv``) on the one start/stop/status path of the local servers
+(:class:`~helpers.local.server.LocalServer`), bound to 127.0.0.1 and opened on ``notebooks/``;
+:func:`stop_lab` stops it;
 :func:`run_lab` is the foreground command. Each start generates a new token. It reaches the
 server in a 0600 config file (``IdentityProvider.token``) inside the 0700 lab folder of the state
 directory, never on the command line; a token set in config is shown as ``...`` in the server's
@@ -15,19 +17,19 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import jupyterlab
 import requests
 
-from helpers.errors import LabError
+from helpers.errors import LabError, StackError
+from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams, project_root
-from helpers.poll import wait_until
-from helpers.proc import free_port, live_pid, log_tail, pid_alive, port_in_use, register_child, stop_process
+from helpers.proc import free_port, live_pid, log_tail
 
 __all__ = [
     "LOOPBACK",
@@ -134,6 +136,69 @@ def _running_lab(home: Path) -> int | None:
     return pid if lab_command(home / CONFIG_FILE)[-1] in argv else None
 
 
+class _JupyterLab(LocalServer):
+    """JupyterLab on the one start/stop/status path: a new token in its config file before each
+    start, ready when its API answers, its runtime files made private once it runs."""
+
+    name = "jupyterlab"
+    title = "JupyterLab"
+
+    def __init__(self, home: Path, port: int, notebooks: Path, timeout_s: float) -> None:
+        super().__init__(
+            home,
+            pid_file=home / PID_FILE,
+            log_file=home / LOG_FILE,
+            start_timeout_s=timeout_s,
+            workdir=notebooks,
+        )
+        self.port = port
+        self.notebooks = notebooks
+        self.token = secrets.token_urlsafe(32)
+
+    @property
+    def ports(self) -> list[ServerPort]:
+        return [ServerPort(self.port, "--port")]
+
+    @property
+    def version(self) -> str:
+        return f"jupyterlab {jupyterlab.__version__}"
+
+    @property
+    def data_location(self) -> str:
+        return str(self.notebooks)
+
+    def command(self) -> list[str]:
+        return lab_command(self.home / CONFIG_FILE)
+
+    def pid(self) -> int | None:
+        return _running_lab(self.home)
+
+    def prepare(self) -> Mapping[str, str]:
+        self.home.chmod(0o700)
+        (self.home / "runtime").mkdir(mode=0o700, exist_ok=True)
+        settings = lab_config(
+            port=self.port,
+            notebook_dir=self.notebooks,
+            token=self.token,
+            checkpoint_dir=self.home / "checkpoints",
+        )
+        _write_private(self.home / CONFIG_FILE, json.dumps(settings, indent=1))
+        return lab_environment(self.home)
+
+    def ready(self) -> bool:
+        try:
+            return requests.get(f"http://{LOOPBACK}:{self.port}/api", timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    def after_start(self) -> None:
+        # Jupyter writes its browser-open page (the URL with the token) with the default umask;
+        # the folder is 0700 already, and the files are made private as well
+        for path in (self.home / "runtime").iterdir():
+            if path.is_file():
+                path.chmod(0o600)
+
+
 def start_lab(
     home: Path, *, port: int | None = None, notebook_dir: Path | None = None, timeout_s: float = 60.0
 ) -> LabServer:
@@ -151,77 +216,30 @@ def start_lab(
 
     Raises:
         LabError: a lab of this folder already runs, ``port`` is taken, the server exited, or it
-            did not answer in time.
+            did not answer in time (the error quotes its log).
     """
     home.mkdir(parents=True, exist_ok=True)
     home.chmod(0o700)
-    (home / "runtime").mkdir(mode=0o700, exist_ok=True)
-    config = home / CONFIG_FILE
     running = _running_lab(home)
     if running is not None:
         raise LabError(
             f"Failed to start JupyterLab: one already runs from {home} (pid {running}); stop it first"
         )
-    if port and port_in_use(port, LOOPBACK):
-        raise LabError(
-            f"Failed to start JupyterLab: port {port} on {LOOPBACK} is in use; pick another --port"
-        )
-    port = port or free_port(LOOPBACK)
-    token = secrets.token_urlsafe(32)
     notebooks = (notebook_dir or project_root() / "notebooks").resolve()
-    _write_private(
-        config,
-        json.dumps(
-            lab_config(port=port, notebook_dir=notebooks, token=token, checkpoint_dir=home / "checkpoints"),
-            indent=1,
-        ),
-    )
-    log_file = home / LOG_FILE
-    with open(log_file, "ab") as log:
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            lab_command(config),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=notebooks,
-            env=lab_environment(home),
-            start_new_session=True,  # Ctrl-C in the terminal reaches run_lab, which stops it
-        )
-    register_child(proc)
-    (home / PID_FILE).write_text(str(proc.pid))
-    server = LabServer(f"http://{LOOPBACK}:{port}/lab", token, proc.pid, port, log_file, home)
-
-    def answers() -> bool:
-        if proc.poll() is not None:
-            raise LabError(
-                f"Failed to start JupyterLab: it exited with status {proc.returncode}; "
-                f"log {log_file}:\n{log_tail(log_file)}"
-            )
-        try:
-            return requests.get(f"http://{LOOPBACK}:{port}/api", timeout=2).ok
-        except requests.RequestException:
-            return False
-
+    server = _JupyterLab(home, port or free_port(LOOPBACK), notebooks, timeout_s)
     try:
-        wait_until(
-            answers, timeout_s=timeout_s, what="JupyterLab to answer", detail=lambda: log_tail(log_file)
-        )
-    except BaseException:
-        stop_lab(server)
-        raise
-    # Jupyter writes its browser-open page (the URL with the token) with the default umask; the
-    # folder is 0700 already, and the files are made private as well
-    for path in (home / "runtime").iterdir():
-        if path.is_file():
-            path.chmod(0o600)
-    return server
+        status = server.start()
+    except StackError as exc:
+        raise LabError(str(exc)) from None
+    assert status.pid is not None  # started: the one path raised otherwise
+    return LabServer(
+        f"http://{LOOPBACK}:{server.port}/lab", server.token, status.pid, server.port, server.log_file, home
+    )
 
 
 def stop_lab(server: LabServer, timeout_s: float = 20.0) -> None:
     """Stop the server (SIGTERM: Jupyter shuts its kernels down; SIGKILL after ``timeout_s``)."""
-    if pid_alive(server.pid):
-        stop_process(server.pid, timeout_s)
-    (server.home / PID_FILE).unlink(missing_ok=True)
+    _JupyterLab(server.home, server.port, project_root() / "notebooks", timeout_s).stop(timeout_s)
 
 
 def run_lab(home: Path, *, port: int | None = None, out: TextIO | None = None) -> int:

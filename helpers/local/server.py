@@ -12,8 +12,8 @@ ready means, its stop signal and whether it writes its own pid file. Built on it
 (:mod:`helpers.local.metastore`), the lake's S3 server (:mod:`helpers.local.s3`), the schema
 registry (:mod:`helpers.local.registry`), the Kafka broker and Connect worker
 (:mod:`helpers.local.kafka`) and the Spark standalone master and worker
-(:mod:`helpers.local.spark_cluster`). JupyterLab (:mod:`helpers.local.lab`) is the one foreground
-server: ``./workbook lab`` runs it until Ctrl-C or SIGTERM.
+(:mod:`helpers.local.spark_cluster`) and JupyterLab (:mod:`helpers.local.lab`, which
+``./workbook lab`` keeps in the foreground until Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -80,16 +80,18 @@ class LocalServer(abc.ABC):
         start_timeout_s: float,
         console_file: Path | None = None,
         run_as: str | None = None,
+        workdir: Path | None = None,
     ) -> None:
         """``log_file``: the server's log, shown by ``stack status``; ``console_file``: where its
         standard output and error go (default: the log); ``run_as``: the system user it runs as
-        (None: this process's)."""
+        (None: this process's); ``workdir``: its working directory (default: ``home``)."""
         self.home = home
         self.pid_file = pid_file
         self.log_file = log_file
         self.console_file = console_file or log_file
         self.start_timeout_s = start_timeout_s
         self.run_as = run_as
+        self.workdir = workdir or home
 
     # ------------------------------------------------------------------ what a server says
 
@@ -169,8 +171,8 @@ class LocalServer(abc.ABC):
         for port in self.ports:
             if port_in_use(port.number, LOOPBACK):
                 raise StackError(
-                    f"Failed to start {self.title}: port {port.number} on {LOOPBACK} is already in use by "
-                    f"another program; set {port.setting} to a free port"
+                    f"Failed to start {self.title}: port {port.number} on {LOOPBACK} is in use by another "
+                    f"program; set {port.setting} to a free port"
                 )
         self.home.mkdir(parents=True, exist_ok=True)
         env = self.prepare()
@@ -178,7 +180,7 @@ class LocalServer(abc.ABC):
             argv,
             log_file=self.console_file,
             pid_file=None if self.own_pid_file else self.pid_file,
-            cwd=self.home,
+            cwd=self.workdir,
             env=env,
             user=self.run_as,
         )
@@ -195,7 +197,7 @@ class LocalServer(abc.ABC):
             stop_process(proc.pid, 30.0, self.stop_signal)
             cause = f"not ready after {self.start_timeout_s:.0f} s"
         else:
-            cause = f"it exited with code {proc.returncode}"
+            cause = f"it exited with status {proc.returncode}"
         self._forget_pid()
         raise StackError(
             f"Failed to start {self.title} on {self.address} ({cause}; log {self.log_file}):\n"

@@ -59,7 +59,7 @@ def test_start_writes_the_token_to_a_private_file_never_to_argv_or_env(
         seen.update(argv=argv, **kwargs)
         return real_popen(["true"], **kwargs)
 
-    monkeypatch.setattr(lab.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
     home = tmp_path / "lab"
     with pytest.raises(LabError, match="exited with status 0"):
         lab.start_lab(home, timeout_s=10)
@@ -82,7 +82,7 @@ def test_start_writes_the_token_to_a_private_file_never_to_argv_or_env(
 
 def test_a_new_token_each_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_popen = subprocess.Popen
-    monkeypatch.setattr(lab.subprocess, "Popen", lambda argv, **kw: real_popen(["true"], **kw))
+    monkeypatch.setattr(subprocess, "Popen", lambda argv, **kw: real_popen(["true"], **kw))
     tokens = set()
     for _ in range(2):
         with pytest.raises(LabError):
