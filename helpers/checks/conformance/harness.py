@@ -387,6 +387,7 @@ def require_passed(frame: pd.DataFrame) -> str:
     """
     failed = failed_scenarios(frame)
     if failed:
-        details = frame[frame["status"] == "FAILED"][["scenario", "silver_table", "detail"]]
-        raise CheckError(f"Conformance scenarios failed: {failed}\n{details.to_string(index=False)}")
+        rows = frame[frame["status"] == "FAILED"]
+        details = "; ".join(f"{r.silver_table}: {r.detail}" for r in rows.itertuples())
+        raise CheckError(f"Conformance scenarios failed: {failed}: {details}")
     return f"{frame['scenario'].nunique()} scenarios, none failed"

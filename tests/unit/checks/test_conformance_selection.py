@@ -73,3 +73,27 @@ def test_a_truncate_marker_in_bronze_is_no_tombstone(tmp_path: Path) -> None:
     writer.write_batch([change(None, "u", "false")])  # keyless and no marker: reported
     check_tombstones(ctx, CATEGORY, [(5,)])
     assert ctx.problems and "1 null-value (tombstone)" in ctx.problems[0]
+
+
+def test_a_missing_delete_event_is_reported_by_key_after_the_wait(tmp_path: Path) -> None:
+    """Bronze can replay equal to the source before a short-lived row's events arrive: the check
+    waits for them, then names the keys whose delete event never came."""
+    params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "bronze")})
+    ctx = ScenarioContext(params, params, (CATEGORY,))
+    writer = BronzeWriter(tmp_path / "bronze", "avro")
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "catid", "type": "int16", "optional": True},
+            {"field": "__op", "type": "string", "optional": True},
+            {"field": "__lsn", "type": "int64", "optional": True},
+            {"field": "__source_ts_ms", "type": "int64", "optional": True},
+            {"field": "__deleted", "type": "string", "optional": True},
+        ],
+    }
+    payload = {"catid": 5, "__op": "d", "__lsn": 10, "__source_ts_ms": 1, "__deleted": "true"}
+    event = event_from_json(CATEGORY.topic(params), json.dumps({"schema": schema, "payload": payload}))
+    assert event is not None
+    writer.write_batch([event])
+    check_tombstones(ctx, CATEGORY, [(5,), (6,)], timeout_s=1.0)
+    assert ctx.problems == ["Bronze lacks delete events for [(6,)] of [(5,), (6,)] after 1 s"]
