@@ -27,6 +27,7 @@ from helpers.capture.connectors import ConnectorSpec, redacted
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.jars import connect_transforms_dir
+from helpers.local.credentials import write_private
 from helpers.local.s3 import S3Connection
 from helpers.poll import wait_until
 from helpers.proc import kill_process, live_pid, read_status, spawn_module, stop_process, write_status
@@ -211,10 +212,7 @@ class EmbeddedBackend:
         previous = path.read_text(encoding="utf-8") if path.exists() else None
         text = json.dumps(config, indent=1, sort_keys=True)
         if text != previous:
-            fd = os.open(f"{path}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(f"{path}.tmp", path)
+            write_private(path, text, replace=True)  # it holds the source's password
             if self._pid(spec.name):
                 self._stop(spec.name)
         if not self._pid(spec.name) and read_status(d).get("state") != "PAUSED":

@@ -31,6 +31,7 @@ __all__ = [
     "generate_password",
     "load_credentials",
     "load_secret",
+    "write_private",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,27 +66,33 @@ def generate_password() -> str:
     return secrets.token_urlsafe(_PASSWORD_BYTES)
 
 
-def _write_new(path: Path, creds: Credentials) -> None:
-    """Create ``path`` atomically with mode 0600; raise FileExistsError if it exists."""
-    payload = json.dumps(
-        {
-            "postgres_password": creds.postgres_password.get_secret_value(),
-            "mariadb_password": creds.mariadb_password.get_secret_value(),
-        },
-        indent=2,
-    ).encode()
+def write_private(path: Path, text: str, *, replace: bool = False) -> bool:
+    """Write ``text`` to ``path`` with mode 0600 from the start: a temporary file of its own
+    (``O_EXCL``, no symlink followed, synced), then a rename (``replace``) or a hard link, so a
+    reader never sees a partial file and, without ``replace``, a concurrent first writer keeps
+    its own file. Every secret and settings file of the local servers is written this way.
+
+    Returns:
+        True when ``path`` now holds ``text``; False when it existed already (not ``replace``).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.fchmod(fd, 0o600)  # whatever the umask was
-        os.write(fd, payload)
+        os.write(fd, text.encode())
         os.fsync(fd)
     finally:
         os.close(fd)
+    if replace:
+        os.replace(tmp, path)
+        return True
     try:
-        os.link(tmp, path)  # atomic, fails if another process won the race
+        os.link(tmp, path)  # atomic, fails if another writer won the race
+    except FileExistsError:
+        return False
     finally:
         tmp.unlink(missing_ok=True)
+    return True
 
 
 def _read(path: Path) -> Credentials:
@@ -134,11 +141,15 @@ def load_credentials(state_dir: str | Path, *, create: bool = True) -> Credentia
             postgres_password=SecretStr(generate_password()),
             mariadb_password=SecretStr(generate_password()),
         )
-        try:
-            _write_new(path, fresh)
+        payload = json.dumps(
+            {
+                "postgres_password": fresh.postgres_password.get_secret_value(),
+                "mariadb_password": fresh.mariadb_password.get_secret_value(),
+            },
+            indent=2,
+        )
+        if write_private(path, payload):  # else a concurrent caller created it first: use theirs
             log.info("Generated passwords into %s (mode 0600)", path)
-        except FileExistsError:
-            pass  # a concurrent caller created it first: use theirs
     stored = _read(path)
     pg = os.environ.get(ENV_PG_PASSWORD) or stored.postgres_password.get_secret_value()
     maria = os.environ.get(ENV_MARIADB_PASSWORD) or stored.mariadb_password.get_secret_value()
@@ -163,20 +174,7 @@ def load_secret(path: str | Path) -> SecretStr:
     path = Path(path)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, generate_password().encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass  # a concurrent caller created it first: use theirs
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_private(path, generate_password())  # False: a concurrent caller created it: use theirs
     st = path.lstat()
     if not stat.S_ISREG(st.st_mode):
         raise StackError(f"Failed to read the password file {path}: it is not a regular file; remove it")

@@ -34,7 +34,7 @@ from kafka.errors import KafkaError
 
 from helpers.errors import CaptureError, JarsMissingError, StackError
 from helpers.jars import connect_plugin_dirs, connect_transforms_dir, jar_tree
-from helpers.local.credentials import load_credentials
+from helpers.local.credentials import load_credentials, write_private
 from helpers.local.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
 from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
@@ -110,18 +110,6 @@ def secret_reference(params: WorkbookParams, kind: str) -> str:
     """The config-provider reference the worker resolves to the local password of ``kind``
     (``postgres`` or ``mysql``), e.g. ``${file:/.../sources.properties:postgres.password}``."""
     return f"${{file:{LocalKafka(params).secrets_file}:{_SECRET_KEYS[kind]}}}"
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` with mode 0600 from the start (temporary name, then rename)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def _properties(values: Mapping[str, str]) -> str:
@@ -389,7 +377,7 @@ class LocalKafka:
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
         creds = load_credentials(self.params.state_path)
-        _write_private(
+        write_private(
             self.secrets_file,
             _properties(
                 {

@@ -27,6 +27,7 @@ import jupyterlab
 import requests
 
 from helpers.errors import LabError, StackError
+from helpers.local.credentials import write_private
 from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams, project_root
 from helpers.proc import free_port, live_pid, log_tail
@@ -117,13 +118,6 @@ def lab_environment(home: Path, base: Mapping[str, str] | None = None) -> dict[s
     return env
 
 
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(text)
-
-
 def _running_lab(home: Path) -> int | None:
     """The pid of the lab started from ``home`` if it still runs (not a reused pid)."""
     pid = live_pid(home / PID_FILE)
@@ -182,7 +176,7 @@ class _JupyterLab(LocalServer):
             token=self.token,
             checkpoint_dir=self.home / "checkpoints",
         )
-        _write_private(self.home / CONFIG_FILE, json.dumps(settings, indent=1))
+        write_private(self.home / CONFIG_FILE, json.dumps(settings, indent=1), replace=True)
         return lab_environment(self.home)
 
     def ready(self) -> bool:

@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape
 
 from helpers.errors import StackError
 from helpers.jars import project_jars
+from helpers.local.credentials import write_private
 from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
 
@@ -94,19 +95,8 @@ class LocalMetastore(LocalServer):
                 "",
             ]
         )
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)  # a concurrent first caller keeps its own file
-        except FileExistsError:
+        if not write_private(path, text):  # a concurrent first caller keeps its own file
             return self._password()
-        finally:
-            tmp.unlink(missing_ok=True)
         return password
 
     @property

@@ -21,7 +21,6 @@ from this file, so they are never on a command line), ``data/`` (one folder per 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 from helpers.environments import implementations
 from helpers.errors import StackError
 from helpers.jars import project_jars
+from helpers.local.credentials import write_private
 from helpers.local.server import LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import log_tail
@@ -125,7 +125,7 @@ class LocalS3Server(LocalServer):
         if not path.exists():
             access_key = f"WB{secrets.token_hex(9).upper()}"
             keys = {"access_key": access_key, "secret_key": secrets.token_urlsafe(30)}
-            _write_private(path, json.dumps(keys))
+            write_private(path, json.dumps(keys))
         try:
             keys = json.loads(path.read_text(encoding="utf-8"))
             return S3Connection(self.endpoint_url, str(keys["access_key"]), str(keys["secret_key"]))
@@ -150,7 +150,7 @@ class LocalS3Server(LocalServer):
             f"jclouds.credential={conn.secret_key}",
             "",
         ]
-        _write_private(self._properties, "\n".join(lines), replace=True)
+        write_private(self._properties, "\n".join(lines), replace=True)
 
     def command(self) -> list[str]:
         jar = next(p for p in project_jars((_JAR_SET,)) if p.name.startswith(_SERVER_JAR))
@@ -225,25 +225,3 @@ def local_s3_connection(params: WorkbookParams) -> S3Connection | None:
     if not implementations(params).local_servers or not params.local.s3.enabled:
         return None
     return LocalS3Server(params).connection()
-
-
-def _write_private(path: Path, text: str, *, replace: bool = False) -> None:
-    """Write ``text`` to ``path`` with mode 0600 from the start (a temporary name, then a link or
-    a rename: a concurrent first writer keeps its own file unless ``replace``)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if replace:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
