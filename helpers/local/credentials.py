@@ -95,15 +95,22 @@ def write_private(path: Path, text: str, *, replace: bool = False) -> bool:
     return True
 
 
-def _read(path: Path) -> Credentials:
+def _read_private(path: Path, not_regular: str) -> str:
+    """The text of a secret file: refused (``not_regular``) unless a regular file, its mode
+    tightened to 0600 when others could read it."""
     st = path.lstat()
     if not stat.S_ISREG(st.st_mode):
-        raise StackError(f"Failed to read credentials: {path} is not a regular file; remove it")
+        raise StackError(not_regular)
     if st.st_mode & 0o077:
         os.chmod(path, 0o600)
         log.warning("Tightened the permissions of %s to 0600 (they were %o)", path, st.st_mode & 0o777)
+    return path.read_text(encoding="utf-8")
+
+
+def _read(path: Path) -> Credentials:
+    text = _read_private(path, f"Failed to read credentials: {path} is not a regular file; remove it")
     try:
-        return Credentials.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        return Credentials.model_validate(json.loads(text))
     except (ValueError, ValidationError):
         # the message must not echo the file's content
         raise StackError(
@@ -175,13 +182,9 @@ def load_secret(path: str | Path) -> SecretStr:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private(path, generate_password())  # False: a concurrent caller created it: use theirs
-    st = path.lstat()
-    if not stat.S_ISREG(st.st_mode):
-        raise StackError(f"Failed to read the password file {path}: it is not a regular file; remove it")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o600)
-        log.warning("Tightened the permissions of %s to 0600 (they were %o)", path, st.st_mode & 0o777)
-    value = path.read_text(encoding="utf-8").strip()
+    value = _read_private(
+        path, f"Failed to read the password file {path}: it is not a regular file; remove it"
+    ).strip()
     if not value:
         raise StackError(f"Failed to read the password file {path}: it is empty; remove it")
     return SecretStr(value)

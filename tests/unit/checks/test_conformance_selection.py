@@ -18,6 +18,24 @@ from helpers.params import load_params
 from helpers.sources.edge_cases.session import CATEGORY
 
 
+def _category_change(topic: str, key: int | None, op: str, deleted: str) -> BronzeEvent:
+    """A Debezium-shaped change event of ``ems.category`` (key, operation, delete flag)."""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "catid", "type": "int16", "optional": True},
+            {"field": "__op", "type": "string", "optional": True},
+            {"field": "__lsn", "type": "int64", "optional": True},
+            {"field": "__source_ts_ms", "type": "int64", "optional": True},
+            {"field": "__deleted", "type": "string", "optional": True},
+        ],
+    }
+    payload = {"catid": key, "__op": op, "__lsn": 10, "__source_ts_ms": 1, "__deleted": deleted}
+    event = event_from_json(topic, json.dumps({"schema": schema, "payload": payload}))
+    assert event is not None
+    return event
+
+
 def test_the_ci_parameters_name_one_known_scenario_of_the_short_set() -> None:
     """The notebook tier's notebook 07 runs one short-set scenario; the integration tier runs the
     short set on both engines."""
@@ -50,27 +68,11 @@ def test_a_truncate_marker_in_bronze_is_no_tombstone(tmp_path: Path) -> None:
     topic = CATEGORY.topic(params)
     writer = BronzeWriter(tmp_path / "bronze", "avro")
 
-    def change(key: int | None, op: str, deleted: str) -> BronzeEvent:
-        schema = {
-            "type": "struct",
-            "fields": [
-                {"field": "catid", "type": "int16", "optional": True},
-                {"field": "__op", "type": "string", "optional": True},
-                {"field": "__lsn", "type": "int64", "optional": True},
-                {"field": "__source_ts_ms", "type": "int64", "optional": True},
-                {"field": "__deleted", "type": "string", "optional": True},
-            ],
-        }
-        payload = {"catid": key, "__op": op, "__lsn": 10, "__source_ts_ms": 1, "__deleted": deleted}
-        event = event_from_json(topic, json.dumps({"schema": schema, "payload": payload}))
-        assert event is not None
-        return event
-
-    writer.write_batch([change(5, "d", "true")])
+    writer.write_batch([_category_change(topic, 5, "d", "true")])
     writer.write_batch([marker_event(topic, TRUNCATE_OP, "category", {"__lsn": 20}, 2)])
     check_tombstones(ctx, CATEGORY, [(5,)])
     assert ctx.problems == [], ctx.problems
-    writer.write_batch([change(None, "u", "false")])  # keyless and no marker: reported
+    writer.write_batch([_category_change(topic, None, "u", "false")])  # keyless and no marker: reported
     check_tombstones(ctx, CATEGORY, [(5,)])
     assert ctx.problems and "1 null-value (tombstone)" in ctx.problems[0]
 
@@ -81,19 +83,6 @@ def test_a_missing_delete_event_is_reported_by_key_after_the_wait(tmp_path: Path
     params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "bronze")})
     ctx = ScenarioContext(params, params, (CATEGORY,))
     writer = BronzeWriter(tmp_path / "bronze", "avro")
-    schema = {
-        "type": "struct",
-        "fields": [
-            {"field": "catid", "type": "int16", "optional": True},
-            {"field": "__op", "type": "string", "optional": True},
-            {"field": "__lsn", "type": "int64", "optional": True},
-            {"field": "__source_ts_ms", "type": "int64", "optional": True},
-            {"field": "__deleted", "type": "string", "optional": True},
-        ],
-    }
-    payload = {"catid": 5, "__op": "d", "__lsn": 10, "__source_ts_ms": 1, "__deleted": "true"}
-    event = event_from_json(CATEGORY.topic(params), json.dumps({"schema": schema, "payload": payload}))
-    assert event is not None
-    writer.write_batch([event])
+    writer.write_batch([_category_change(CATEGORY.topic(params), 5, "d", "true")])
     check_tombstones(ctx, CATEGORY, [(5,), (6,)], timeout_s=1.0)
     assert ctx.problems == ["Bronze lacks delete events for [(6,)] of [(5,), (6,)] after 1 s"]
