@@ -30,28 +30,22 @@ class Implementations:
         sources: the source databases: the project's own PostgreSQL and MariaDB (``local``,
             :class:`~helpers.sources.api.LocalSources`) or Amazon RDS (``rds``,
             :class:`~helpers.sources.api.RdsSources`); the connectors log in to the same.
-        silver: where Silver's jobs run: this machine's Spark (``local``) or EMR steps (``emr``).
+        silver: where Silver's jobs run: this machine's Spark (``local``) or EMR steps (``emr``,
+            where HoodieStreamer's steps also register their tables in Glue themselves).
         query: the engine of notebook 05's SQL files: DuckDB on the local files, or Athena.
         local_servers: whether the project runs servers here (the stack, the local S3 server and
             Spark cluster, the Kafka Connect worker), and so the scripted changes and conformance.
-        catalog_sync_by_streamer: whether HoodieStreamer registers its tables itself (EMR's steps
-            sync to Glue with ``--enable-sync``); locally the workbook registers them.
     """
 
     sources: Literal["local", "rds"]
     silver: Literal["local", "emr"]
     query: Literal["duckdb", "athena"]
     local_servers: bool
-    catalog_sync_by_streamer: bool
 
 
 IMPLEMENTATIONS: dict[str, Implementations] = {
-    "local": Implementations(
-        sources="local", silver="local", query="duckdb", local_servers=True, catalog_sync_by_streamer=False
-    ),
-    "aws": Implementations(
-        sources="rds", silver="emr", query="athena", local_servers=False, catalog_sync_by_streamer=True
-    ),
+    "local": Implementations(sources="local", silver="local", query="duckdb", local_servers=True),
+    "aws": Implementations(sources="rds", silver="emr", query="athena", local_servers=False),
 }
 
 

@@ -359,7 +359,7 @@ def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, d
         options = write_options(silver_write_options(params, table))
         dropped = (
             _NOT_STREAMER
-            if not implementations(params).catalog_sync_by_streamer
+            if implementations(params).silver != "emr"
             else tuple(k for k in _NOT_STREAMER if not k.startswith("hoodie.datasource.hive_sync."))
         )  # on EMR the DeltaStreamer steps sync to Glue themselves (--enable-sync)
         options = {k: v for k, v in options.items() if not k.startswith(dropped)}
