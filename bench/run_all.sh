@@ -6,7 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 py=".venv/bin/python"
-bash scripts/fetch_jars.sh spark metastore bench kafka kafka-spark
+bash scripts/fetch_jars.sh spark metastore trino bench kafka kafka-spark
 WORKBOOK_JAR_SETS="spark metastore streamer" bash scripts/bootstrap.sh  # the streamer runtime
 echo "== bench/bench_load.py: TICKIT full-scale bulk load into the local servers"
 "$py" bench/bench_load.py

@@ -14,7 +14,7 @@ The profiles ``ci`` and ``local-kafka`` are parameter overlays of the ``local`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from helpers.params import WorkbookParams
@@ -32,23 +32,27 @@ class Implementations:
             :class:`~helpers.sources.api.RdsSources`); the connectors log in to the same.
         silver: where Silver's jobs run: this machine's Spark (``local``) or EMR steps (``emr``,
             where HoodieStreamer's steps also register their tables in Glue themselves).
-        query: the engine of notebook 05's SQL files: DuckDB on the local files, or Athena.
+        query: the engine of notebook 05's SQL files: Athena, or locally Trino over the local
+            metastore (``duckdb`` when ``local.query_engine`` says so).
         local_servers: whether the project runs servers here (the stack, the local S3 server and
             Spark cluster, the Kafka Connect worker), and so the scripted changes and conformance.
     """
 
     sources: Literal["local", "rds"]
     silver: Literal["local", "emr"]
-    query: Literal["duckdb", "athena"]
+    query: Literal["trino", "duckdb", "athena"]
     local_servers: bool
 
 
 IMPLEMENTATIONS: dict[str, Implementations] = {
-    "local": Implementations(sources="local", silver="local", query="duckdb", local_servers=True),
+    "local": Implementations(sources="local", silver="local", query="trino", local_servers=True),
     "aws": Implementations(sources="rds", silver="emr", query="athena", local_servers=False),
 }
 
 
 def implementations(params: WorkbookParams) -> Implementations:
-    """The choices of ``params.environment``."""
-    return IMPLEMENTATIONS[params.environment]
+    """The choices of ``params.environment`` (locally, the query engine of ``local.query_engine``)."""
+    chosen = IMPLEMENTATIONS[params.environment]
+    if chosen.query == "trino" and params.local.query_engine == "duckdb":
+        return replace(chosen, query="duckdb")
+    return chosen

@@ -20,7 +20,7 @@ __all__ = ["SERVER_PORT_KEYS", "isolated_folder", "isolated_overrides", "isolate
 
 #: The ports a stack of the default profile listens on (the Kafka profile's servers, the S3 server
 #: and the Spark cluster take theirs from their own overrides).
-SERVER_PORT_KEYS = ("local.postgres.port", "local.mariadb.port", "local.metastore.port")
+SERVER_PORT_KEYS = ("local.postgres.port", "local.mariadb.port", "local.metastore.port", "local.trino.port")
 
 
 def isolated_folder(prefix: str) -> Path:

@@ -60,7 +60,7 @@ def manifest(sets: tuple[str, ...]) -> list[tuple[str, str, str]]:
 
 
 def _setup_hint(sets: tuple[str, ...]) -> str:
-    extra = [s for s in sets if s not in ("spark", "metastore")]
+    extra = [s for s in sets if s not in ("spark", "metastore", "trino")]
     command = "./workbook setup"
     if extra:
         command += f" {' '.join(extra)}"
@@ -158,7 +158,7 @@ def project_archive(set_name: str, artifact: str) -> Path:
     )
 
 
-def project_jars(sets: tuple[str, ...] = ("spark", "metastore")) -> list[Path]:
+def project_jars(sets: tuple[str, ...] = ("spark",)) -> list[Path]:
     """The jars of ``sets`` as paths in ``.jars/``.
 
     Raises:

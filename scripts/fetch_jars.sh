@@ -15,14 +15,14 @@
 #   shade:scripts/poms/<name>.xml                a jar the set-up builds with Maven from Central
 #                                                artifacts (a re-shade), .jars/<finalName>.jar; the
 #                                                third column is its SHA-256 (the build is reproducible)
-#   bash scripts/fetch_jars.sh [SET ...]     default sets: spark metastore
+#   bash scripts/fetch_jars.sh [SET ...]     default sets: spark metastore trino
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 log() { printf '[jars] %s\n' "$*" >&2; }
 
 sets=("$@")
-[ ${#sets[@]} -gt 0 ] || sets=(spark metastore)
+[ ${#sets[@]} -gt 0 ] || sets=(spark metastore trino)
 dest=.jars
 m2="${WORKBOOK_M2:-$ROOT/.cache/m2}"   # Maven's local repository (project-local by default)
 mkdir -p "$dest" "$m2"

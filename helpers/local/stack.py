@@ -8,7 +8,9 @@ folder layout, the accounts and crash handling: ``docs/architecture.md``, "Sourc
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor, wait
 
+from helpers.environments import implementations
 from helpers.local.db_config import (
     APP_USER,
     LOOPBACK,
@@ -20,6 +22,7 @@ from helpers.local.metastore import LocalMetastore
 from helpers.local.postgres import PostgresAccess
 from helpers.local.s3 import LocalS3Server
 from helpers.local.spark_cluster import LocalSparkCluster
+from helpers.local.trino import LocalTrino
 from helpers.proc import ServerStatus
 
 __all__ = ["APP_USER", "LOOPBACK", "ConnInfo", "LocalStack", "StackPaths"]
@@ -57,16 +60,32 @@ class LocalStack(PostgresAccess, MariaDBAccess):
             StackError: if a server cannot be set up, started or reached; the message names the
                 server, its port and the last lines of its log.
         """
-        with self._locked():
-            self.start_postgres()
-            self.start_mariadb()
-            LocalMetastore(self.params).start()
-            cluster = LocalSparkCluster(self.params)
-            if cluster.wanted:
-                cluster.start()
-            if self.params.local.s3.enabled:
-                LocalS3Server(self.params).start()
+        with self._locked(), ThreadPoolExecutor(max_workers=1) as pool:
+            # Trino takes the longest to start and needs nothing else until its first query: it
+            # starts beside the others, and the stack is up when it is ready too
+            trino = pool.submit(LocalTrino(self.params).start) if self.trino_wanted else None
+            try:
+                self.start_postgres()
+                self.start_mariadb()
+                LocalMetastore(self.params).start()
+                cluster = LocalSparkCluster(self.params)
+                if cluster.wanted:
+                    cluster.start()
+                if self.params.local.s3.enabled:
+                    LocalS3Server(self.params).start()
+            except BaseException:
+                if trino is not None:  # not left running beside a stack that failed to start
+                    wait([trino])
+                    LocalTrino(self.params).stop()
+                raise
+            if trino is not None:
+                trino.result()
         return self.status()
+
+    @property
+    def trino_wanted(self) -> bool:
+        """Whether the stack runs Trino: the local query engine is Trino (``local.query_engine``)."""
+        return implementations(self.params).query == "trino"
 
     def stop(self) -> list[ServerStatus]:
         """Stop the metastore and both database servers (no-op for a stopped one). Stop what uses
@@ -79,6 +98,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
             StackError: if a server does not stop within the start timeout.
         """
         with self._locked():
+            LocalTrino(self.params).stop()
             LocalMetastore(self.params).stop()
             self.stop_mariadb()
             self.stop_postgres()
@@ -88,13 +108,18 @@ class LocalStack(PostgresAccess, MariaDBAccess):
         """Report each server: running or stopped, pid, port, version, data dir, log file.
 
         Returns:
-            One :class:`ServerStatus` per server: PostgreSQL, MariaDB, the metastore.
+            One :class:`ServerStatus` per server: PostgreSQL, MariaDB, the metastore, and Trino
+            when it is the local query engine (or still runs).
         """
-        return [
+        servers = [
             self.postgres_server.status(),
             self.mariadb_server.status(),
             LocalMetastore(self.params).status(),
         ]
+        trino = LocalTrino(self.params).status()
+        if self.trino_wanted or trino.running:
+            servers.append(trino)
+        return servers
 
     def apply_accounts(self) -> None:
         """(Re)apply the application role/user, passwords, grants, databases and schemas.

@@ -1,8 +1,11 @@
-"""Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena or on local DuckDB.
+"""Athena SQL over the Silver tables: the same ``sql/`` files on Amazon Athena, or here on Trino.
 
-:func:`open_engine` returns a :class:`QueryEngine`, :class:`AthenaEngine` or :class:`LocalEngine`;
-both return the same pandas values. :func:`run_sql` and :func:`show_sql` are what notebook 05
-calls. How each engine works: ``docs/architecture.md``, "Reading Silver".
+A cohesive module: the engines of notebook 05 behind one interface. :func:`open_engine` returns
+the environment's :class:`QueryEngine`: :class:`AthenaEngine` on AWS, :class:`TrinoEngine` here
+(Athena's engine over the local Hive Metastore, the files unchanged), or :class:`DuckDBEngine`
+when ``local.query_engine`` is ``duckdb`` (in-process, the files translated by sqlglot). All
+return the same pandas values. :func:`run_sql` and :func:`show_sql` are what notebook 05 calls.
+How each engine works: ``docs/architecture.md``, "Reading Silver".
 
 Example:
     >>> engine = open_engine(load_params("ci"))                          # doctest: +SKIP
@@ -12,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import getpass
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +30,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyathena
+import requests
+import trino
 from IPython.display import Markdown, display
 from tqdm.auto import tqdm
 
@@ -34,6 +40,8 @@ from helpers.environments import implementations
 from helpers.errors import QueryError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
+from helpers.local.server import LOOPBACK
+from helpers.local.trino import HIVE_CATALOG
 from helpers.naming import silver_database
 from helpers.params import WorkbookParams
 from helpers.query.sql_files import (
@@ -49,21 +57,23 @@ from helpers.query.sql_files import (
     sql_markdown,
     to_duckdb,
 )
-from helpers.silver.catalog import catalog_tables
+from helpers.silver.catalog import catalog_names, catalog_tables
 
 __all__ = [
     "QueryEngine",
     "AthenaEngine",
-    "LocalEngine",
+    "DuckDBEngine",
+    "TrinoEngine",
     "athena_database",
     "open_engine",
+    "refusal",
     "run_sql",
     "show_sql",
 ]
 
 
 class QueryEngine(ABC):
-    """Runs the workbook's SQL files; :class:`AthenaEngine` and :class:`LocalEngine` implement it."""
+    """Runs the workbook's SQL files; :class:`AthenaEngine` and :class:`DuckDBEngine` implement it."""
 
     #: Engine name used in messages (``athena`` or ``duckdb``).
     name: str = "engine"
@@ -251,6 +261,114 @@ class AthenaEngine(QueryEngine):
 
 
 # --------------------------------------------------------------------------------------------
+# local: Trino over the local metastore, as Athena over Glue
+
+
+class TrinoEngine(QueryEngine):
+    """Trino, Athena's engine, through the ``trino`` client: the SQL files run unchanged against
+    the local Hive Metastore that Hudi's sync fills (:mod:`helpers.local.trino`). The session's
+    catalog is ``hive``, which keeps the views and hands Hudi tables to Trino's Hudi connector.
+
+    What Athena cannot read is refused here too: the real-time view (``_rt``) of a Merge-on-Read
+    table. Trino's Hudi connector would answer a query of it from the base files alone, without
+    the changes in its log files, so the engine refuses it before sending, naming Spark.
+    """
+
+    name = "trino"
+
+    def __init__(
+        self,
+        connection: Any,
+        database: str,
+        realtime_tables: Mapping[str, str],
+        folder: Path | None = None,
+        *,
+        progress: bool = True,
+    ) -> None:
+        """Args:
+        connection: ``trino.dbapi.connect(...)`` with catalog ``hive`` and the Silver database as schema.
+        database: the Silver database (for messages).
+        realtime_tables: catalog name of each ``_rt`` table -> its Merge-on-Read Silver table.
+        folder: where SQL files live (default :func:`sql_dir`).
+        progress: show the elapsed time of a query still running after a second.
+        """
+        super().__init__(folder)
+        self.connection = connection
+        self.database = database
+        self.realtime_tables = dict(realtime_tables)
+        self.progress = progress
+
+    def _refuse_realtime(self, sql_file: SqlFile) -> None:
+        views = self.views()
+        names = set(referenced_tables(sql_file.statement))
+        for view in sorted(names & set(views)):  # what a view the statement reads reads
+            names |= referenced_tables(self.load(views[view]).statement)
+        refused = sorted(names & set(self.realtime_tables))
+        if refused:
+            name = refused[0]
+            table = self.realtime_tables[name]
+            raise QueryError(
+                f"Failed to run {sql_file.label} on trino: {name} is the real-time (snapshot) view of the "
+                f"Merge-on-Read table {table}, which Athena and Trino's Hudi connector do not read (Trino "
+                f"would answer from its base files alone, without the changes in its log files). Read it "
+                f"with Spark, e.g. build_spark_session(params).table('{self.database}.{name}') "
+                f"(helpers.spark), or query {table}_ro here (read-optimized: base files only)"
+            )
+
+    def _fetch(self, text: str, values: Sequence[ParameterValue]) -> pd.DataFrame:
+        cursor = self.connection.cursor()
+        try:
+            # qmark: the client sends PREPARE and EXECUTE ... USING, the values as typed literals
+            cursor.execute(text, list(values) or None)
+            rows = cursor.fetchall()
+            if not cursor.description:
+                return pd.DataFrame()
+            columns = [d[0] for d in cursor.description]
+            return pd.DataFrame.from_records(rows, columns=columns)
+        finally:
+            cursor.close()
+
+    def _send(self, text: str, values: Sequence[ParameterValue], label: str) -> pd.DataFrame:
+        try:
+            if not self.progress:
+                return self._fetch(text, values)
+            return _with_elapsed(lambda: self._fetch(text, values), f"Trino: {label}")
+        except trino.exceptions.TrinoQueryError as exc:
+            where = (
+                f" at line {exc.error_location[0]}, column {exc.error_location[1]}"
+                if exc.error_location
+                else ""
+            )
+            raise QueryError(
+                f"Failed to run {label} on trino{where}: {exc.error_name}: {exc.message}"
+            ) from exc
+        except (trino.exceptions.Error, requests.RequestException) as exc:
+            raise QueryError(
+                f"Failed to run {label} on trino: {exc} (is the local Trino server running? "
+                "./workbook stack status)"
+            ) from exc
+
+    def _run(self, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        self._refuse_realtime(sql_file)
+        result = self._send(sql_file.statement, values, sql_file.label)
+        return pd.DataFrame() if sql_file.view is not None else result
+
+    def _prepare(self, name: str, sql_file: SqlFile) -> None:
+        self._refuse_realtime(sql_file)
+        self._send(f"PREPARE {name} FROM\n{sql_file.statement}", [], f"PREPARE {name} ({sql_file.label})")
+
+    def _execute(self, name: str, sql_file: SqlFile, values: list[ParameterValue]) -> pd.DataFrame:
+        # EXECUTE of a statement the session prepared: the values as literals, as Athena's
+        # execution parameters (the client cannot prepare an EXECUTE in turn)
+        using = f" USING {', '.join(athena_literal(v) for v in values)}" if values else ""
+        return self._send(f"EXECUTE {name}{using}", [], f"EXECUTE {name} ({sql_file.label})")
+
+    def close(self) -> None:
+        """Close the client's connection."""
+        self.connection.close()
+
+
+# --------------------------------------------------------------------------------------------
 # local: DuckDB over the Silver tables
 
 
@@ -260,7 +378,7 @@ class _Loaded:
     rows: int
 
 
-class LocalEngine(QueryEngine):
+class DuckDBEngine(QueryEngine):
     """DuckDB in the process over the Silver tables of the local catalog (the metastore Hudi's
     Hive sync writes), each read by the official Rust reader."""
 
@@ -438,7 +556,8 @@ def open_engine(
     Raises:
         QueryError: when AWS settings are missing.
     """
-    if implementations(params).query == "athena" or athena_connection is not None:
+    query = implementations(params).query
+    if query == "athena" or athena_connection is not None:
         if athena_connection is None:
             if params.aws is None:
                 raise QueryError("Failed to open Athena: the 'aws' parameters are missing")
@@ -450,9 +569,40 @@ def open_engine(
                 schema_name=athena_database(params),
             )
         return AthenaEngine(athena_connection, folder, progress=progress)
-    return LocalEngine(
+    if query == "trino":
+        database = athena_database(params)
+        connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
+            host=LOOPBACK,
+            port=params.local.trino.port,
+            user=getpass.getuser(),
+            catalog=HIVE_CATALOG,
+            schema=database,
+            source="workbook",
+        )
+        realtime = {
+            name: table.name
+            for table in params.silver.tables
+            for name in catalog_names(table)
+            if name.endswith("_rt")
+        }
+        return TrinoEngine(connection, database, realtime, folder, progress=progress)
+    return DuckDBEngine(
         lambda: catalog_tables(params), athena_database(params), folder=folder, progress=progress
     )
+
+
+def refusal(engine: QueryEngine, sql: str) -> pd.DataFrame | str:
+    """Run ``sql`` where the engine may refuse it (notebook 05 shows what Athena cannot read):
+    its rows, or the refusal's message, also displayed.
+
+    Raises:
+        QueryError: never for the statement itself (its failure is the answer); only a wrong call.
+    """
+    try:
+        return engine.query(sql)
+    except QueryError as exc:
+        display(Markdown(f"> **{engine.name} refuses it:** {exc}"))  # type: ignore[no-untyped-call]
+        return str(exc)
 
 
 def show_sql(engine: QueryEngine, name: str) -> SqlFile:

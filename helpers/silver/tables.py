@@ -17,6 +17,7 @@ from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
+from helpers.local.metastore import LocalMetastore
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
@@ -184,6 +185,8 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
                 "hoodie.datasource.hive_sync.support_timestamp": "true",
             }
         )
+        if params.spark.catalog == "local":  # the local metastore service (EMR: its own, Glue)
+            options["hoodie.datasource.hive_sync.metastore.uris"] = LocalMetastore(params).uri
     options.update(params.silver.hudi_options)
     return options
 

@@ -23,7 +23,7 @@ from support.silver_tables import silver_like, write_silver
 
 from helpers.errors import QueryError
 from helpers.params import WorkbookParams, load_params
-from helpers.query.engines import AthenaEngine, LocalEngine, open_engine
+from helpers.query.engines import AthenaEngine, DuckDBEngine, open_engine
 from helpers.query.sql_files import athena_literal, load_sql, referenced_tables, sql_files, to_duckdb
 
 pytestmark = pytest.mark.integration
@@ -340,6 +340,7 @@ def local_silver(
             "state_dir": spark_params.state_dir,
             "local.metastore.port": spark_params.local.metastore.port,
             "silver.database": "wb_athena",
+            "local.query_engine": "duckdb",  # these tests are DuckDB's; Trino's: test_athena_local.py
         },
     )
     data = dict(generate_tickit(params.tickit.scale, params.tickit.seed))
@@ -367,7 +368,7 @@ def test_local_engine_results_equal_pandas_over_the_same_data(
     computed in pandas from the generated tables (not the outbox); decimals exact."""
     params, frames = local_silver
     engine = open_engine(params, progress=False)
-    assert isinstance(engine, LocalEngine)
+    assert isinstance(engine, DuckDBEngine)
     got = engine.query("order_revenue_by_customer")
     lines = frames["order_items"].merge(frames["orders"], on="order_id")
     lines["revenue"] = [q * p for q, p in zip(lines["quantity"], lines["unit_price"], strict=True)]
@@ -401,12 +402,13 @@ def test_local_engine_reads_each_table_once_per_commit(
     again and see the change; ro/rt of the MoR table are registered separately."""
     params, frames = local_silver
     engine = open_engine(params, progress=False)
-    assert isinstance(engine, LocalEngine)
+    assert isinstance(engine, DuckDBEngine)
     engine.query("top_events", ["Shows"])
     assert set(engine.loaded_tables()["table"]) == {"sale", "event", "category", "venue"}
     before = engine.loaded_tables().set_index("table")["instant"].to_dict()
     counts = engine.query("table_row_counts").set_index("table_name")["row_count"]
-    assert counts["sale_mor_rt"] == counts["sale"] == len(frames["sale"])
+    realtime = int(engine.query("SELECT count(*) AS n FROM sale_mor_rt")["n"].iloc[0])
+    assert realtime == counts["sale"] == len(frames["sale"])
     category = silver_like(pa.Table.from_pandas(frames["category"].iloc[:1], preserve_index=False))
     category = category.set_column(2, "catname", pa.array(["Renamed"]))
     write_silver(spark, params, next(t for t in params.silver.tables if t.name == "category"), category)

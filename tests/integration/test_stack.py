@@ -69,14 +69,21 @@ def test_start_is_idempotent(running: tuple[LocalStack, WorkbookParams]) -> None
 
 def test_status_reports_each_server(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
-    pg, maria, metastore = stack.status()
+    pg, maria, metastore, trino = stack.status()
     assert isinstance(pg, ServerStatus)
     assert (metastore.server, metastore.state, metastore.port) == (
         "metastore",
         "running",
         params.local.metastore.port,
     )
-    assert metastore.data_dir == str(params.state_path / "metastore" / "metastore_db")
+    assert metastore.data_dir == str(params.state_path / "metastore" / "hms_db")
+    assert metastore.version == "hive-metastore 3.1.3"
+    assert (trino.server, trino.state, trino.port, trino.version) == (
+        "trino",
+        "running",
+        params.local.trino.port,
+        "trino 476",
+    )
     assert (pg.server, pg.state, pg.port) == ("postgres", "running", params.local.postgres.port)
     assert (maria.server, maria.state, maria.port) == ("mariadb", "running", params.local.mariadb.port)
     assert pg.version.startswith("15.") and maria.version.startswith("10.11.")
@@ -88,7 +95,9 @@ def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookPara
     _, params = running
     assert _listeners(params.local.postgres.port) == ["127.0.0.1"]
     assert _listeners(params.local.mariadb.port) == ["127.0.0.1"]
+    # the Hive Metastore (Hive 3.1 alone would listen on every interface: helpers/local/hms) and Trino
     assert _listeners(params.local.metastore.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
+    assert _listeners(params.local.trino.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
 
 
 def test_application_accounts(running: tuple[LocalStack, WorkbookParams], tmp_path: Path) -> None:
@@ -264,8 +273,9 @@ def test_start_failure_shows_log_tail(running: tuple[LocalStack, WorkbookParams]
 def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
     statuses = stack.stop()
-    assert [s.state for s in statuses] == ["stopped", "stopped", "stopped"]
+    assert [s.state for s in statuses] == ["stopped"] * 4
     assert _listeners(params.local.postgres.port) == []
     assert _listeners(params.local.mariadb.port) == []
     assert _listeners(params.local.metastore.port) == []
-    assert [s.state for s in stack.stop()] == ["stopped", "stopped", "stopped"]  # stopping twice is fine
+    assert _listeners(params.local.trino.port) == []
+    assert [s.state for s in stack.stop()] == ["stopped"] * 4  # stopping twice is fine

@@ -495,7 +495,11 @@ def test_05_athena_sql_artefacts_equal_the_sources(
             assert int(counts[table.name]) == expected[(table.source, table.table)], table.name
     by_day = pd.read_csv(first_run.run_dir / "05_sales_by_day.csv", dtype={"revenue": str})
     by_category = pd.read_csv(first_run.run_dir / "05_sales_by_category.csv", dtype={"revenue": str})
-    assert by_day["sales"].sum() == by_category["sales"].sum() == counts["sale"] == counts["sale_mor_rt"]
+    assert by_day["sales"].sum() == by_category["sales"].sum() == counts["sale"]
+    # Athena's limit, shown by the notebook: the real-time view is refused, naming Spark
+    assert "sale_mor_rt" not in counts
+    executed = (first_run.run_dir / "05_athena_queries.ipynb").read_text(encoding="utf-8")
+    assert "trino refuses it" in executed and "Read it with Spark" in executed
     assert sum(map(Decimal, by_day["revenue"])) == sum(map(Decimal, by_category["revenue"]))
     seller = pd.read_csv(first_run.run_dir / "05_sales_by_seller.csv")
     top = pd.read_csv(first_run.run_dir / "05_top_sellers.csv")

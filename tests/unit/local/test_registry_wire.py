@@ -20,7 +20,8 @@ from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.wire import HEADER_SIZE, WireCodec, frame_message, split_message
 from helpers.errors import JarsMissingError, ParamsError, SchemaRegistryError, StackError, WireFormatError
 from helpers.jars import ARCHIVE_STAMP, JARS_DIR, archives, project_archive
-from helpers.local.registry import MIN_JAVA, find_java, java_major
+from helpers.local.java import find_java, java_major
+from helpers.local.registry import MIN_JAVA
 from helpers.params import load_params, project_root
 
 ROOT = project_root()
@@ -177,9 +178,9 @@ def test_a_configured_java_older_than_21_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         StackError, match=rf"Failed to use {old} .* not a java {MIN_JAVA} or newer \(found 17\)"
     ):
-        find_java(str(old))
+        find_java(MIN_JAVA, str(old), setting="local.registry.java", server="the registry")
     new = _fake_java(tmp_path / "new", "25.0.3")
-    assert find_java(str(new)) == new
+    assert find_java(MIN_JAVA, str(new), setting="local.registry.java", server="the registry") == new
 
 
 def test_the_release_file_of_a_jdk_gives_its_version(tmp_path: Path) -> None:

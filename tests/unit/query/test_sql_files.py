@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from helpers.errors import QueryError
-from helpers.query.engines import LocalEngine, run_sql
+from helpers.query.engines import DuckDBEngine, run_sql
 from helpers.query.sql_files import bind_parameters, is_sql_name, load_sql, sql_markdown
 
 ANSWER = (
@@ -27,8 +27,8 @@ def folder(tmp_path: Path) -> Path:
     return sql
 
 
-def _engine(folder: Path) -> LocalEngine:
-    return LocalEngine(lambda: {"unused": {}}, "db", folder=folder, progress=False)
+def _engine(folder: Path) -> DuckDBEngine:
+    return DuckDBEngine(lambda: {"unused": {}}, "db", folder=folder, progress=False)
 
 
 def test_load_sql_splits_header_and_statement(folder: Path) -> None:
