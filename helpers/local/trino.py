@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import requests
+import trino
 
 from helpers.jars import project_archive
 from helpers.local.credentials import write_private
@@ -51,7 +52,7 @@ def _properties(settings: Mapping[str, str]) -> str:
 
 class LocalTrino(LocalServer):
     """Start, stop and describe the Trino server of a parameter set
-    (:class:`~helpers.local.server.LocalServer`; ready when ``/v1/info`` says it has started)."""
+    (:class:`~helpers.local.server.LocalServer`; ready when it answers ``SELECT 1``)."""
 
     name = "trino"
     title = "the local Trino server"
@@ -163,9 +164,21 @@ class LocalTrino(LocalServer):
         return None
 
     def ready(self) -> bool:
-        """Whether the server has finished starting (``/v1/info``: ``"starting": false``)."""
+        """Whether it answers queries: ``/v1/info`` says it has started, and ``SELECT 1`` runs (the
+        node announces itself to its own discovery a moment later: until then a query fails with
+        ``NO_NODES_AVAILABLE``)."""
         try:
             answer = requests.get(f"{self.url}/v1/info", timeout=2)
-        except requests.RequestException:
+            if not (answer.ok and answer.json().get("starting") is False):
+                return False
+            connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
+                host=LOOPBACK, port=self.port, user="workbook-ready", request_timeout=10
+            )
+            try:
+                cursor = connection.cursor()
+                cursor.execute("SELECT 1")
+                return bool(cursor.fetchall() == [[1]])
+            finally:
+                connection.close()
+        except (requests.RequestException, trino.exceptions.Error):
             return False
-        return answer.ok and answer.json().get("starting") is False

@@ -335,7 +335,7 @@ class TrinoEngine(QueryEngine):
             return _with_elapsed(lambda: self._fetch(text, values), f"Trino: {label}")
         except trino.exceptions.TrinoQueryError as exc:
             where = (
-                f" at line {exc.error_location[0]}, column {exc.error_location[1]}"
+                f" at line {exc.error_location[0]}, column {exc.error_location[1]} of the statement"
                 if exc.error_location
                 else ""
             )

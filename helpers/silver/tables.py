@@ -17,7 +17,6 @@ from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
-from helpers.local.metastore import LocalMetastore
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
@@ -173,6 +172,8 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
         options.update(
             {
                 "hoodie.datasource.hive_sync.enable": "true",
+                # hms: the metastore of the writer's session, its hive.metastore.uris (the local
+                # service: helpers.local.metastore; on EMR the cluster's, Glue)
                 "hoodie.datasource.hive_sync.mode": "hms",
                 "hoodie.datasource.hive_sync.database": silver_database(params),
                 "hoodie.datasource.hive_sync.table": table.name,
@@ -185,8 +186,6 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
                 "hoodie.datasource.hive_sync.support_timestamp": "true",
             }
         )
-        if params.spark.catalog == "local":  # the local metastore service (EMR: its own, Glue)
-            options["hoodie.datasource.hive_sync.metastore.uris"] = LocalMetastore(params).uri
     options.update(params.silver.hudi_options)
     return options
 

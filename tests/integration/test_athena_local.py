@@ -27,6 +27,7 @@ from helpers.checks.parity import bronze_vs_source, source_revenue_by_customer
 from helpers.errors import QueryError
 from helpers.hudi.api import read_hudi_df
 from helpers.local.stack import LocalStack
+from helpers.local.trino import LocalTrino
 from helpers.params import WorkbookParams
 from helpers.query.engines import DuckDBEngine, QueryEngine, TrinoEngine, open_engine
 from helpers.silver.backend import register_catalog
@@ -47,12 +48,27 @@ def silver(capture: Capture) -> WorkbookParams:
     return params
 
 
+@pytest.fixture(scope="module")
+def on_trino(silver: WorkbookParams, spark_params: WorkbookParams) -> Iterator[WorkbookParams]:
+    """``silver`` read by a Trino over the metastore service the test session's Spark session syncs
+    into (in a workbook run they are one: the state's metastore)."""
+    server = LocalTrino(spark_params)
+    server.start()
+    local = silver.local.model_copy(update={"query_engine": "trino", "trino": spark_params.local.trino})
+    try:
+        yield silver.model_copy(update={"local": local})
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module", params=["trino", "duckdb"])
 def engine(silver: WorkbookParams, request: pytest.FixtureRequest) -> Iterator[QueryEngine]:
     """The local engines, each opened as notebook 05 opens it (``local.query_engine``)."""
-    params = silver.model_copy(
-        update={"local": silver.local.model_copy(update={"query_engine": request.param})}
-    )
+    if request.param == "trino":
+        params = request.getfixturevalue("on_trino")
+    else:
+        local = silver.local.model_copy(update={"query_engine": "duckdb"})
+        params = silver.model_copy(update={"local": local})
     engine = open_engine(params, progress=False)
     assert isinstance(engine, {"trino": TrinoEngine, "duckdb": DuckDBEngine}[request.param])
     with engine:
@@ -248,7 +264,7 @@ def test_a_bad_file_fails_with_the_engine_error_and_the_file_name(
         "SELECT no_such_column FROM sale\n"
     )
     if isinstance(engine, TrinoEngine):  # Trino's own error name and position
-        pattern = r"no_such_column\.sql on trino at line 3, column 8: COLUMN_NOT_FOUND"
+        pattern = r"no_such_column\.sql on trino at line 1, column 8 of the statement: COLUMN_NOT_FOUND"
     else:
         pattern = r"no_such_column\.sql on duckdb: .*no_such_column"
     folder, engine.folder = engine.folder, tmp_path
@@ -259,16 +275,17 @@ def test_a_bad_file_fails_with_the_engine_error_and_the_file_name(
         engine.folder = folder
 
 
-def test_the_catalog_trino_reads_is_what_hudi_synced(silver: WorkbookParams, spark: Any) -> None:
+def test_the_catalog_trino_reads_is_what_hudi_synced(
+    on_trino: WorkbookParams, silver: WorkbookParams, spark: Any
+) -> None:
     """One catalog, two readers: the tables Trino lists in the metastore service are those Spark's
     Hive client lists there, every Silver table with its Merge-on-Read views, all filled by Hudi's
     own Hive sync (no other writer registers tables)."""
     from helpers.naming import silver_database
     from helpers.silver.catalog import catalog_names, catalog_tables
 
-    with open_engine(silver, progress=False) as trino_engine:
+    with open_engine(on_trino, progress=False) as trino_engine:
         assert isinstance(trino_engine, TrinoEngine)
         listed = set(trino_engine.query(f'SHOW TABLES FROM hive."{silver_database(silver)}"')["Table"])
     expected = {name for table in silver.silver.tables for name in catalog_names(table)}
-    assert expected <= listed
-    assert expected == set(catalog_tables(silver, spark))
+    assert expected <= set(catalog_tables(silver, spark)) <= listed

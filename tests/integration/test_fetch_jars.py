@@ -56,20 +56,20 @@ def test_fetch_jars_refuses_a_jar_whose_checksum_differs(tmp_path: Path) -> None
     coordinates; with the right one the jar is copied and a second run fetches nothing. Maven
     works offline from the project's own cache here (WORKBOOK_M2), filled by the set-up."""
     m2 = ROOT / ".cache" / "m2"
-    _cached(m2 / "org" / "apache" / "derby" / "derbytools" / "10.14.2.0", "./workbook setup")
-    good = hashlib.sha256((ROOT / JARS_DIR / "derbytools-10.14.2.0.jar").read_bytes()).hexdigest()
+    _cached(m2 / "org" / "apache" / "spark" / "spark-avro_2.12" / "3.5.6", "./workbook setup")
+    good = hashlib.sha256((ROOT / JARS_DIR / "spark-avro_2.12-3.5.6.jar").read_bytes()).hexdigest()
     root = _script_only(tmp_path)
 
     def run(sha: str) -> subprocess.CompletedProcess[str]:
-        return _offline_fetch(root, "metastore", f"metastore\torg.apache.derby:derbytools:10.14.2.0\t{sha}\n")
+        return _offline_fetch(root, "spark", f"spark\torg.apache.spark:spark-avro_2.12:3.5.6\t{sha}\n")
 
     bad = run("0" * 64)
     assert bad.returncode == 1
-    assert "Failed to verify org.apache.derby:derbytools:10.14.2.0" in bad.stderr
-    assert not (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").exists()
+    assert "Failed to verify org.apache.spark:spark-avro_2.12:3.5.6" in bad.stderr
+    assert not (tmp_path / JARS_DIR / "spark-avro_2.12-3.5.6.jar").exists()
     ok = run(good)
     assert ok.returncode == 0, ok.stderr
-    assert (tmp_path / JARS_DIR / "derbytools-10.14.2.0.jar").is_file()
+    assert (tmp_path / JARS_DIR / "spark-avro_2.12-3.5.6.jar").is_file()
     again = run(good)
     assert again.returncode == 0 and "fetching" not in again.stderr
 

@@ -279,11 +279,20 @@ def test_stack_start_status_stop_include_the_s3_server(stack_factory: Callable[.
     """``./workbook stack start|status|stop`` (``start_servers``, ``pipeline_status``, ``stop_all``)
     with ``local.s3.enabled``: the S3 server starts with the other servers and its bucket exists,
     the status lists it running on its port, and stop ends its process."""
-    overrides = {"local.s3.enabled": True, "local.s3.port": _port(), "local.s3.bucket": "wb-stack-lake"}
+    overrides = {
+        "local.s3.enabled": True,
+        "local.s3.port": _port(),
+        "local.s3.bucket": "wb-stack-lake",
+        "local.query_engine": "trino",  # Trino's catalogs then read the lake through S3 (their keys 0600)
+    }
     with stack_factory("wb-s3stack-", overrides) as stack:
         statuses = {s.server: s for s in start_servers(stack.params)}
         assert statuses["s3"].running and statuses["s3"].port == overrides["local.s3.port"]
-        assert {"postgres", "mariadb", "metastore", "s3"} <= set(statuses)
+        assert {"postgres", "mariadb", "metastore", "trino", "s3"} <= set(statuses)
+        assert statuses["trino"].running
+        catalog = stack.params.state_path / "trino" / "etc" / "catalog" / "hudi.properties"
+        assert "fs.native-s3.enabled=true" in catalog.read_text(encoding="utf-8")
+        assert catalog.stat().st_mode & 0o777 == 0o600
         LocalS3Server(stack.params).client().head_bucket(Bucket="wb-stack-lake")
         servers = pipeline_status(stack.params)["servers"].set_index("server")
         assert servers.loc["s3", "state"] == "running"

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def running(stack_factory: Callable[..., Any]) -> Iterator[tuple[LocalStack, WorkbookParams]]:
-    with stack_factory("wb-stack-") as stack:
+    with stack_factory("wb-stack-", {"local.query_engine": "trino"}) as stack:
         yield stack, stack.params
 
 
@@ -227,7 +227,7 @@ def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams])
     stack.stop()
     stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
     stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
-    assert [s.state for s in stack.status()] == ["stopped", "stopped", "stopped"]
+    assert [s.state for s in stack.status()] == ["stopped"] * 4
     stack.start()
     pids = _pids(stack)
     assert pids["postgres"] and pids["mariadb"] and pids["mariadb"] != os.getpid()
