@@ -1,5 +1,5 @@
 """A workbook of its own beside the user's: its own state directory, lake, runs folder and free
-loopback ports for the source servers and the metastore, so it never touches the user's stack or
+loopback ports for the source servers, the metastore and Trino, so it never touches the user's stack or
 ``lake/``. The tests and the benchmarks use it; it stops what it started when it ends.
 """
 

@@ -48,7 +48,8 @@ __all__ = [
 
 
 def start_servers(params: WorkbookParams) -> list[ServerStatus]:
-    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore; the Spark
+    """Start the local servers (idempotent): PostgreSQL, MariaDB, the metastore and Trino (when it
+    is the local query engine); the Spark
     standalone cluster when ``spark.master`` names it (:mod:`helpers.local.spark_cluster`); the schema
     registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
     server of the lake when ``local.s3.enabled``; and, when the capture backend is
@@ -115,7 +116,7 @@ def ensure_pipeline(params: WorkbookParams, *, timeout_s: float = 600.0) -> pd.D
 def stop_all(params: WorkbookParams) -> list[ServerStatus]:
     """Stop the Silver job, then the capture workers (the Kafka Connect worker and broker of the
     ``kafka_connect`` backend), then the schema registry (whatever ``local.registry.enabled`` says,
-    if it runs), then the metastore and both servers, then the local S3 server (if it runs:
+    if it runs), then Trino, the metastore and both servers, then the local S3 server (if it runs:
     nothing writes to the lake any more).
 
     Returns:

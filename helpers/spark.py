@@ -157,21 +157,7 @@ def s3a_conf(connection: S3Connection) -> dict[str, str]:
     themselves are not here: PySpark hands every setting of the builder to ``spark-submit`` as a
     ``--conf`` argument, visible in ``ps``; :func:`build_spark_session` sets them on the running
     session's Hadoop configuration instead (through the local Py4J gateway)."""
-    prefix = "spark.hadoop.fs.s3a."
-    return {
-        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
-        f"{prefix}impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        f"{prefix}endpoint": connection.endpoint_url,
-        f"{prefix}endpoint.region": connection.region,
-        f"{prefix}path.style.access": "true",
-        f"{prefix}connection.ssl.enabled": "false",
-        f"{prefix}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        # keep the empty "folder/" markers s3a writes: deleting a parent's marker when a file is
-        # created makes S3Proxy's file-system backend fail (DirectoryNotEmptyException, retried
-        # forever); AWS S3 and readers do not mind markers
-        f"{prefix}directory.marker.retention": "keep",
-    }
+    return {f"spark.hadoop.{key}": value for key, value in connection.hadoop_settings().items()}
 
 
 def _set_s3_keys(spark: SparkSession, connection: S3Connection) -> None:

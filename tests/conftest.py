@@ -79,7 +79,7 @@ def project_lake_untouched() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def spark_params():  # type: ignore[no-untyped-def]
     """Parameters of the test session's Spark session: the CI set with a metastore of its own
-    (a Derby network server on a free port, in a throw-away state directory)."""
+    (the Hive Metastore service on a free port, in a throw-away state directory)."""
     with isolated_params("wb-spark-") as params:
         LocalMetastore(params).start()
         yield params

@@ -74,7 +74,7 @@ def dashboard_datasets(
     """Run the dashboard's SQL files (:data:`DATASET_QUERIES`) through the workbook's query engine.
 
     Args:
-        params: Workbook parameters (DuckDB over the local Silver tables, or Athena).
+        params: Workbook parameters (Athena, or the local engine: Trino, or DuckDB).
         engine: An engine already open (left open); default: one from
             :func:`helpers.query.engines.open_engine`, closed again.
 

@@ -20,7 +20,9 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from helpers.errors import StackError
-from helpers.jars import project_archive
+from helpers.jars import project_archive, project_jars
+from helpers.local.credentials import write_private
+from helpers.local.s3 import local_s3_connection
 from helpers.local.server import LOOPBACK, LocalServer, ServerPort
 from helpers.local.spark_cluster import pyspark_home
 from helpers.params import WorkbookParams
@@ -121,7 +123,10 @@ class LocalMetastore(LocalServer):
                     f"Failed to find {prefix}*.jar in {jars_dir}: reinstall pyspark (./workbook setup)"
                 )
             extra.append(str(found[0]))
-        return os.pathsep.join([str(self._conf_dir), *extra[:4], str(lib / "*"), *extra[4:]])
+        s3 = []  # with the lake on the local S3 server: s3a, as Spark's sessions have it
+        if local_s3_connection(self.params) is not None:
+            s3 = [str(p) for p in project_jars(("s3",)) if not p.name.startswith("s3proxy-")]
+        return os.pathsep.join([str(self._conf_dir), *extra[:4], str(lib / "*"), *extra[4:], *s3])
 
     def _java(self, main: list[str]) -> list[str]:
         return [
@@ -167,31 +172,52 @@ class LocalMetastore(LocalServer):
             ]
         )
         (self._conf_dir / "log4j2.properties").write_text(log4j, encoding="utf-8")
+        # The service checks and creates a table's folder itself: with the lake on the local S3
+        # server it needs s3a and the server's keys (core-site.xml, 0600, rewritten on each start)
+        core_site = self._conf_dir / "core-site.xml"
+        core_site.unlink(missing_ok=True)
+        s3 = local_s3_connection(self.params)
+        if s3 is not None:
+            settings = {
+                **s3.hadoop_settings(),
+                "fs.s3a.access.key": s3.access_key,
+                "fs.s3a.secret.key": s3.secret_key,
+            }
+            write_private(core_site, _site_xml(settings))
 
     def prepare(self) -> Mapping[str, str] | None:
         """Write ``metastore-site.xml``; on the first start create the catalog's schema with Hive's
-        schema tool (``MetastoreSchemaTool -initSchema``)."""
+        schema tool (``MetastoreSchemaTool -initSchema``). A schema is complete once its marker
+        file is written, after the tool succeeded: a database left by a failed or interrupted
+        first start is removed and created again."""
         self._write_site()
         env = {**os.environ, "METASTORE_HOME": str(self._hive_home())}
-        if not (self.home / _DATABASE).exists():
-            argv = self._java(
-                [
-                    "org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool",
-                    "-dbType",
-                    "derby",
-                    "-initSchema",
-                ]
-            )
+        database, marker = self.home / _DATABASE, self.home / f"{_DATABASE}.initialised"
+        if marker.exists():
+            return env
+        shutil.rmtree(database, ignore_errors=True)
+        argv = self._java(
+            ["org.apache.hadoop.hive.metastore.tools.MetastoreSchemaTool", "-dbType", "derby", "-initSchema"]
+        )
+        try:
             done = subprocess.run(  # noqa: S603 - our own java command line
                 argv, cwd=self.home, env=env, capture_output=True, text=True, timeout=300, check=False
             )
-            if done.returncode != 0:
-                shutil.rmtree(self.home / _DATABASE, ignore_errors=True)  # the next start tries again
-                lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+        except BaseException as exc:  # a timeout or Ctrl-C: no half-made schema stays behind
+            shutil.rmtree(database, ignore_errors=True)
+            if isinstance(exc, subprocess.TimeoutExpired):
                 raise StackError(
-                    f"Failed to create the catalog schema of {self.title} in {self.home / _DATABASE} "
-                    f"(schema tool exit status {done.returncode}):\n" + "\n".join(lines[-12:])
-                )
+                    f"Failed to create the catalog schema of {self.title}: no answer in 300 s"
+                ) from exc
+            raise
+        if done.returncode != 0:
+            shutil.rmtree(database, ignore_errors=True)  # the next start tries again
+            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+            raise StackError(
+                f"Failed to create the catalog schema of {self.title} in {database} "
+                f"(schema tool exit status {done.returncode}):\n" + "\n".join(lines[-12:])
+            )
+        marker.write_text(f"hive-metastore {METASTORE_VERSION} schema\n", encoding="utf-8")
         return env
 
     def _hive_home(self) -> Path:

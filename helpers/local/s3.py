@@ -62,6 +62,27 @@ class S3Connection:
     secret_key: str = field(repr=False)
     region: str = REGION
 
+    def hadoop_settings(self) -> dict[str, str]:
+        """Hadoop settings that send ``s3://`` and ``s3a://`` paths to this server through s3a, as
+        EMR's S3 file system does on AWS: endpoint, region, path-style requests over plain HTTP,
+        and the provider that reads ``fs.s3a.access.key`` / ``fs.s3a.secret.key`` (the keys
+        themselves are not here: each client puts them where no command line shows them). Spark
+        sessions (:func:`helpers.spark.s3a_conf`) and the Hive Metastore service use them."""
+        return {
+            "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+            "fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "fs.s3a.endpoint": self.endpoint_url,
+            "fs.s3a.endpoint.region": self.region,
+            "fs.s3a.path.style.access": "true",
+            "fs.s3a.connection.ssl.enabled": "false",
+            "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            # keep the empty "folder/" markers s3a writes: deleting a parent's marker when a file is
+            # created makes S3Proxy's file-system backend fail (DirectoryNotEmptyException, retried
+            # forever); AWS S3 and readers do not mind markers
+            "fs.s3a.directory.marker.retention": "keep",
+        }
+
 
 class LocalS3Server(LocalServer):
     """Start, stop and describe the local S3 server of a parameter set

@@ -1,6 +1,7 @@
 """Local source databases: PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1, data in the state dir.
 
-:class:`LocalStack` starts, stops and reports both servers (``./workbook stack start|stop|status``)
+:class:`LocalStack` starts, stops and reports both servers with the catalog services, the Hive
+Metastore and (when it is the local query engine) Trino (``./workbook stack start|stop|status``)
 and opens connections (``connect_postgres``, ``connect_mariadb``). Starting is idempotent. The
 folder layout, the accounts and crash handling: ``docs/architecture.md``, "Sources".
 """
@@ -47,8 +48,9 @@ class LocalStack(PostgresAccess, MariaDBAccess):
     # ------------------------------------------------------------------ public API
 
     def start(self) -> list[ServerStatus]:
-        """Start both database servers and the local metastore (no-op for a running one) and
-        apply roles, users and databases; also the local Spark cluster when ``spark.master`` names
+        """Start both database servers, the local metastore and, when it is the local query engine,
+        Trino (beside the others; no-op for a running one) and apply roles, users and databases;
+        also the local Spark cluster when ``spark.master`` names
         it (:mod:`helpers.local.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
         (:mod:`helpers.local.s3`), so notebook 01's start brings up every server a later
         Spark session or capture worker needs.
@@ -63,6 +65,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
         with self._locked(), ThreadPoolExecutor(max_workers=1) as pool:
             # Trino takes the longest to start and needs nothing else until its first query: it
             # starts beside the others, and the stack is up when it is ready too
+            trino_ran = LocalTrino(self.params).pid() is not None
             trino = pool.submit(LocalTrino(self.params).start) if self.trino_wanted else None
             try:
                 self.start_postgres()
@@ -76,7 +79,8 @@ class LocalStack(PostgresAccess, MariaDBAccess):
             except BaseException:
                 if trino is not None:  # not left running beside a stack that failed to start
                     wait([trino])
-                    LocalTrino(self.params).stop()
+                    if not trino_ran:
+                        LocalTrino(self.params).stop()
                 raise
             if trino is not None:
                 trino.result()
@@ -88,7 +92,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
         return implementations(self.params).query == "trino"
 
     def stop(self) -> list[ServerStatus]:
-        """Stop the metastore and both database servers (no-op for a stopped one). Stop what uses
+        """Stop Trino, the metastore and both database servers (no-op for a stopped one). Stop what uses
         them first: :func:`helpers.pipeline.stop_all` does it in order.
 
         Returns:

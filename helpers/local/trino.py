@@ -131,7 +131,13 @@ class LocalTrino(LocalServer):
             )
         return {
             HUDI_CATALOG: {"connector.name": "hudi", **common},
-            HIVE_CATALOG: {"connector.name": "hive", "hive.hudi-catalog-name": HUDI_CATALOG, **common},
+            HIVE_CATALOG: {
+                "connector.name": "hive",
+                "hive.hudi-catalog-name": HUDI_CATALOG,
+                # views and managed tables only: no table over a folder a query names
+                "hive.non-managed-table-creates-enabled": "false",
+                **common,
+            },
         }
 
     def prepare(self) -> Mapping[str, str] | None:

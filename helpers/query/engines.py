@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import getpass
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,9 +74,10 @@ __all__ = [
 
 
 class QueryEngine(ABC):
-    """Runs the workbook's SQL files; :class:`AthenaEngine` and :class:`DuckDBEngine` implement it."""
+    """Runs the workbook's SQL files; :class:`AthenaEngine`, :class:`TrinoEngine` and
+    :class:`DuckDBEngine` implement it."""
 
-    #: Engine name used in messages (``athena`` or ``duckdb``).
+    #: Engine name used in messages (``athena``, ``trino`` or ``duckdb``).
     name: str = "engine"
 
     def __init__(self, folder: Path | None = None) -> None:
@@ -264,14 +266,19 @@ class AthenaEngine(QueryEngine):
 # local: Trino over the local metastore, as Athena over Glue
 
 
+#: How long a query waits for a just-started Trino to schedule it (``NO_NODES_AVAILABLE``).
+_SCHEDULE_WAIT_S = 60.0
+
+
 class TrinoEngine(QueryEngine):
     """Trino, Athena's engine, through the ``trino`` client: the SQL files run unchanged against
     the local Hive Metastore that Hudi's sync fills (:mod:`helpers.local.trino`). The session's
     catalog is ``hive``, which keeps the views and hands Hudi tables to Trino's Hudi connector.
 
-    What Athena cannot read is refused here too: the real-time view (``_rt``) of a Merge-on-Read
-    table. Trino's Hudi connector would answer a query of it from the base files alone, without
-    the changes in its log files, so the engine refuses it before sending, naming Spark.
+    Where Trino's Hudi connector and Athena differ, the engine says so instead of answering: the
+    real-time view (``_rt``) of a Merge-on-Read table. Athena (engine v3) reads it as a snapshot
+    query; Trino 476's connector would answer from the base files alone, without the changes in
+    the log files and without an error. The engine refuses it before sending, naming Spark.
     """
 
     name = "trino"
@@ -309,16 +316,17 @@ class TrinoEngine(QueryEngine):
             table = self.realtime_tables[name]
             raise QueryError(
                 f"Failed to run {sql_file.label} on trino: {name} is the real-time (snapshot) view of the "
-                f"Merge-on-Read table {table}, which Athena and Trino's Hudi connector do not read (Trino "
-                f"would answer from its base files alone, without the changes in its log files). Read it "
-                f"with Spark, e.g. build_spark_session(params).table('{self.database}.{name}') "
-                f"(helpers.spark), or query {table}_ro here (read-optimized: base files only)"
+                f"Merge-on-Read table {table}, which Trino's Hudi connector does not read: it would answer "
+                f"from the base files alone, without the changes in the log files and without an error. "
+                f"Read it with Spark, e.g. build_spark_session(params).table('{self.database}.{name}') "
+                f"(helpers.spark); Athena reads it on AWS. Here, {table}_ro is readable (read-optimized: "
+                f"base files only)"
             )
 
     def _fetch(self, text: str, values: Sequence[ParameterValue]) -> pd.DataFrame:
         cursor = self.connection.cursor()
         try:
-            # qmark: the client sends PREPARE and EXECUTE ... USING, the values as typed literals
+            # qmark: the client sends EXECUTE IMMEDIATE ... USING, the values as typed literals
             cursor.execute(text, list(values) or None)
             rows = cursor.fetchall()
             if not cursor.description:
@@ -328,11 +336,24 @@ class TrinoEngine(QueryEngine):
         finally:
             cursor.close()
 
+    def _fetch_when_scheduled(self, text: str, values: Sequence[ParameterValue]) -> pd.DataFrame:
+        """:meth:`_fetch`, again while Trino says ``NO_NODES_AVAILABLE``: just after its start, the
+        node announces its catalogs to the coordinator within seconds, and a query that scans a
+        table fails until then (nothing ran: trying again is safe)."""
+        deadline = time.monotonic() + _SCHEDULE_WAIT_S
+        while True:
+            try:
+                return self._fetch(text, values)
+            except trino.exceptions.TrinoQueryError as exc:
+                if exc.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
     def _send(self, text: str, values: Sequence[ParameterValue], label: str) -> pd.DataFrame:
         try:
             if not self.progress:
-                return self._fetch(text, values)
-            return _with_elapsed(lambda: self._fetch(text, values), f"Trino: {label}")
+                return self._fetch_when_scheduled(text, values)
+            return _with_elapsed(lambda: self._fetch_when_scheduled(text, values), f"Trino: {label}")
         except trino.exceptions.TrinoQueryError as exc:
             where = (
                 f" at line {exc.error_location[0]}, column {exc.error_location[1]} of the statement"
@@ -539,7 +560,8 @@ def open_engine(
     folder: Path | None = None,
     progress: bool = True,
 ) -> QueryEngine:
-    """The query engine of the environment: Athena on AWS, DuckDB over the Silver tables locally.
+    """The query engine of the environment: Athena on AWS; here Trino over the local metastore, or
+    DuckDB over the Silver tables when ``local.query_engine`` is ``duckdb``.
 
     Args:
         params: workbook parameters.
@@ -592,7 +614,8 @@ def open_engine(
 
 
 def refusal(engine: QueryEngine, sql: str) -> pd.DataFrame | str:
-    """Run ``sql`` where the engine may refuse it (notebook 05 shows what Athena cannot read):
+    """Run ``sql`` where the engine may refuse it (notebook 05 shows where the local Trino and
+    Athena differ):
     its rows, or the refusal's message, also displayed.
 
     Raises:
