@@ -36,7 +36,7 @@ from helpers.errors import CaptureError, JarsMissingError, StackError
 from helpers.jars import connect_plugin_dirs, connect_transforms_dir, jar_tree
 from helpers.local.credentials import load_credentials, write_private
 from helpers.local.registry import CONVERTER_CLASS, LocalRegistry, converter_plugin_dir
-from helpers.local.server import LocalServer, ServerPort
+from helpers.local.server import LocalServer, ServerPort, java_properties
 from helpers.params import WorkbookParams
 from helpers.proc import (
     ServerStatus,
@@ -113,9 +113,7 @@ def secret_reference(params: WorkbookParams, kind: str) -> str:
 
 
 def _properties(values: Mapping[str, str]) -> str:
-    lines = ["# written by helpers.local.kafka; rewritten on every start"]
-    lines += [f"{k}={v}" for k, v in values.items()]
-    return "\n".join(lines) + "\n"
+    return java_properties(values, __name__)
 
 
 def _log4j2(log_file: Path) -> str:

@@ -23,7 +23,7 @@ from helpers.errors import StackError
 from helpers.jars import project_archive, project_jars
 from helpers.local.credentials import write_private
 from helpers.local.s3 import local_s3_connection
-from helpers.local.server import LOOPBACK, LocalServer, ServerPort
+from helpers.local.server import LOOPBACK, LocalServer, ServerPort, java_properties
 from helpers.local.spark_cluster import pyspark_home
 from helpers.params import WorkbookParams
 
@@ -34,14 +34,12 @@ METASTORE_VERSION = "3.1.3"
 METASTORE_ARCHIVE = "hive-standalone-metastore"
 _DATABASE = "hms_db"
 _LAUNCHER = Path(__file__).parent / "hms" / "LoopbackMetastore.java"
-#: What the archive lacks and pyspark's jars hold: Hadoop's client (the 3.3.4 of Spark 3.5.6), the
-#: commons libraries Hadoop's configuration loads, and Log4j 2 with its SLF4J 2 binding (first on
-#: the class path, so the service's log goes to its console file instead of SLF4J's no-op logger)
-_PYSPARK_JARS = (
-    "log4j-slf4j2-impl-",
-    "log4j-api-",
-    "log4j-core-",
-    "slf4j-api-",
+#: What the archive lacks and pyspark's jars hold. Log4j 2 with its SLF4J 2 binding goes before the
+#: archive's jars on the class path, so the service's log reaches its console file instead of
+#: SLF4J's no-op logger; after them Hadoop's client (the 3.3.4 of Spark 3.5.6) and the commons
+#: libraries Hadoop's configuration loads
+_PYSPARK_LOGGING_JARS = ("log4j-slf4j2-impl-", "log4j-api-", "log4j-core-", "slf4j-api-")
+_PYSPARK_HADOOP_JARS = (
     "hadoop-client-api-",
     "hadoop-client-runtime-",
     "commons-logging-",
@@ -115,18 +113,30 @@ class LocalMetastore(LocalServer):
     def _classpath(self) -> str:
         lib = self._hive_home() / "lib"
         jars_dir = pyspark_home() / "jars"
-        extra = []
-        for prefix in _PYSPARK_JARS:
-            found = sorted(jars_dir.glob(f"{prefix}*.jar"))
-            if not found:
-                raise StackError(
-                    f"Failed to find {prefix}*.jar in {jars_dir}: reinstall pyspark (./workbook setup)"
-                )
-            extra.append(str(found[0]))
+
+        def pyspark_jars(prefixes: tuple[str, ...]) -> list[str]:
+            out = []
+            for prefix in prefixes:
+                found = sorted(jars_dir.glob(f"{prefix}*.jar"))
+                if not found:
+                    raise StackError(
+                        f"Failed to find {prefix}*.jar in {jars_dir}: reinstall pyspark (./workbook setup)"
+                    )
+                out.append(str(found[0]))
+            return out
+
         s3 = []  # with the lake on the local S3 server: s3a, as Spark's sessions have it
         if local_s3_connection(self.params) is not None:
             s3 = [str(p) for p in project_jars(("s3",)) if not p.name.startswith("s3proxy-")]
-        return os.pathsep.join([str(self._conf_dir), *extra[:4], str(lib / "*"), *extra[4:], *s3])
+        return os.pathsep.join(
+            [
+                str(self._conf_dir),
+                *pyspark_jars(_PYSPARK_LOGGING_JARS),
+                str(lib / "*"),
+                *pyspark_jars(_PYSPARK_HADOOP_JARS),
+                *s3,
+            ]
+        )
 
     def _java(self, main: list[str]) -> list[str]:
         return [
@@ -159,19 +169,15 @@ class LocalMetastore(LocalServer):
         }
         self._conf_dir.mkdir(parents=True, exist_ok=True)
         (self._conf_dir / "metastore-site.xml").write_text(_site_xml(settings), encoding="utf-8")
-        log4j = "\n".join(
-            [
-                "# written by helpers.local.metastore: the service's log goes to its console file",
-                "rootLogger.level = WARN",
-                "rootLogger.appenderRef.console.ref = console",
-                "appender.console.type = Console",
-                "appender.console.name = console",
-                "appender.console.layout.type = PatternLayout",
-                "appender.console.layout.pattern = %d{ISO8601} %-5p %c{1}: %m%n",
-                "",
-            ]
-        )
-        (self._conf_dir / "log4j2.properties").write_text(log4j, encoding="utf-8")
+        log4j = {  # the service's log goes to its console file
+            "rootLogger.level": "WARN",
+            "rootLogger.appenderRef.console.ref": "console",
+            "appender.console.type": "Console",
+            "appender.console.name": "console",
+            "appender.console.layout.type": "PatternLayout",
+            "appender.console.layout.pattern": "%d{ISO8601} %-5p %c{1}: %m%n",
+        }
+        (self._conf_dir / "log4j2.properties").write_text(java_properties(log4j, __name__), encoding="utf-8")
         # The service checks and creates a table's folder itself: with the lake on the local S3
         # server it needs s3a and the server's keys (core-site.xml, 0600, rewritten on each start)
         core_site = self._conf_dir / "core-site.xml"

@@ -37,9 +37,17 @@ from helpers.proc import (
     wait_started,
 )
 
-__all__ = ["LOOPBACK", "LocalServer", "ServerPort"]
+__all__ = ["LOOPBACK", "LocalServer", "ServerPort", "java_properties"]
 
 LOOPBACK = "127.0.0.1"
+
+
+def java_properties(values: Mapping[str, str], writer: str) -> str:
+    """A Java ``.properties`` file's text (``key=value`` lines, in order) under a header naming the
+    module that writes it on every start, as the JVM servers here read their settings."""
+    lines = [f"# written by {writer}; rewritten on every start"]
+    lines += [f"{key}={value}" for key, value in values.items()]
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

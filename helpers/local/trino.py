@@ -31,7 +31,7 @@ from helpers.local.credentials import write_private
 from helpers.local.java import find_java
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import local_s3_connection
-from helpers.local.server import LOOPBACK, LocalServer, ServerPort
+from helpers.local.server import LOOPBACK, LocalServer, ServerPort, java_properties
 from helpers.params import WorkbookParams
 
 __all__ = ["HIVE_CATALOG", "HUDI_CATALOG", "TRINO_VERSION", "LocalTrino"]
@@ -44,10 +44,6 @@ TRINO_ARCHIVE = "trino-server"
 HIVE_CATALOG = "hive"
 HUDI_CATALOG = "hudi"
 _PLUGINS = ("hive", "hudi")
-
-
-def _properties(settings: Mapping[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 class LocalTrino(LocalServer):
@@ -155,11 +151,11 @@ class LocalTrino(LocalServer):
             "catalog.config-dir": str(catalogs),
             "plugin.dir": str(plugins),
         }
-        (etc / "config.properties").write_text(_properties(config), encoding="utf-8")
+        (etc / "config.properties").write_text(java_properties(config, __name__), encoding="utf-8")
         for name, settings in self._catalogs().items():
             path = catalogs / f"{name}.properties"
             path.unlink(missing_ok=True)  # rewritten on every start (the S3 keys may change)
-            write_private(path, _properties(settings))
+            write_private(path, java_properties(settings, __name__))
         install = self._install()
         for plugin in _PLUGINS:
             link = plugins / plugin

@@ -306,11 +306,8 @@ class TrinoEngine(QueryEngine):
         self.progress = progress
 
     def _refuse_realtime(self, sql_file: SqlFile) -> None:
-        views = self.views()
-        names = set(referenced_tables(sql_file.statement))
-        for view in sorted(names & set(views)):  # what a view the statement reads reads
-            names |= referenced_tables(self.load(views[view]).statement)
-        refused = sorted(names & set(self.realtime_tables))
+        # a view the statement reads is created before it runs (_ensure_views), and refused then
+        refused = sorted(referenced_tables(sql_file.statement) & set(self.realtime_tables))
         if refused:
             name = refused[0]
             table = self.realtime_tables[name]
