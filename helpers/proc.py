@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -322,12 +324,54 @@ def kill_process(pid: int) -> None:
         pass
 
 
+_RESERVATIONS = Path(tempfile.gettempdir()) / "cdc-workbook-ports"
+_RESERVATION_TTL_S = 900.0
+_FREE_PORT_LOW = 20000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default if unreadable)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` across processes with an exclusive file; a claim older than the TTL is
+    stale (by then its server holds the port, and ``port_in_use`` sees it)."""
+    _RESERVATIONS.mkdir(mode=0o1777, exist_ok=True)
+    claim = _RESERVATIONS / str(port)
+    try:
+        if time.time() - claim.stat().st_mtime > _RESERVATION_TTL_S:
+            claim.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+    try:
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    except FileExistsError:
+        return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nothing holds now (the kernel picks it), for a server of a
-    workbook started beside another (tests, benchmarks, the lab)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on ``host`` that nothing holds now, for a server of a workbook started beside
+    another (tests, benchmarks, the lab).
+
+    Picked below the kernel's ephemeral range, so no client's outgoing connection can take it
+    between this pick and the server's bind (a port the kernel picks with ``bind(0)`` can), and
+    claimed with a file in the temp folder, so two processes picking at once get different ports.
+    """
+    low, _high = _ephemeral_range()
+    top = low if low > _FREE_PORT_LOW + 1000 else 65535
+    bottom = _FREE_PORT_LOW if top == low else _high + 1
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(bottom, top)
+        if not port_in_use(port, host) and _reserve(port):
+            return port
+    raise RuntimeError(f"no free TCP port on {host} between {bottom} and {top - 1} after 200 tries")
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
