@@ -152,7 +152,8 @@ class MetastoreParams(_Strict):
 class TrinoParams(_Strict):
     """Local Trino server (:mod:`helpers.local.trino`): Athena's engine, reading Silver through the
     local metastore with its Hudi connector, on 127.0.0.1 without authentication (loopback only).
-    Started by ``./workbook stack`` when ``local.query_engine`` is ``trino``."""
+    Started on demand by the query engine when ``local.query_engine`` is ``trino``, stopped when the
+    last engine closes."""
 
     port: Annotated[int, Field(ge=1024, le=65535)] = 18080
     #: the JVM's -Xmx (a query may use 30 % of it: Trino's default query.max-memory-per-node)

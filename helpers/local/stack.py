@@ -1,7 +1,8 @@
 """Local source databases: PostgreSQL 15 and MariaDB 10.11 on 127.0.0.1, data in the state dir.
 
-:class:`LocalStack` starts, stops and reports both servers with the catalog services, the Hive
-Metastore and (when it is the local query engine) Trino (``./workbook stack start|stop|status``)
+:class:`LocalStack` starts, stops and reports both servers with the catalog service, the Hive
+Metastore (``./workbook stack start|stop|status``; stop and status also cover a Trino that a query
+engine started)
 and opens connections (``connect_postgres``, ``connect_mariadb``). Starting is idempotent. The
 folder layout, the accounts and crash handling: ``docs/architecture.md``, "Sources".
 """
@@ -9,9 +10,7 @@ folder layout, the accounts and crash handling: ``docs/architecture.md``, "Sourc
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor, wait
 
-from helpers.environments import implementations
 from helpers.local.db_config import (
     APP_USER,
     LOOPBACK,
@@ -48,12 +47,12 @@ class LocalStack(PostgresAccess, MariaDBAccess):
     # ------------------------------------------------------------------ public API
 
     def start(self) -> list[ServerStatus]:
-        """Start both database servers, the local metastore and, when it is the local query engine,
-        Trino (beside the others; no-op for a running one) and apply roles, users and databases;
-        also the local Spark cluster when ``spark.master`` names
+        """Start both database servers and the local metastore (no-op for a running one) and apply
+        roles, users and databases; also the local Spark cluster when ``spark.master`` names
         it (:mod:`helpers.local.spark_cluster`) and the lake's local S3 server when ``local.s3.enabled``
         (:mod:`helpers.local.s3`), so notebook 01's start brings up every server a later
-        Spark session or capture worker needs.
+        Spark session or capture worker needs. Trino is not among them: the query engine starts it
+        when it opens and stops it when it closes (:func:`helpers.query.engines.open_engine`).
 
         Returns:
             The status of every server.
@@ -62,34 +61,16 @@ class LocalStack(PostgresAccess, MariaDBAccess):
             StackError: if a server cannot be set up, started or reached; the message names the
                 server, its port and the last lines of its log.
         """
-        with self._locked(), ThreadPoolExecutor(max_workers=1) as pool:
-            # Trino takes the longest to start and needs nothing else until its first query: it
-            # starts beside the others, and the stack is up when it is ready too
-            trino_ran = LocalTrino(self.params).pid() is not None
-            trino = pool.submit(LocalTrino(self.params).start) if self.trino_wanted else None
-            try:
-                self.start_postgres()
-                self.start_mariadb()
-                LocalMetastore(self.params).start()
-                cluster = LocalSparkCluster(self.params)
-                if cluster.wanted:
-                    cluster.start()
-                if self.params.local.s3.enabled:
-                    LocalS3Server(self.params).start()
-            except BaseException:
-                if trino is not None:  # not left running beside a stack that failed to start
-                    wait([trino])
-                    if not trino_ran:
-                        LocalTrino(self.params).stop()
-                raise
-            if trino is not None:
-                trino.result()
+        with self._locked():
+            self.start_postgres()
+            self.start_mariadb()
+            LocalMetastore(self.params).start()
+            cluster = LocalSparkCluster(self.params)
+            if cluster.wanted:
+                cluster.start()
+            if self.params.local.s3.enabled:
+                LocalS3Server(self.params).start()
         return self.status()
-
-    @property
-    def trino_wanted(self) -> bool:
-        """Whether the stack runs Trino: the local query engine is Trino (``local.query_engine``)."""
-        return implementations(self.params).query == "trino"
 
     def stop(self) -> list[ServerStatus]:
         """Stop Trino, the metastore and both database servers (no-op for a stopped one). Stop what uses
@@ -113,7 +94,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
 
         Returns:
             One :class:`ServerStatus` per server: PostgreSQL, MariaDB, the metastore, and Trino
-            when it is the local query engine (or still runs).
+            while a query engine has it running.
         """
         servers = [
             self.postgres_server.status(),
@@ -121,7 +102,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
             LocalMetastore(self.params).status(),
         ]
         trino = LocalTrino(self.params).status()
-        if self.trino_wanted or trino.running:
+        if trino.running:  # (started by the query engine, for as long as it is open)
             servers.append(trino)
         return servers
 

@@ -42,7 +42,7 @@ from helpers.errors import QueryError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
 from helpers.local.server import LOOPBACK
-from helpers.local.trino import HIVE_CATALOG
+from helpers.local.trino import HIVE_CATALOG, LocalTrino
 from helpers.naming import silver_database
 from helpers.params import WorkbookParams
 from helpers.query.sql_files import (
@@ -291,6 +291,7 @@ class TrinoEngine(QueryEngine):
         folder: Path | None = None,
         *,
         progress: bool = True,
+        on_close: Callable[[], object] | None = None,
     ) -> None:
         """Args:
         connection: ``trino.dbapi.connect(...)`` with catalog ``hive`` and the Silver database as schema.
@@ -298,8 +299,10 @@ class TrinoEngine(QueryEngine):
         realtime_tables: catalog name of each ``_rt`` table -> its Merge-on-Read Silver table.
         folder: where SQL files live (default :func:`sql_dir`).
         progress: show the elapsed time of a query still running after a second.
+        on_close: called once by :meth:`close` after the connection (the local server's release).
         """
         super().__init__(folder)
+        self.on_close = on_close
         self.connection = connection
         self.database = database
         self.realtime_tables = dict(realtime_tables)
@@ -382,8 +385,12 @@ class TrinoEngine(QueryEngine):
         return self._send(f"EXECUTE {name}{using}", [], f"EXECUTE {name} ({sql_file.label})")
 
     def close(self) -> None:
-        """Close the client's connection."""
+        """Close the client's connection, then release the local server (Trino stops when no other
+        engine uses it). A second call does nothing more."""
         self.connection.close()
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None:
+            on_close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -557,7 +564,8 @@ def open_engine(
     folder: Path | None = None,
     progress: bool = True,
 ) -> QueryEngine:
-    """The query engine of the environment: Athena on AWS; here Trino over the local metastore, or
+    """The query engine of the environment: Athena on AWS; here Trino over the local metastore
+    (started if it is not running, and stopped when the last engine using it closes), or
     DuckDB over the Silver tables when ``local.query_engine`` is ``duckdb``.
 
     Args:
@@ -590,6 +598,14 @@ def open_engine(
         return AthenaEngine(athena_connection, folder, progress=progress)
     if query == "trino":
         database = athena_database(params)
+        server = LocalTrino(params)
+        claim = server.acquire()  # started on demand (about 13 s), stopped after the last close
+        realtime = {
+            name: table.name
+            for table in params.silver.tables
+            for name in catalog_names(table)
+            if name.endswith("_rt")
+        }
         connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
             host=LOOPBACK,
             port=params.local.trino.port,
@@ -598,13 +614,9 @@ def open_engine(
             schema=database,
             source="workbook",
         )
-        realtime = {
-            name: table.name
-            for table in params.silver.tables
-            for name in catalog_names(table)
-            if name.endswith("_rt")
-        }
-        return TrinoEngine(connection, database, realtime, folder, progress=progress)
+        return TrinoEngine(
+            connection, database, realtime, folder, progress=progress, on_close=lambda: server.release(claim)
+        )
     return DuckDBEngine(
         lambda: catalog_tables(params), athena_database(params), folder=folder, progress=progress
     )

@@ -52,13 +52,15 @@ def silver(capture: Capture) -> WorkbookParams:
 def on_trino(silver: WorkbookParams, spark_params: WorkbookParams) -> Iterator[WorkbookParams]:
     """``silver`` read by a Trino over the metastore service the test session's Spark session syncs
     into (in a workbook run they are one: the state's metastore)."""
-    server = LocalTrino(spark_params)
-    server.start()
-    local = silver.local.model_copy(update={"query_engine": "trino", "trino": spark_params.local.trino})
+    served = {"trino": spark_params.local.trino, "metastore": spark_params.local.metastore}
+    local = silver.local.model_copy(update={"query_engine": "trino", **served})
+    params = silver.model_copy(update={"local": local})
+    server = LocalTrino(params)
+    claim = server.acquire()  # one start for the module; each engine opened here joins it
     try:
-        yield silver.model_copy(update={"local": local})
+        yield params
     finally:
-        server.stop()
+        assert server.release(claim), "Trino still had a user after the module's engines closed"
 
 
 @pytest.fixture(scope="module", params=["trino", "duckdb"])

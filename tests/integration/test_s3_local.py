@@ -37,6 +37,7 @@ from helpers.local.s3 import LocalS3Server, boto3_s3_client
 from helpers.params import WorkbookParams, load_params
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.proc import pid_alive, process_rss
+from helpers.query.engines import open_engine
 from helpers.silver.tables import bronze_store, table_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -285,11 +286,11 @@ def test_stack_start_status_stop_include_the_s3_server(stack_factory: Callable[.
         "local.s3.bucket": "wb-stack-lake",
         "local.query_engine": "trino",  # Trino's catalogs then read the lake through S3 (their keys 0600)
     }
-    with stack_factory("wb-s3stack-", overrides) as stack:
+    with stack_factory("wb-s3stack-", overrides) as stack, open_engine(stack.params, progress=False):
         statuses = {s.server: s for s in start_servers(stack.params)}
         assert statuses["s3"].running and statuses["s3"].port == overrides["local.s3.port"]
         assert {"postgres", "mariadb", "metastore", "trino", "s3"} <= set(statuses)
-        assert statuses["trino"].running
+        assert statuses["trino"].running  # (started by the open engine)
         catalog = stack.params.state_path / "trino" / "etc" / "catalog" / "hudi.properties"
         assert "fs.native-s3.enabled=true" in catalog.read_text(encoding="utf-8")
         assert catalog.stat().st_mode & 0o777 == 0o600

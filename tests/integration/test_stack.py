@@ -20,16 +20,22 @@ import requests
 
 from helpers.errors import StackError
 from helpers.local.stack import LocalStack, ServerStatus
+from helpers.local.trino import LocalTrino
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
+from helpers.query.engines import open_engine
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def running(stack_factory: Callable[..., Any]) -> Iterator[tuple[LocalStack, WorkbookParams]]:
+    """The stack, and Trino started on demand by a query engine held open for the module (notebook
+    05 opens one the same way)."""
     with stack_factory("wb-stack-", {"local.query_engine": "trino"}) as stack:
-        yield stack, stack.params
+        assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]  # no Trino yet
+        with open_engine(stack.params, progress=False):
+            yield stack, stack.params
 
 
 def _pids(stack: LocalStack) -> dict[str, int | None]:
@@ -224,7 +230,7 @@ def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams])
     stack.stop()
     stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
     stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
-    assert [s.state for s in stack.status()] == ["stopped"] * 4
+    assert [s.state for s in stack.status()] == ["stopped"] * 3  # (Trino, stopped too, is not listed)
     stack.start()
     pids = _pids(stack)
     assert pids["postgres"] and pids["mariadb"] and pids["mariadb"] != os.getpid()
@@ -267,12 +273,38 @@ def test_start_failure_shows_log_tail(running: tuple[LocalStack, WorkbookParams]
     assert stack.status()[0].running
 
 
+def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """Engines share one Trino; it stops after the last engine closes, and a claim left by a process
+    that died (a killed kernel) does not keep it running."""
+    stack, params = running
+    trino = LocalTrino(params)
+    first = open_engine(params, progress=False)  # (the module's Trino was stopped by a test above)
+    pid = trino.pid()
+    assert pid is not None
+    with open_engine(params, progress=False) as second:
+        assert second.query("SELECT 42 AS answer")["answer"].tolist() == [42]
+        assert trino.pid() == pid
+    assert trino.pid() == pid  # the first engine still uses it
+    first.close()
+    assert trino.pid() is None and _listeners(params.local.trino.port) == []
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (params.state_path / "trino" / "users" / f"{dead.pid}-deadbeef").touch()
+    claim = trino.acquire()
+    assert trino.pid() is not None
+    assert trino.release(claim), "a dead process's claim kept Trino running"
+    assert trino.pid() is None and _listeners(params.local.trino.port) == []
+    assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]
+    trino.acquire()  # running again for the module's engine, stopped by test_stop
+
+
 def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
+    assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore", "trino"]
     statuses = stack.stop()
-    assert [s.state for s in statuses] == ["stopped"] * 4
+    assert [s.state for s in statuses] == ["stopped"] * 3  # Trino, stopped, is no longer listed
     assert _listeners(params.local.postgres.port) == []
     assert _listeners(params.local.mariadb.port) == []
     assert _listeners(params.local.metastore.port) == []
     assert _listeners(params.local.trino.port) == []
-    assert [s.state for s in stack.stop()] == ["stopped"] * 4  # stopping twice is fine
+    assert [s.state for s in stack.stop()] == ["stopped"] * 3  # stopping twice is fine
