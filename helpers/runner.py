@@ -8,6 +8,7 @@ naming the notebook, the cell and the error. ``./workbook run`` (:mod:`helpers.c
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,13 +28,17 @@ from papermill.exceptions import PapermillExecutionError
 from tqdm.auto import tqdm
 
 from helpers.artefacts import RUN_STAMP_FORMAT, RUN_SUMMARY
-from helpers.errors import RunnerError
-from helpers.params import load_params, project_root
+from helpers.environments import implementations
+from helpers.errors import RunnerError, StackError
+from helpers.local.trino import LocalTrino
+from helpers.params import WorkbookParams, load_params, project_root
 from helpers.proc import PeakMemory
 
 GIB = 1024**3
+log = logging.getLogger(__name__)
 
 __all__ = [
+    "QUERY_NOTEBOOKS",
     "SKIP_METADATA",
     "NotebookResult",
     "RunResult",
@@ -47,6 +53,10 @@ __all__ = [
 #: with the reason: ``{"workbook": {"skip_environments": {"aws": "why"}}}``. Both runners (local
 #: papermill and EMR Studio executions) honour it and report the notebook as skipped.
 SKIP_METADATA = "workbook"
+
+#: notebooks whose engine reads Silver through the query engine (05 the SQL files, 06 the
+#: dashboard's datasets): locally, the run holds Trino across them (:class:`_TrinoForTheRun`)
+QUERY_NOTEBOOKS = ("05", "06")
 
 _NOTEBOOK_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
 
@@ -230,9 +240,11 @@ def run_workbook(
     bar = tqdm(notebooks, desc="workbook", unit="notebook", disable=not progress, file=sys.stderr)
     memory = PeakMemory(params.state_path)
     memory.__enter__()
+    trino = _TrinoForTheRun(params, notebooks)
     try:
-        _run_notebooks(bar, out_dir, env, nb_params, kernel_name, progress, result, memory)
+        _run_notebooks(bar, out_dir, env, nb_params, kernel_name, progress, result, memory, trino)
     finally:
+        trino.release()
         memory.__exit__()
         result.peak_rss_bytes = memory.peak_bytes
     bar.close()
@@ -249,9 +261,11 @@ def _run_notebooks(
     progress: bool,
     result: RunResult,
     memory: PeakMemory,
+    trino: _TrinoForTheRun,
 ) -> None:
     for nb in bar:
         bar.set_postfix_str(nb.name)
+        trino.before(nb)
         output = out_dir / nb.name
         skipped = skipped_result(nb, output, env)
         if skipped is not None:
@@ -283,6 +297,42 @@ def _run_notebooks(
         result.notebooks.append(
             NotebookResult(nb.name, output, time.monotonic() - start, True, None, memory.mark())
         )
+        trino.after(nb)
+
+
+class _TrinoForTheRun:
+    """The local Trino held by a run across the notebooks that query through it
+    (:data:`QUERY_NOTEBOOKS`), so it starts once, not once per notebook's engine: started in the
+    background when the notebook before the first of them begins (it takes about 13 s, hidden
+    behind that notebook), released after the last. Each notebook's engine still claims it, and the
+    last release stops it (:meth:`helpers.local.trino.LocalTrino.release`)."""
+
+    def __init__(self, params: WorkbookParams, notebooks: Sequence[Path]) -> None:
+        prefixes = [nb.name[:2] for nb in notebooks]
+        querying = [i for i, prefix in enumerate(prefixes) if prefix in QUERY_NOTEBOOKS]
+        wanted = bool(querying) and implementations(params).query == "trino"
+        self.server = LocalTrino(params) if wanted else None
+        self.start_at = notebooks[max(0, querying[0] - 1)].name if wanted else ""
+        self.stop_after = notebooks[querying[-1]].name if wanted else ""
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trino")
+        self.claim: Future[str] | None = None
+
+    def before(self, nb: Path) -> None:
+        if self.server is not None and nb.name == self.start_at and self.claim is None:
+            self.claim = self.pool.submit(self.server.acquire)
+
+    def after(self, nb: Path) -> None:
+        if nb.name == self.stop_after:
+            self.release()
+
+    def release(self) -> None:
+        claim, self.claim = self.claim, None
+        if claim is not None and self.server is not None:
+            try:
+                self.server.release(claim.result())
+            except StackError as exc:  # the notebook's own engine said so, where it mattered
+                log.warning("the run's Trino: %s", exc)
+        self.pool.shutdown(wait=True)
 
 
 def write_run_summary(result: RunResult) -> Path:

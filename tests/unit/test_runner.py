@@ -8,7 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from helpers import runner
 from helpers.errors import ParamsError, RunnerError
+from helpers.params import load_params
 from helpers.runner import discover_notebooks, run_workbook, skip_reason
 
 
@@ -101,3 +103,57 @@ def test_bad_parameters_fail_before_any_notebook(tmp_path: Path) -> None:
             "ci", {"tickit.scael": 1}, run_dir=tmp_path / "r", notebooks_dir=tmp_path, progress=False
         )
     assert not (tmp_path / "r").exists()
+
+
+class _RecordingTrino:
+    """Stands in for the Trino server in the runner's bookkeeping only (the real server's
+    on-demand start and stop are tested in tests/integration/test_stack.py)."""
+
+    events: list[str] = []
+
+    def __init__(self, _params: object) -> None:
+        pass
+
+    def acquire(self) -> str:
+        self.events.append("acquire")
+        return "claim"
+
+    def release(self, claim: str) -> bool:
+        self.events.append(f"release {claim}")
+        return True
+
+
+@pytest.mark.parametrize(
+    ("names", "engine", "expected"),
+    [
+        (
+            ["03_a", "04_b", "05_c", "06_d", "07_e"],
+            "trino",
+            ["before 04_b", "acquire", "after 06_d", "release"],
+        ),
+        (["05_c", "06_d"], "trino", ["before 05_c", "acquire", "after 06_d", "release"]),
+        (["05_c"], "trino", ["before 05_c", "acquire", "after 05_c", "release"]),
+        (["07_e"], "trino", []),
+        (["04_b", "05_c", "06_d"], "duckdb", []),
+    ],
+)
+def test_a_run_holds_trino_from_the_notebook_before_the_first_query_notebook_to_the_last(
+    monkeypatch: pytest.MonkeyPatch, names: list[str], engine: str, expected: list[str]
+) -> None:
+    monkeypatch.setattr(runner, "LocalTrino", _RecordingTrino)
+    _RecordingTrino.events = []
+    params = load_params("local", {"local.query_engine": engine})
+    trino = runner._TrinoForTheRun(params, [Path(f"{n}.ipynb") for n in names])
+    for name in names:
+        before = len(_RecordingTrino.events)
+        trino.before(Path(f"{name}.ipynb"))
+        if trino.claim is not None:
+            trino.claim.result()
+        if len(_RecordingTrino.events) > before:
+            _RecordingTrino.events.insert(before, f"before {name}")
+        before = len(_RecordingTrino.events)
+        trino.after(Path(f"{name}.ipynb"))
+        if len(_RecordingTrino.events) > before:
+            _RecordingTrino.events.insert(before, f"after {name}")
+    trino.release()  # as the run's end does: nothing more
+    assert [e.replace(" claim", "") for e in _RecordingTrino.events] == expected
