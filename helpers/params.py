@@ -516,8 +516,6 @@ class ConformanceParams(_Strict):
     #: notebook 07 runs these scenarios by name instead (``./workbook conformance --list`` names
     #: them); empty: the set ``short`` chooses
     scenarios: Annotated[tuple[str, ...], Field(strict=False)] = ()  # a YAML list
-    #: scenarios of that many source engines run side by side (each engine's one after another)
-    parallel_engines: Annotated[int, Field(ge=1, le=2)] = 2
 
 
 class WorkbookParams(_Strict):

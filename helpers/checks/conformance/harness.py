@@ -8,7 +8,6 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -279,10 +278,6 @@ def run_scenarios(
 ) -> pd.DataFrame:
     """Run scenarios against the running local pipeline; the pass/fail table.
 
-    The PostgreSQL and the MariaDB scenarios run side by side (``conformance.parallel_engines``),
-    each engine's in the given order: they edit different sources and write different Silver
-    tables, and most of a scenario's time is Hudi's commit latency, not CPU.
-
     The sources, capture and Bronze must be running (:func:`helpers.pipeline.ensure_pipeline`); Silver variant
     tables are written under ``silver_root`` (default ``<lake.silver>/_conformance``).
 
@@ -310,59 +305,41 @@ def run_scenarios(
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
 
     cparams = conformance_params(params, silver_root)
-    lanes: dict[str, list[str]] = {}
-    for name in names:  # one lane per source engine: lanes share no source, topic or Silver table
-        lanes.setdefault(SCENARIOS[name].engine, []).append(name)
-    workers = max(1, min(params.conformance.parallel_engines, len(lanes)))
-    done: dict[str, list[dict[str, Any]]] = {}
-    with (
-        tqdm(total=len(names), desc="conformance", disable=not progress) as bar,
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="conformance") as pool,
-    ):
-
-        def lane(lane_names: list[str]) -> None:
-            for lane_name in lane_names:
-                done[lane_name] = _run_one(params, cparams, SCENARIOS[lane_name])
-                bar.update(1)
-
-        for future in [pool.submit(lane, lane_names) for lane_names in lanes.values()]:
-            future.result()
-    return pd.DataFrame([row for name in names for row in done[name]])
-
-
-def _run_one(params: WorkbookParams, cparams: WorkbookParams, scenario: Scenario) -> list[dict[str, Any]]:
-    """One scenario's rows of the pass/fail table: its script, then every variant checked."""
-    started = time.monotonic()
-    if scenario.script is None:
-        return [
-            {
-                "scenario": scenario.name,
-                "item": scenario.item,
-                "source": scenario.engine,
-                "table_type": "",
-                "delete_mode": "",
-                "silver_table": "",
-                "status": "n/a",
-                "passed": None,
-                "negative_check": "",
-                "detail": scenario.na,
-                "seconds": 0.0,
-            }
-        ]
-    ctx = ScenarioContext(params, cparams, scenario.targets)
-    try:
-        scenario.script(ctx)
-        rows = _check(ctx, scenario, started)
-    except WorkbookError as exc:
-        rows = [_error_row(scenario, exc, started)]
-    except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
-        log.exception("scenario %s failed", scenario.name)
-        rows = [_error_row(scenario, exc, started)]
-    finally:
-        if ctx.scratch is not None:
-            shutil.rmtree(ctx.scratch, ignore_errors=True)
-    log.info("scenario %s: %.1f s", scenario.name, time.monotonic() - started)
-    return rows
+    rows: list[dict[str, Any]] = []
+    for name in tqdm(names, desc="conformance", disable=not progress):
+        scenario = SCENARIOS[name]
+        started = time.monotonic()
+        if scenario.script is None:
+            rows.append(
+                {
+                    "scenario": name,
+                    "item": scenario.item,
+                    "source": scenario.engine,
+                    "table_type": "",
+                    "delete_mode": "",
+                    "silver_table": "",
+                    "status": "n/a",
+                    "passed": None,
+                    "negative_check": "",
+                    "detail": scenario.na,
+                    "seconds": 0.0,
+                }
+            )
+            continue
+        ctx = ScenarioContext(params, cparams, scenario.targets)
+        try:
+            scenario.script(ctx)
+            rows.extend(_check(ctx, scenario, started))
+        except WorkbookError as exc:
+            rows.append(_error_row(scenario, exc, started))
+        except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
+            log.exception("scenario %s failed", name)
+            rows.append(_error_row(scenario, exc, started))
+        finally:
+            if ctx.scratch is not None:
+                shutil.rmtree(ctx.scratch, ignore_errors=True)
+        log.info("scenario %s: %.1f s", name, time.monotonic() - started)
+    return pd.DataFrame(rows)
 
 
 def _error_row(scenario: Scenario, exc: BaseException, started: float) -> dict[str, Any]:

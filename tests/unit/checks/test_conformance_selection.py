@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, marker_event
 from helpers.bronze.writer import BronzeWriter
-from helpers.checks.conformance import SCENARIOS, harness, run_scenarios, short_set
+from helpers.checks.conformance import SCENARIOS, run_scenarios, short_set
 from helpers.checks.conformance.drivers import check_tombstones
 from helpers.checks.conformance.model import ScenarioContext
 from helpers.errors import ParamsError
@@ -88,40 +86,3 @@ def test_a_missing_delete_event_is_reported_by_key_after_the_wait(tmp_path: Path
     writer.write_batch([_category_change(CATEGORY.topic(params), 5, "d", "true")])
     check_tombstones(ctx, CATEGORY, [(5,), (6,)], timeout_s=1.0)
     assert ctx.problems == ["Bronze lacks delete events for [(6,)] of [(5,), (6,)] after 1 s"]
-
-
-@pytest.mark.parametrize("parallel", [1, 2])
-def test_the_engines_lanes_run_side_by_side_and_rows_keep_their_order(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, parallel: int
-) -> None:
-    """With ``conformance.parallel_engines: 2`` a PostgreSQL and a MariaDB scenario run at the same
-    time (a barrier both must reach), each engine's in order; the table keeps the names' order. With
-    1 they run in turn (the barrier is never shared)."""
-    barrier = threading.Barrier(2, timeout=10)
-    calls: list[str] = []
-
-    def script(name: str, meet: bool) -> Callable[[ScenarioContext], None]:
-        def run(_ctx: ScenarioContext) -> None:
-            calls.append(name)
-            if meet:
-                barrier.wait()
-
-        return run
-
-    together = parallel == 2
-    fakes = {
-        "pg_a": harness.Scenario("pg_a", 1, "postgres", (CATEGORY,), script("pg_a", together)),
-        "pg_b": harness.Scenario("pg_b", 1, "postgres", (CATEGORY,), script("pg_b", False)),
-        "my_a": harness.Scenario("my_a", 1, "mariadb", (CATEGORY,), script("my_a", together)),
-    }
-    monkeypatch.setattr(harness, "SCENARIOS", fakes)
-    monkeypatch.setattr(
-        harness,
-        "_check",
-        lambda ctx, scenario, started, cap=5: [{"scenario": scenario.name, "status": "passed"}],
-    )
-    params = load_params("local", {"conformance.parallel_engines": parallel})
-    frame = run_scenarios(params, ["pg_a", "my_a", "pg_b"], silver_root=tmp_path)
-    assert frame["scenario"].tolist() == ["pg_a", "my_a", "pg_b"]
-    assert (frame["status"] == "passed").all(), frame
-    assert calls.index("pg_a") < calls.index("pg_b")
