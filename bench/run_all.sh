@@ -35,9 +35,6 @@ echo
 echo "== bench/bench_workbook.py: the whole workbook at full scale, first run and re-run, with peak memory"
 "$py" bench/bench_workbook.py
 echo
-echo "== bench/bench_conformance.py: notebook 07's short set, the two engines' scenarios side by side vs one after another"
-"$py" bench/bench_conformance.py
-echo
 echo "== bench/bench_compare.py: comparing a 172,000-row table, vectorised vs row by row"
 "$py" bench/bench_compare.py
 echo

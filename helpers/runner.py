@@ -303,16 +303,17 @@ def _run_notebooks(
 class _TrinoForTheRun:
     """The local Trino held by a run across the notebooks that query through it
     (:data:`QUERY_NOTEBOOKS`), so it starts once, not once per notebook's engine: started in the
-    background when the notebook before the first of them begins (it takes about 13 s, hidden
-    behind that notebook), released after the last. Each notebook's engine still claims it, and the
-    last release stops it (:meth:`helpers.local.trino.LocalTrino.release`)."""
+    background when the first of them begins (beside its kernel's start), released after the last.
+    (Started one notebook earlier, behind notebook 04, it slowed 04 by more than it saved.) Each
+    notebook's engine still claims it, and the last release stops it
+    (:meth:`helpers.local.trino.LocalTrino.release`)."""
 
     def __init__(self, params: WorkbookParams, notebooks: Sequence[Path]) -> None:
         prefixes = [nb.name[:2] for nb in notebooks]
         querying = [i for i, prefix in enumerate(prefixes) if prefix in QUERY_NOTEBOOKS]
         wanted = bool(querying) and implementations(params).query == "trino"
         self.server = LocalTrino(params) if wanted else None
-        self.start_at = notebooks[max(0, querying[0] - 1)].name if wanted else ""
+        self.start_at = notebooks[querying[0]].name if wanted else ""
         self.stop_after = notebooks[querying[-1]].name if wanted else ""
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trino")
         self.claim: Future[str] | None = None

@@ -129,7 +129,7 @@ class _RecordingTrino:
         (
             ["03_a", "04_b", "05_c", "06_d", "07_e"],
             "trino",
-            ["before 04_b", "acquire", "after 06_d", "release"],
+            ["before 05_c", "acquire", "after 06_d", "release"],
         ),
         (["05_c", "06_d"], "trino", ["before 05_c", "acquire", "after 06_d", "release"]),
         (["05_c"], "trino", ["before 05_c", "acquire", "after 05_c", "release"]),
@@ -137,7 +137,7 @@ class _RecordingTrino:
         (["04_b", "05_c", "06_d"], "duckdb", []),
     ],
 )
-def test_a_run_holds_trino_from_the_notebook_before_the_first_query_notebook_to_the_last(
+def test_a_run_holds_trino_from_the_first_query_notebook_to_the_last(
     monkeypatch: pytest.MonkeyPatch, names: list[str], engine: str, expected: list[str]
 ) -> None:
     monkeypatch.setattr(runner, "LocalTrino", _RecordingTrino)
