@@ -363,9 +363,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     between this pick and the server's bind (a port the kernel picks with ``bind(0)`` can), and
     claimed with a file in the temp folder, so two processes picking at once get different ports.
     """
-    low, _high = _ephemeral_range()
-    top = low if low > _FREE_PORT_LOW + 1000 else 65535
-    bottom = _FREE_PORT_LOW if top == low else _high + 1
+    low, high = _ephemeral_range()
+    # below the range when it leaves room there (Linux's default: 32768), else above it
+    bottom, top = (_FREE_PORT_LOW, low) if low > _FREE_PORT_LOW + 1000 else (high + 1, 65535)
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(bottom, top)

@@ -202,10 +202,13 @@ class LocalTrino(LocalServer):
         self.home.mkdir(parents=True, exist_ok=True)
         return filelock.FileLock(str(self.home / "users.lock"), timeout=self.settings.start_timeout_s * 2)
 
+    def _claims(self) -> list[Path]:
+        return list(self._users.glob("*")) if self._users.exists() else []
+
     def _live_users(self) -> list[Path]:
         """The users' claim files whose process still runs (a dead process's claim is removed)."""
         live = []
-        for claim in self._users.glob("*") if self._users.exists() else []:
+        for claim in self._claims():
             if pid_alive(int(claim.name.split("-", 1)[0])):
                 live.append(claim)
             else:
@@ -215,7 +218,7 @@ class LocalTrino(LocalServer):
     def stop(self, timeout_s: float = 30.0) -> ServerStatus:
         """Stop Trino whatever engines still use it (``./workbook stack stop``); their claims go too."""
         status = super().stop(timeout_s)
-        for claim in self._users.glob("*") if self._users.exists() else []:
+        for claim in self._claims():
             claim.unlink(missing_ok=True)
         return status
 
