@@ -421,8 +421,21 @@ class SilverTableParams(_Strict):
     ordering: tuple[str, ...] = ()  # empty: the source engine's log position fields
     table_type: Literal["COPY_ON_WRITE", "MERGE_ON_READ"] = "COPY_ON_WRITE"
     delete_mode: Literal["hard", "soft"] = "hard"
+    #: a slice of the source table: only the rows whose record key (one integer column) is at least
+    #: this. A key never changes, so every change of a row falls on the same side and the slice is
+    #: exact. The conformance checks work on such slices of the big tables; None: every row
+    min_key: int | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+    @model_validator(mode="after")
+    def _slice_on_one_key(self) -> SilverTableParams:
+        if self.min_key is not None and len(self.record_key) != 1:
+            raise ValueError(
+                f"silver table {self.name}: min_key slices by a record key of one column, "
+                f"not {list(self.record_key)}"
+            )
+        return self
 
 
 class SparkParams(_Strict):

@@ -68,6 +68,7 @@ __all__ = [
     "last_checks",
     "record_checks",
     "repair_command",
+    "require_whole",
     "selected_tables",
     "took_after",
 ]
@@ -143,7 +144,8 @@ def selected_tables(
     """The Silver tables named (default: all), in the order of ``silver.tables``.
 
     Raises:
-        ReconcileError: ``Failed to <what>``, naming the unknown and the configured tables.
+        ReconcileError: ``Failed to <what>``, naming the unknown and the configured tables, or a
+            sliced table (:func:`require_whole`).
     """
     tables = list(params.silver.tables)
     if names is not None:
@@ -154,7 +156,25 @@ def selected_tables(
                 f"(configured: {', '.join(t.name for t in tables)})"
             )
         tables = [t for t in tables if t.name in names]
+    for table in tables:
+        require_whole(table, what)
     return tables
+
+
+def require_whole(table: SilverTableParams, what: str) -> None:
+    """The whole-table checks (this module's, :mod:`helpers.checks.reconcile` and
+    :func:`helpers.checks.parity.silver_vs_source`) compare a Silver table with its whole source table.
+
+    Raises:
+        ReconcileError: for a sliced table (``min_key``), which holds only part of its source: the
+            conformance harness checks slices against the same slice of the source.
+    """
+    if table.min_key is not None:
+        raise ReconcileError(
+            f"Failed to {what}: Silver table {table.name} is a slice of {table.source}.{table.table} "
+            f"(keys from {table.min_key}, min_key) and these checks compare whole tables; "
+            "remove min_key from the table to check it here"
+        )
 
 
 def _check_once(

@@ -30,6 +30,7 @@ from helpers.checks.at_position import stream_source_table
 from helpers.checks.compare import SOFT_FLAG, compare_frames
 from helpers.checks.digest_cache import DigestCache, fingerprint
 from helpers.checks.digests import BucketDigests, bucket_digests, spark_bucket_digests
+from helpers.checks.divergence import require_whole
 from helpers.environments import implementations
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import HudiTableConfig
@@ -292,6 +293,8 @@ def silver_vs_source(
     from pyspark.sql import functions as F
 
     tables = [t for t in params.silver.tables if names is None or t.name in names]
+    for table in tables:
+        require_whole(table, "compare Silver with the sources")
     cache = _digest_cache(params)
     session = _lazy_session(params, spark)
 

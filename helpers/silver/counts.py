@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from helpers.bronze.layout import BAD_REASON, FILE_COLUMN, ROW_COLUMN
-from helpers.silver.prepare import DELETED, KEY
+from helpers.silver.prepare import DELETED, KEY, OUTSIDE
 from helpers.silver.tombstones import LATE, STONE_HIT
 from helpers.silver.truncate import LOG_POSITION, TRUNCATE
 
@@ -43,7 +43,7 @@ def count_files(
     from pyspark.sql import functions as F
 
     good = F.col(BAD_REASON).isNull()
-    applied = good & ~F.col(LATE)
+    applied = good & ~F.col(LATE) & ~F.col(OUTSIDE)
     aggregates = [
         F.count(F.lit(1)).alias("events"),
         F.sum(F.when(~good, 1).otherwise(0)).alias("bad"),

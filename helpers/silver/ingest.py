@@ -11,7 +11,9 @@ read, checked, prepared and written by the executors:
    their writer schemas (:func:`helpers.silver.checked.schema_verdicts`);
 3. read, check and prepare the events (Spark's Avro source, :mod:`helpers.silver.checked`,
    :mod:`helpers.silver.prepare`), flag changes older than their key's delete
-   (:mod:`helpers.silver.tombstones`), and count per file (one aggregation, :mod:`helpers.silver.counts`);
+   (:mod:`helpers.silver.tombstones`), flag the events outside a sliced table's keys
+   (``min_key``, :func:`helpers.silver.prepare.slice_column`), and count per file (one
+   aggregation, :mod:`helpers.silver.counts`);
 4. set bad input aside (:mod:`helpers.silver.quarantine`, written by the executors);
 5. apply a TRUNCATE (:mod:`helpers.silver.truncate`), fill TOAST placeholders, compute the next
    tombstones, and write with the official Hudi datasource in one commit that carries the checkpoint.
@@ -54,10 +56,12 @@ from helpers.silver.counts import FileCounts, count_files
 from helpers.silver.prepare import (
     DELETED,
     KEY,
+    OUTSIDE,
     fill_unavailable,
     latest_per_key,
     position_column,
     prepare_events,
+    slice_column,
     toast_columns,
 )
 from helpers.silver.quarantine import BadRecord, quarantine_dir, quarantine_events, write_quarantine
@@ -123,6 +127,7 @@ _ROUND_COLUMNS = (
     STONE_HIT,
     TRUNCATE,
     LOG_POSITION,
+    OUTSIDE,
 )
 
 
@@ -366,6 +371,7 @@ def _prepared(
                 DELETED: F.lit(False),
                 KEY: F.lit(None).cast("string"),
                 LATE: F.lit(False),
+                OUTSIDE: F.lit(False),
                 STONE_HIT: F.lit(False),
                 TRUNCATE: marker,
                 LOG_POSITION: position,
@@ -376,6 +382,7 @@ def _prepared(
     return flagged.withColumns(
         {
             LATE: good & F.col(LATE),
+            OUTSIDE: good & slice_column(events, table),
             STONE_HIT: good & F.col(STONE_HIT),
             TRUNCATE: good & is_marker(),
             LOG_POSITION: position_column(engine, positions),
@@ -410,7 +417,7 @@ def _ingest_prepared(
         return IngestResult(
             table.name, len(files), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
         )
-    applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE))
+    applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE) & ~F.col(OUTSIDE))
     truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
     if truncate_at is not None and not state.is_new:
         position = position_column(engine, position_fields(params, table))

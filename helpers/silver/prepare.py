@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
+from helpers.errors import ParamsError
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL, record_key_column
+from helpers.params import SilverTableParams
 from helpers.silver.tables import POSITION_COLUMN, position_sql
 from helpers.sources.positions import SourcePosition, binlog_index
 
@@ -24,17 +26,20 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "DELETED",
     "KEY",
+    "OUTSIDE",
     "fill_unavailable",
     "latest_per_key",
     "placeholder_column",
     "position_column",
     "prepare_events",
+    "slice_column",
     "sortable_position",
     "toast_columns",
 ]
 
 KEY = "_key"  # the record key as Hudi writes it (``_hoodie_record_key``), for joins; not written
 DELETED = "_deleted"  # whether the event deletes its row (both delete modes); not written
+OUTSIDE = "_outside"  # the event's key is outside the table's slice (``min_key``): counted, not applied
 
 
 def position_column(engine: str, fields: tuple[str, ...]) -> Column:
@@ -199,3 +204,24 @@ def latest_per_key(events: DataFrame, config: HudiTableConfig) -> DataFrame:
     if config.delete_mode == "hard":
         latest = latest.where(~F.col(DELETED))
     return latest
+
+
+def slice_column(events: DataFrame, table: SilverTableParams) -> Column:
+    """Whether each event's key is outside the table's slice (:attr:`SilverTableParams.min_key`);
+    always false for a whole table. Markers (no key) are never outside.
+
+    Raises:
+        ParamsError: when the slice's key column is not an integer column in Bronze.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegralType
+
+    if table.min_key is None:
+        return F.lit(False)
+    (key,) = table.record_key
+    if not isinstance(events.schema[key].dataType, IntegralType):
+        raise ParamsError(
+            f"Failed to slice silver table {table.name} by min_key: its key {key} is "
+            f"{events.schema[key].dataType.simpleString()} in Bronze, not an integer"
+        )
+    return F.col(key).isNotNull() & (F.col(key) < F.lit(table.min_key))

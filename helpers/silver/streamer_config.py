@@ -224,6 +224,7 @@ def transform_sql(
     *,
     flavour: str = "avro",
     table: str = "",
+    min_key: tuple[str, int] | None = None,
 ) -> str:
     """The table's SQL transform over the source rows (``<SRC>``): every data and Debezium column
     of the Bronze ``schema`` but ``__deleted``, ``_cdc_position`` and the delete marker; TRUNCATE and
@@ -236,6 +237,9 @@ def transform_sql(
       ``before.*``, beside Hudi's ``_change_operation_type``, ``_event_lsn``...): renamed to the
       Bronze names first (:func:`_debezium_rows`, ``table`` is the source table's name), then
       converted as JSON lines are (Debezium's own numbers for dates and timestamps).
+
+    ``min_key`` (key column, lowest key) keeps a sliced table's rows only
+    (:attr:`helpers.params.SilverTableParams.min_key`).
 
     Raises:
         HudiError: for an unknown source engine or flavour, or a field name outside Avro's rule.
@@ -260,7 +264,13 @@ def transform_sql(
     # names checked against Avro's rule above, everything else is the workbook's own text
     select = f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS `{POSITION_COLUMN}`, "
     deleted = f"coalesce(`__deleted` = 'true', false) AS `{marker}`"
-    return f"{select}{deleted} FROM {source} WHERE `__op` IN ({ops})"
+    where = f"`__op` IN ({ops})"
+    if min_key is not None:
+        column, lowest = min_key
+        if not _AVRO_NAME.fullmatch(column):
+            raise HudiError(f"Failed to build the streamer's SQL transform: {column!r} is no Avro field name")
+        where += f" AND `{column}` >= {int(lowest)}"
+    return f"{select}{deleted} FROM {source} WHERE {where}"
 
 
 #: Bronze's Debezium fields (``ExtractNewRecordState``'s ``add.fields`` with the ``__`` prefix) as the
@@ -441,6 +451,7 @@ def write_streamer_config(
             config.delete_mode,
             flavour=flavour,
             table=table.table,
+            min_key=None if table.min_key is None else (table.record_key[0], table.min_key),
         )
         source_schema = _json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)

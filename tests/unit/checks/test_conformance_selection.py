@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, marker_event
 from helpers.bronze.writer import BronzeWriter
 from helpers.checks.conformance import SCENARIOS, run_scenarios, short_set
 from helpers.checks.conformance.drivers import check_tombstones
-from helpers.checks.conformance.model import ScenarioContext
+from helpers.checks.conformance.model import SLICE_FROM, ScenarioContext, in_slice, variants
 from helpers.errors import ParamsError
 from helpers.params import load_params
-from helpers.sources.edge_cases.session import CATEGORY
+from helpers.sources.edge_cases.session import CATEGORY, SALE, SALE_BY_QTY
+from helpers.sources.sample.tickit_tables import expected_row_counts
 
 
 def _category_change(topic: str, key: int | None, op: str, deleted: str) -> BronzeEvent:
@@ -86,3 +88,21 @@ def test_a_missing_delete_event_is_reported_by_key_after_the_wait(tmp_path: Path
     writer.write_batch([_category_change(CATEGORY.topic(params), 5, "d", "true")])
     check_tombstones(ctx, CATEGORY, [(5,), (6,)], timeout_s=1.0)
     assert ctx.problems == ["Bronze lacks delete events for [(6,)] of [(5,), (6,)] after 1 s"]
+
+
+def test_the_sale_variants_are_slices_above_every_tickit_key() -> None:
+    """The scenarios on ``sale`` work on a slice: its variants hold keys from SLICE_FROM on, which
+    no TICKIT sale reaches at the largest scale the parameters allow (salesid runs 1..rows), and
+    the source rows and replayed Bronze they are compared with are cut the same way."""
+    top = expected_row_counts(10.0)["sale"]
+    for target in (SALE, SALE_BY_QTY):
+        assert top < SLICE_FROM[target] < 2**31 - 1_000_000  # an INT column, room for the scenarios
+        assert {t.min_key for t in variants(target)} == {SLICE_FROM[target]}
+        assert all("_slice_" in t.name for t in variants(target))
+    assert {t.min_key for t in variants(CATEGORY)} == {None}
+    rows = pa.table(
+        {"salesid": [1, top, SLICE_FROM[SALE], None, SLICE_FROM[SALE] + 7], "qtysold": [1, 2, 3, 4, 5]}
+    )
+    assert in_slice(rows, SALE).column("qtysold").to_pylist() == [3, 4, 5]  # a keyless marker stays
+    category = pa.table({"catid": [1, 2]})
+    assert in_slice(category, CATEGORY) is category

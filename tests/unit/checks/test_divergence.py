@@ -18,6 +18,7 @@ from helpers.checks.divergence import (
     last_checks,
     record_checks,
     repair_command,
+    selected_tables,
     took_after,
 )
 from helpers.errors import ReconcileError
@@ -81,3 +82,20 @@ def test_an_unreadable_record_is_named(tmp_path: Path) -> None:
     (tmp_path / "st" / "checks" / "divergence.json").write_text("{torn")
     with pytest.raises(ReconcileError, match="divergence.json"):
         last_checks(params)
+
+
+def test_a_sliced_table_is_refused_by_the_whole_table_checks_naming_it() -> None:
+    """A table with ``min_key`` holds part of its source: comparing it with the whole source would
+    report every row below the slice as missing, so the check says why it will not."""
+    params = load_params("ci")
+    sale = next(t for t in params.silver.tables if t.name == "sale")
+    sliced = params.model_copy(
+        update={
+            "silver": params.silver.model_copy(update={"tables": (sale.model_copy(update={"min_key": 10}),)})
+        }
+    )
+    with pytest.raises(
+        ReconcileError, match=r"reconcile: Silver table sale is a slice of ecomm.sale \(keys from 10"
+    ):
+        selected_tables(sliced, None, "reconcile")
+    assert [t.name for t in selected_tables(params, ["sale"])] == ["sale"]

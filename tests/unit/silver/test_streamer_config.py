@@ -50,6 +50,14 @@ def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() 
     assert sql.endswith("FROM <SRC> WHERE `__op` IN ('c', 'u', 'd', 'r')")  # not 't', not 'resnapshot'
 
 
+def test_a_sliced_table_keeps_the_keys_from_its_lowest_on() -> None:
+    """``min_key``: the same slice as the Spark engine's (helpers.silver.prepare.slice_column)."""
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", min_key=("salesid", 1_000))
+    assert sql.endswith("WHERE `__op` IN ('c', 'u', 'd', 'r') AND `salesid` >= 1000")
+    with pytest.raises(HudiError, match="no Avro field name"):
+        transform_sql(SALE, "mariadb", ("__file",), "hard", min_key=("salesid` OR 1=1 --", 1))
+
+
 def test_soft_deletes_keep_the_row_with_a_boolean_flag() -> None:
     sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "soft")
     assert "AS `__deleted`" in sql and "_hoodie_is_deleted" not in sql
