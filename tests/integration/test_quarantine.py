@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.silver_tables import offline_params
 
 from helpers.bronze.events import event_from_json
 from helpers.bronze.writer import BronzeWriter
 from helpers.errors import BronzeError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
-from helpers.params import WorkbookParams, load_params
+from helpers.params import WorkbookParams
 from helpers.silver.ingest import ingest_table
 from helpers.silver.quarantine import quarantine_dir, quarantine_frame
 from helpers.silver.tables import QUARANTINE_KEY, pending_bronze, table_config
@@ -77,15 +78,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def params(tmp_path: Path) -> WorkbookParams:
-    return load_params(
-        "ci",
-        overrides={
-            "state_dir": str(tmp_path / "state"),
-            "lake.bronze": str(tmp_path / "bronze"),
-            "lake.silver": str(tmp_path / "silver"),
-            "silver.sync": False,
-        },
-    )
+    return offline_params(tmp_path)
 
 
 def _category(params: WorkbookParams) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.silver_tables import offline_params
 
 from helpers.bronze.events import event_from_json
 from helpers.bronze.writer import BronzeWriter
@@ -22,7 +23,7 @@ from helpers.errors import ParamsError
 from helpers.hudi.config import SOFT_DELETE_FIELD
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants
-from helpers.params import SilverTableParams, WorkbookParams, load_params
+from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.ingest import ingest_table
 from helpers.silver.tables import pending_bronze, table_config
 
@@ -60,15 +61,7 @@ def _write(params: WorkbookParams, raws: list[str]) -> None:
 
 @pytest.fixture
 def params(tmp_path: Path) -> WorkbookParams:
-    return load_params(
-        "ci",
-        overrides={
-            "state_dir": str(tmp_path / "state"),
-            "lake.bronze": str(tmp_path / "bronze"),
-            "lake.silver": str(tmp_path / "silver"),
-            "silver.sync": False,
-        },
-    )
+    return offline_params(tmp_path)
 
 
 def _table(name: str, **changes: Any) -> SilverTableParams:

@@ -13,8 +13,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpers.hudi.api import HudiCommit, write_hudi
-from helpers.params import SilverTableParams, WorkbookParams
+from helpers.params import SilverTableParams, WorkbookParams, load_params
 from helpers.silver.tables import silver_write_options, table_config
+
+
+def offline_params(tmp_path: Path) -> WorkbookParams:
+    """The CI parameters with state, Bronze and Silver under ``tmp_path`` and no catalog sync: for
+    tests that write Bronze files themselves and ingest them with no server running."""
+    return load_params(
+        "ci",
+        overrides={
+            "state_dir": str(tmp_path / "state"),
+            "lake.bronze": str(tmp_path / "bronze"),
+            "lake.silver": str(tmp_path / "silver"),
+            "silver.sync": False,
+        },
+    )
 
 
 def spark_frame(spark: Any, table: pa.Table, folder: Path) -> Any:
