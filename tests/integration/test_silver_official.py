@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.bronze_events import write_category_changes
 from support.pipeline import Capture
 from support.silver_tables import write_silver
 
@@ -220,9 +221,6 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     write_silver(spark, small, control, _events([(1, "a", "001", False)]), precombine="pos")
     assert _state(small, control, spark) == {1: "a"}  # the row came back
 
-    from helpers.bronze.events import event_from_json
-    from helpers.bronze.writer import BronzeWriter
-
     params = load_params(
         "ci",
         overrides={
@@ -234,31 +232,9 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
         },
     )
     category = next(t for t in params.silver.tables if t.name == "category")
-    topic = "tickit.ems.category"
-    fields = [
-        {"type": "int32", "optional": False, "field": "catid"},
-        {"type": "string", "optional": True, "field": "catname"},
-        {"type": "string", "optional": True, "field": "__deleted"},
-        {"type": "string", "optional": True, "field": "__op"},
-        {"type": "int64", "optional": True, "field": "__lsn"},
-        {"type": "int64", "optional": True, "field": "__source_ts_ms"},
-    ]
 
     def bronze(lsn: int, op: str, name: str) -> None:
-        payload = {
-            "catid": 1,
-            "catname": name,
-            "__deleted": str(op == "d").lower(),
-            "__op": op,
-            "__lsn": lsn,
-            "__source_ts_ms": 1_700_000_000_000 + lsn,
-        }
-        raw = json.dumps(
-            {"schema": {"type": "struct", "fields": fields, "optional": False}, "payload": payload}
-        )
-        event = event_from_json(topic, raw)
-        assert event is not None
-        BronzeWriter(params.path(params.lake.bronze), "avro").write_batch([event])
+        write_category_changes(params, [(lsn, 1, name, op)])
 
     bronze(10, "c", "first")
     bronze(20, "d", "first")

@@ -2,23 +2,20 @@
 file is still taken once, and a round with nothing in the slice still commits its checkpoint.
 
 No database servers: Bronze files are written by the workbook's own Bronze writer from Connect
-JSON events built here (Debezium's flattened shape), Silver by the official Hudi writer on the
+JSON events (support.bronze_events), Silver by the official Hudi writer on the
 test session's Spark, read back with the official reader. Expected final states are stated per
 test.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bronze_events import write_category_changes
 from support.silver_tables import offline_params
 
-from helpers.bronze.events import event_from_json
-from helpers.bronze.writer import BronzeWriter
 from helpers.errors import ParamsError
 from helpers.hudi.config import SOFT_DELETE_FIELD
 from helpers.hudi.read import read_snapshot
@@ -28,35 +25,6 @@ from helpers.silver.ingest import ingest_table
 from helpers.silver.tables import pending_bronze, table_config
 
 pytestmark = pytest.mark.integration
-
-TOPIC = "tickit.ems.category"
-DAY = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
-FIELDS = [
-    {"type": "int32", "optional": False, "field": "catid"},
-    {"type": "string", "optional": True, "field": "catname"},
-    {"type": "string", "optional": True, "field": "__deleted"},
-    {"type": "string", "optional": True, "field": "__op"},
-    {"type": "int64", "optional": True, "field": "__lsn"},
-    {"type": "int64", "optional": True, "field": "__source_ts_ms"},
-]
-
-
-def _raw(lsn: int, catid: int, name: str, op: str = "c") -> str:
-    payload = {
-        "catid": catid,
-        "catname": name,
-        "__deleted": "true" if op == "d" else "false",
-        "__op": op,
-        "__lsn": lsn,
-        "__source_ts_ms": DAY + lsn,
-    }
-    schema = {"type": "struct", "fields": FIELDS, "optional": False, "name": f"{TOPIC}.Value"}
-    return json.dumps({"schema": schema, "payload": payload})
-
-
-def _write(params: WorkbookParams, raws: list[str]) -> None:
-    events = [e for e in (event_from_json(TOPIC, r) for r in raws) if e is not None]
-    BronzeWriter(params.path(params.lake.bronze), "avro").write_batch(events)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -85,7 +53,7 @@ def test_a_slice_holds_its_keys_only_and_takes_every_file_once(
     slice: it still commits (an empty table) and takes its files, so none is read again."""
     sliced = _table("cat_slice", min_key=100, table_type=table_type, delete_mode=delete_mode)
     whole = _table("cat_whole", table_type=table_type, delete_mode=delete_mode)
-    _write(params, [_raw(1, 1, "a"), _raw(2, 2, "b"), _raw(3, 99, "c")])
+    write_category_changes(params, [(1, 1, "a", "c"), (2, 2, "b", "c"), (3, 99, "c", "c")])
 
     first = ingest_table(params, sliced)
 
@@ -94,9 +62,9 @@ def test_a_slice_holds_its_keys_only_and_takes_every_file_once(
     assert _rows(params, sliced) == {}
     assert pending_bronze(params, sliced)[0] == []
 
-    _write(params, [_raw(10, 100, "d"), _raw(11, 101, "e"), _raw(12, 1, "a2", "u")])
-    _write(
-        params, [_raw(20, 100, "d2", "u"), _raw(21, 101, "e", "d"), _raw(22, 2, "b", "d"), _raw(23, 5, "f")]
+    write_category_changes(params, [(10, 100, "d", "c"), (11, 101, "e", "c"), (12, 1, "a2", "u")])
+    write_category_changes(
+        params, [(20, 100, "d2", "u"), (21, 101, "e", "d"), (22, 2, "b", "d"), (23, 5, "f", "c")]
     )
     second = ingest_table(params, sliced)
     ingest_table(params, whole)
@@ -123,7 +91,7 @@ def test_a_slice_holds_its_keys_only_and_takes_every_file_once(
 def test_a_slice_needs_an_integer_key(params: WorkbookParams) -> None:
     """``min_key`` on a text key is refused when the round reads the key's type, naming the table,
     and nothing is committed; on a key of two columns it is refused when the parameters load."""
-    _write(params, [_raw(1, 1, "a")])
+    write_category_changes(params, [(1, 1, "a", "c")])
     by_name = SilverTableParams(
         name="cat_by_name", source="ems", table="category", record_key=("catname",), min_key=5
     )
