@@ -19,9 +19,8 @@ from tqdm.auto import tqdm
 
 import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
-from helpers.checks.at_position import source_table
 from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
-from helpers.checks.conformance.model import ScenarioContext, conformance_params, in_slice, variants
+from helpers.checks.conformance.model import ScenarioContext, conformance_params, target_rows, variants
 from helpers.environments import implementations
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
@@ -212,8 +211,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
 
     rows = []
     for target in ctx.targets:  # a scenario may add targets it creates (item 15)
-        source, json_columns = source_table(ctx.params, target.source, target.table)
-        source = in_slice(source, target)
+        source, json_columns = target_rows(ctx.params, target)
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
         for table in variants(target):
             base = table_config(ctx.cparams, table).base_path

@@ -49,6 +49,7 @@ __all__ = [
     "conformance_params",
     "in_slice",
     "scratch_params",
+    "target_rows",
     "variant",
     "variants",
     "wait_for_bronze",
@@ -98,6 +99,13 @@ def in_slice(rows: pa.Table, target: Target) -> pa.Table:
     return rows.filter(pc.or_kleene(pc.is_null(key), pc.greater_equal(key, SLICE_FROM[target])))
 
 
+def target_rows(params: WorkbookParams, target: Target) -> tuple[pa.Table, frozenset[str]]:
+    """The source table's rows now in the target's slice (:func:`in_slice`), and its JSON columns:
+    what every variant of the target is compared with."""
+    source, json_columns = source_table(params, target.source, target.table)
+    return in_slice(source, target), json_columns
+
+
 def variants(target: Target) -> list[SilverTableParams]:
     """Every variant's Silver table of ``target`` (see :data:`VARIANTS`)."""
     return [variant(target, t, m) for t, m in VARIANTS]
@@ -144,9 +152,9 @@ def scratch_params(cparams: WorkbookParams, scratch: Path) -> WorkbookParams:
 
 def bronze_differences(params: WorkbookParams, target: Target, root: str | Path) -> list[str]:
     """How the Bronze under ``root`` replayed differs from the source table now (empty: equal)."""
-    source, json_columns = source_table(params, target.source, target.table)
+    source, json_columns = target_rows(params, target)
     return compare_tables(
-        in_slice(source, target),
+        source,
         in_slice(replay_topic_arrow(root, target.topic(params), target.key), target),
         target.key,
         json_columns=json_columns,
