@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -161,18 +160,23 @@ class LocalStore:
 
     def list(self, folder: str, *, recursive: bool = False) -> list[LakeEntry]:
         """Files in ``folder`` (missing folder: none)."""
-        base = Path(self.root, folder)
-        if not base.is_dir():
-            return []
-        found: Iterator[Path] = base.rglob("*") if recursive else base.iterdir()
-        out = []
-        for path in found:
+        out: list[LakeEntry] = []
+        folders = [str(Path(self.root, folder))]
+        while folders:  # one scandir per folder, one stat per file (an idle Silver round lists often)
             try:
-                st = path.stat()
-            except FileNotFoundError:  # removed between listing and stat
+                entries = list(os.scandir(folders.pop()))
+            except (FileNotFoundError, NotADirectoryError):  # missing, or removed meanwhile
                 continue
-            if path.is_file():
-                out.append(LakeEntry(path.name, str(path), st.st_size, st.st_mtime))
+            for entry in entries:
+                try:
+                    if entry.is_dir():
+                        if recursive:
+                            folders.append(entry.path)
+                    elif entry.is_file():
+                        st = entry.stat()
+                        out.append(LakeEntry(entry.name, entry.path, st.st_size, st.st_mtime))
+                except FileNotFoundError:  # removed between listing and stat
+                    continue
         return sorted(out, key=lambda e: e.location)
 
     def read(self, location: str) -> bytes:

@@ -6,7 +6,8 @@ holds only metadata (the file listing, the table's state, per-file counts); ever
 read, checked, prepared and written by the executors:
 
 1. read the table's state once (:func:`helpers.silver.state.read_table_state`) and plan the round
-   (:func:`helpers.silver.tables.pending_bronze`);
+   (:func:`helpers.silver.tables.pending_bronze`), under the table's lock once a first look
+   without it found new files (an idle round takes no lock);
 2. inspect the new files on the executors (:func:`helpers.bronze.frames.inspect_files`) and judge
    their writer schemas (:func:`helpers.silver.checked.schema_verdicts`);
 3. read, check and prepare the events (Spark's Avro source, :mod:`helpers.silver.checked`,
@@ -19,13 +20,15 @@ read, checked, prepared and written by the executors:
    tombstones, and write with the official Hudi datasource in one commit that carries the checkpoint.
 
 :func:`ingest_all` does every configured table. The guarantees: ``docs/architecture.md``,
-"Silver ingestion". Continuous mode is :mod:`helpers.silver.job`.
+"Silver ingestion". Continuous mode is :mod:`helpers.silver.job`. The module is one cohesive round:
+its steps share the round's state, lock and checkpoint, and read best side by side.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -300,6 +303,10 @@ def ingest_table(
     config = table_config(params, table)
     positions = position_fields(params, table)
     store = store or bronze_store(params, s3)
+    if not pending_bronze(params, table, store)[0]:
+        # nothing new, seen without the lock: a writer holding it can only take files, never add
+        # any, so the locked look would find nothing either (an idle round takes no lock)
+        return IngestResult(table.name, 0, 0, None, seconds=time.monotonic() - started)
     with table_lock(params, table):  # state read and commit under one lock: two runs never overlap
         state = read_table_state(config.base_path)
         files, checkpoint = pending_bronze(params, table, store, state)
@@ -509,6 +516,20 @@ def _write(
     return commit, time.monotonic() - write_started
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """The process's pool of ``workers`` table threads, kept between rounds: the continuous job
+    runs a round every ``silver.min_interval_s`` and would otherwise start its threads anew each
+    time (a sixth of an idle round's CPU)."""
+    with _POOLS_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver")
+        return _POOLS[workers]
+
+
 def ingest_tables(
     params: WorkbookParams, tables: Sequence[SilverTableParams], *, spark: Any = None, s3: Any = None
 ) -> list[IngestResult]:
@@ -523,15 +544,14 @@ def ingest_tables(
     workers = max(1, min(params.silver.parallel_tables, len(tables)))
     if workers == 1:
         return [ingest_table(params, t, spark=spark, s3=s3) for t in tables]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="silver") as pool:
-        futures = [pool.submit(ingest_table, params, t, spark=spark, s3=s3) for t in tables]
-        results = []
-        first_error: BaseException | None = None
-        for future in futures:
-            try:
-                results.append(future.result())
-            except BaseException as exc:  # noqa: BLE001 - re-raised once every table finished
-                first_error = first_error or exc
+    futures = [_pool(workers).submit(ingest_table, params, t, spark=spark, s3=s3) for t in tables]
+    results = []
+    first_error: BaseException | None = None
+    for future in futures:
+        try:
+            results.append(future.result())
+        except BaseException as exc:  # noqa: BLE001 - re-raised once every table finished
+            first_error = first_error or exc
     if first_error is not None:
         raise first_error
     return results

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from helpers.errors import WorkbookError
-from helpers.params import WorkbookParams
+from helpers.params import SilverParams, WorkbookParams
 from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
 from helpers.silver.ingest import ingest_all
 from helpers.silver.streamer import run_streamer_job
 from helpers.silver.tables import bronze_store, pending_bronze
 from helpers.spark import build_spark_session
 
-__all__ = ["SilverJob", "main", "pending_lag"]
+__all__ = ["SilverJob", "main", "pending_lag", "round_interval"]
 
 
 @dataclass
@@ -78,6 +78,14 @@ def _lag_after(params: WorkbookParams, store: Any, result: Any) -> dict[str, Any
     return {t.name: {"pending_files": 0, "oldest_pending_s": 0.0} for t in params.silver.tables}
 
 
+def round_interval(silver: SilverParams, quiet_s: float) -> float:
+    """Seconds from one round's start to the next: ``silver.min_interval_s``, or
+    ``silver.idle_interval_s`` (never less) once no round took a file for ``silver.idle_after_s``."""
+    if quiet_s >= silver.idle_after_s:
+        return max(silver.min_interval_s, silver.idle_interval_s)
+    return silver.min_interval_s
+
+
 def run(directory: Path) -> int:
     """The job's loop (the worker process)."""
     params = WorkbookParams.model_validate(json.loads((directory / "config.json").read_text()))
@@ -100,7 +108,7 @@ def run(directory: Path) -> int:
     )
     store = bronze_store(params)
     status["state"] = "RUNNING"
-    interval = params.silver.min_interval_s
+    last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
     while not stopping.is_set():
         started = time.monotonic()
         result = None
@@ -120,6 +128,10 @@ def run(directory: Path) -> int:
             status["error"] = str(exc)
         status["loops"] += 1
         status["lag"] = _lag_after(params, store, result)  # result: None when the round failed
+        if result is None or (not result.empty and int(result["files"].sum())):
+            last_taken = time.monotonic()
+        interval = round_interval(params.silver, time.monotonic() - last_taken)
+        status["interval_s"] = interval
         write_status(directory, status)
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
     status["state"] = "STOPPED"

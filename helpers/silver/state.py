@@ -9,6 +9,8 @@ newest first and stops as soon as it has all of them.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,10 +139,30 @@ def state_from_metadata(
     )
 
 
+#: The states read last, per table location, with the timeline they were read from: a completed
+#: instant's file never changes (a rollback or archival removes it, which changes the listing), so
+#: the same listing means the same state. An idle round then lists the timeline and parses nothing.
+_STATES: OrderedDict[str, TableState] = OrderedDict()
+_STATES_LOCK = threading.Lock()
+_STATES_KEPT = 64
+
+
 def read_table_state(base_path: str, store: LakeStore | None = None) -> TableState:
     """The table's :class:`TableState`: one listing of the timeline, then the commits' metadata
-    newest first, only as far as :func:`state_from_metadata` needs."""
+    newest first, only as far as :func:`state_from_metadata` needs (not at all when the listing is
+    the one the state was last read from)."""
     store = store or open_store(str(base_path))
     instants = tuple(completed_instants(base_path, store=store))
+    key = str(base_path)
+    with _STATES_LOCK:
+        known = _STATES.get(key)
+    if known is not None and known.instants == instants:
+        return known
     lazy = (read_commit_metadata(base_path, i, store) for i in reversed(instants))
-    return state_from_metadata(instants, lazy)
+    state = state_from_metadata(instants, lazy)
+    with _STATES_LOCK:
+        _STATES[key] = state
+        _STATES.move_to_end(key)
+        while len(_STATES) > _STATES_KEPT:
+            _STATES.popitem(last=False)
+    return state

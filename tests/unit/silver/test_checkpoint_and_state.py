@@ -17,7 +17,7 @@ from moto import mock_aws
 
 from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.errors import HudiError, WorkbookError
-from helpers.lake_store import S3Store
+from helpers.lake_store import LocalStore, S3Store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint, plan_round
 from helpers.silver.state import (
     POSITION_KEY,
@@ -149,3 +149,35 @@ def test_s3_listing_and_timeline_reading() -> None:
         assert (table.checkpoint, len(table.instants)) == (expected, commits)
     with pytest.raises(WorkbookError, match="not an s3:// URI"):
         S3Store("/local/path", s3)
+
+
+def test_local_listing_walks_every_folder_below_and_a_missing_folder_lists_nothing(tmp_path: Path) -> None:
+    for day in ("day=23", "day=24"):
+        folder = tmp_path / "t" / "year=2026" / "month=11" / day
+        folder.mkdir(parents=True)
+        (folder / f"t+{day[-2:]}+1+a.avro").write_bytes(b"Obj\x01")
+    (tmp_path / "t" / "year=2026" / "month=11" / "day=25").mkdir()  # an empty day
+    assert [o.name for o in BronzeStore(tmp_path).list("t")] == ["t+23+1+a.avro", "t+24+1+a.avro"]
+    assert BronzeStore(tmp_path).list("missing") == []
+    assert LocalStore(str(tmp_path / "t" / "year=2026")).list("month=11") == []  # not recursive: folders only
+    day = LocalStore(str(tmp_path)).list("t/year=2026/month=11/day=24")
+    assert [e.name for e in day] == ["t+24+1+a.avro"]
+
+
+def test_the_state_is_read_again_exactly_when_the_timeline_changes(tmp_path: Path) -> None:
+    timeline = tmp_path / "sale" / ".hoodie"
+    timeline.mkdir(parents=True)
+
+    def commit(instant: str, watermark: float) -> Path:
+        path = timeline / f"{instant}.commit"
+        meta = {"extraMetadata": {CHECKPOINT_KEY: BronzeCheckpoint(watermark, frozenset()).to_json()}}
+        path.write_text(json.dumps(meta))
+        return path
+
+    commit("20261128100000000", 1.0)
+    first = read_table_state(str(tmp_path / "sale"))
+    assert read_table_state(str(tmp_path / "sale")) is first  # same listing: the same state, not re-read
+    newest = commit("20261128100500000", 2.0)
+    assert read_table_state(str(tmp_path / "sale")).checkpoint.watermark == 2.0
+    newest.unlink()  # as a rollback of that commit leaves the timeline
+    assert read_table_state(str(tmp_path / "sale")).checkpoint.watermark == 1.0
