@@ -32,6 +32,9 @@ echo
 echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO"
 "$py" bench/bench_upsert.py
 echo
+echo "== bench/bench_idle.py: CPU of the continuous Silver job and the capture workers while nothing changes, idle pacing vs a round every 0.5 s"
+"$py" bench/bench_idle.py
+echo
 echo "== bench/bench_workbook.py: the whole workbook at full scale, first run and re-run, with peak memory"
 "$py" bench/bench_workbook.py
 echo

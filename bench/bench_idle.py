@@ -1,0 +1,150 @@
+"""What an idle pipeline costs (issue 30, target 5): CPU of the continuous Silver job and the
+capture workers while nothing changes at the sources, and the job's memory.
+
+Not a test. It runs notebooks 01 to 03 in a state directory of its own (free ports, a temporary
+lake; ``tickit.scale`` 0.1 by default: an idle pipeline does not depend on how much it loaded),
+then measures twice on the same running pipeline, ``--seconds`` each:
+
+* **idle pacing** (the default parameters): once no round has taken a file for
+  ``silver.idle_after_s``, the job starts a round every ``silver.idle_interval_s``;
+* **baseline, a round every ``silver.min_interval_s``**: the same job restarted with
+  ``silver.idle_after_s`` at a day, as the job ran before it had idle pacing.
+
+CPU is each process tree's user and system time from ``/proc`` over the window (threads that ended
+in it included), as a share of one core. Memory is the highest resident set of the job's Spark
+driver JVM and of its Python, sampled every 5 s.
+
+Run::
+
+    .venv/bin/python bench/bench_idle.py                  # 300 s per window
+    .venv/bin/python bench/bench_idle.py --seconds 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
+from helpers.params import WorkbookParams, load_params  # noqa: E402
+from helpers.pipeline import stop_all  # noqa: E402
+from helpers.proc import descendants, live_pid, process_parents, process_rss  # noqa: E402
+from helpers.runner import run_workbook  # noqa: E402
+from helpers.silver.job import SilverJob  # noqa: E402
+
+TARGET_CPU = 2.0  # % of one core, the job and the capture workers together
+TARGET_JVM_MIB = 1024.0
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / TICKS
+
+
+def _process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _roots(params: WorkbookParams) -> dict[str, int]:
+    """The job's and each capture worker's pid, by name."""
+    roots = {}
+    for folder in sorted((params.state_path / "capture").iterdir()):
+        pid = live_pid(folder / "worker.pid")
+        if pid is not None:
+            roots[f"capture {folder.name}"] = pid
+    job = live_pid(params.state_path / "silver" / "job.pid")
+    if job is None:
+        raise SystemExit("the continuous Silver job is not running: no figures")
+    roots["Silver job"] = job
+    return roots
+
+
+def measure(params: WorkbookParams, seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU share of one core per process tree over ``seconds``, and the job's peak RSS (MiB) per
+    process name (``java``: the Spark driver; ``python``: the job's own loop)."""
+    roots = _roots(params)
+    parents = process_parents()
+    trees = {name: descendants(pid, parents) for name, pid in roots.items()}
+    before = {name: _cpu_seconds(pids) for name, pids in trees.items()}
+    started = time.monotonic()
+    peak: dict[str, float] = {}
+    while time.monotonic() - started < seconds:
+        for pid in trees["Silver job"]:
+            name = _process_name(pid)
+            peak[name] = max(peak.get(name, 0.0), process_rss(pid) / 2**20)
+        time.sleep(5)
+    elapsed = time.monotonic() - started
+    shares = {name: (_cpu_seconds(pids) - before[name]) / elapsed * 100 for name, pids in trees.items()}
+    return shares, peak
+
+
+def _restart_job(params: WorkbookParams, settle_s: float) -> None:
+    job = SilverJob(params)
+    job.stop()
+    job.start()
+    time.sleep(settle_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=float, default=0.1, help="tickit.scale")
+    parser.add_argument("--seconds", type=float, default=300.0, help="length of each window")
+    args = parser.parse_args()
+    work = isolated_folder("wb-bench-idle-")
+    overrides = {**isolated_overrides(work), "tickit.scale": args.scale}
+    params = load_params("local", overrides)
+    baseline_params = load_params("local", {**overrides, "silver.idle_after_s": 86_400})
+    try:
+        result = run_workbook("local", overrides, only=["01", "02", "03"], progress=False)
+        print(result.summary(), flush=True)
+        if not result.ok:
+            raise SystemExit("a notebook failed: no figures")
+        # the job of notebook 03 runs with the defaults: wait until it paces as idle, then measure
+        _restart_job(params, params.silver.idle_after_s + 15)
+        paced, paced_peak = measure(params, args.seconds)
+        _restart_job(baseline_params, 30)
+        every, every_peak = measure(baseline_params, args.seconds)
+    finally:
+        stop_all(params)
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"\nIdle pipeline at tickit.scale={args.scale}: CPU as a share of one core over {args.seconds:.0f} s "
+        "per window, nothing changing at the sources\n"
+    )
+    print(
+        f"| process | idle pacing (a round every {params.silver.idle_interval_s:g} s) | "
+        f"baseline (a round every {params.silver.min_interval_s:g} s) |"
+    )
+    print("|---|---|---|")
+    for name in paced:
+        print(f"| {name} | {paced[name]:.2f} % | {every.get(name, float('nan')):.2f} % |")
+    total, total_every = sum(paced.values()), sum(every.values())
+    print(f"| **all together** (target <= {TARGET_CPU:g} %) | **{total:.2f} %** | {total_every:.2f} % |")
+    for name in sorted(set(paced_peak) | set(every_peak)):
+        rss = (paced_peak.get(name, 0.0), every_peak.get(name, 0.0))
+        print(f"| Silver job peak RSS, {name} | {rss[0]:.0f} MiB | {rss[1]:.0f} MiB |")
+    jvm = max(paced_peak.get("java", 0.0), every_peak.get("java", 0.0))
+    print(
+        f"\nCPU target {'met' if total <= TARGET_CPU else 'NOT met'}; "
+        f"job JVM <= {TARGET_JVM_MIB:.0f} MiB {'met' if jvm <= TARGET_JVM_MIB else 'NOT met'}"
+    )
+
+
+if __name__ == "__main__":
+    main()
