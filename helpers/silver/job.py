@@ -69,11 +69,16 @@ def pending_lag(params: WorkbookParams, store: Any = None) -> dict[str, Any]:
     return out
 
 
+def _took_files_or_failed(result: Any) -> bool:
+    """Whether a round (:func:`ingest_all`'s frame; None: it failed) took a file or failed."""
+    return result is None or (not result.empty and bool(int(result["files"].sum())))
+
+
 def _lag_after(params: WorkbookParams, store: Any, result: Any) -> dict[str, Any]:
     """The lag to report after a round: listed again (:func:`pending_lag`) when the round took
     files or failed; a round whose listing found nothing new in any table has nothing pending as
     of that listing, and an idle loop lists Bronze once, not twice."""
-    if result is None or (not result.empty and int(result["files"].sum())):
+    if _took_files_or_failed(result):
         return pending_lag(params, store)
     return {t.name: {"pending_files": 0, "oldest_pending_s": 0.0} for t in params.silver.tables}
 
@@ -128,7 +133,7 @@ def run(directory: Path) -> int:
             status["error"] = str(exc)
         status["loops"] += 1
         status["lag"] = _lag_after(params, store, result)  # result: None when the round failed
-        if result is None or (not result.empty and int(result["files"].sum())):
+        if _took_files_or_failed(result):
             last_taken = time.monotonic()
         interval = round_interval(params.silver, time.monotonic() - last_taken)
         status["interval_s"] = interval
