@@ -20,6 +20,7 @@ _FIELDS = [
     {"type": "int64", "optional": True, "field": "__lsn"},
     {"type": "int64", "optional": True, "field": "__source_ts_ms"},
 ]
+_SCHEMA = {"type": "struct", "fields": _FIELDS, "optional": False, "name": f"{CATEGORY_TOPIC}.Value"}
 
 
 def write_category_changes(params: WorkbookParams, changes: list[tuple[int, int, str, str]]) -> Path:
@@ -34,8 +35,7 @@ def write_category_changes(params: WorkbookParams, changes: list[tuple[int, int,
             "__lsn": lsn,
             "__source_ts_ms": 1_700_000_000_000 + lsn,
         }
-        schema = {"type": "struct", "fields": _FIELDS, "optional": False, "name": f"{CATEGORY_TOPIC}.Value"}
-        event = event_from_json(CATEGORY_TOPIC, json.dumps({"schema": schema, "payload": payload}))
+        event = event_from_json(CATEGORY_TOPIC, json.dumps({"schema": _SCHEMA, "payload": payload}))
         assert event is not None, payload
         events.append(event)
     (written,) = BronzeWriter(params.path(params.lake.bronze), "avro").write_batch(events)
