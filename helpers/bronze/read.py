@@ -277,15 +277,17 @@ def _decode(where: str, name: str, data: bytes) -> list[pa.Table]:
 _DECODED = _DecodedFiles(budget_bytes=512 * 1024 * 1024)
 
 
-def read_bronze_arrow(paths: Sequence[Path]) -> pa.Table:
+def read_bronze_arrow(paths: Sequence[Path], *, cached: bool = True) -> pa.Table:
     """Local Bronze files (Avro or JSON lines) as one Arrow table (columns unified across schema
     versions; a column added at the source later is null in older events). A file decoded before
-    in this process is not decoded again (see :class:`_DecodedFiles`).
+    in this process is not decoded again (see :class:`_DecodedFiles`), unless ``cached`` is false:
+    then every file is decoded now and nothing is kept (a benchmark's decode baseline).
 
     Raises:
         BronzeError: naming the file, when one cannot be decoded.
     """
-    tables = [t for path in paths for t in _DECODED.get(Path(path))]
+    decode = _DECODED.get if cached else _decode_file
+    tables = [t for path in paths for t in decode(Path(path))]
     if not tables:
         return pa.table({})
     return pa.concat_tables(tables, promote_options="permissive")

@@ -143,6 +143,37 @@ def test_jsonl_and_avro_bronze_read_to_the_same_typed_table(tmp_path: Path) -> N
         read_bronze_arrow([bad])
 
 
+def test_an_uncached_read_decodes_every_file_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_bronze_arrow`` decodes a file once per process; ``cached=False`` (a benchmark's decode
+    baseline) decodes it on every call and returns the same table. bench_silver's baseline once
+    timed a cache hit: 0.0 s for 451,132 events."""
+    from helpers.bronze import read as bronze_read
+
+    events = [
+        e
+        for e in (
+            event_from_json(
+                "tickit.ems.t", _event("tickit.ems.t", 300, DAY1, id=3, price=None, at=None, zoned=None)
+            ),
+        )
+        if e is not None
+    ]
+    paths = [f.path for f in BronzeWriter(tmp_path, "avro").write_batch(events)]
+    decoded: list[Path] = []
+    real = bronze_read._decode_file
+
+    def counting(path: Path) -> list[Any]:
+        decoded.append(path)
+        return real(path)
+
+    monkeypatch.setattr(bronze_read, "_decode_file", counting)
+    monkeypatch.setattr(bronze_read, "_DECODED", bronze_read._DecodedFiles(1 << 20))
+    first = read_bronze_arrow(paths)
+    assert read_bronze_arrow(paths) == first and len(decoded) == len(paths)
+    assert read_bronze_arrow(paths, cached=False) == first
+    assert read_bronze_arrow(paths, cached=False) == first and len(decoded) == 3 * len(paths)
+
+
 def test_first_event_reads_until_it_finds_the_operation_and_explains_each_field(tmp_path: Path) -> None:
     """Two files: a create at LSN 10, then an update at LSN 20.
     Expected: the first event is the create, the first update is the second file's, none for a
