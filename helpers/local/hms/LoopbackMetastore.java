@@ -8,10 +8,10 @@
 // (HMSHandler behind RetryingHMSHandler, behind TSetIpAddressProcessor, on Thrift's thread-pool
 // server with the binary protocol and the worker thread bounds of metastore-site.xml) on the
 // address it is given. It skips what a local catalog does not use: SASL/Kerberos, SSL, the
-// compactor and the housekeeping threads. Run by the JDK's source launcher (java File.java), so
-// nothing is compiled or committed as a binary.
+// compactor and the housekeeping threads. Compiled by javac into the git-ignored .cache/metastore/
+// on first use (LocalMetastore), so nothing compiled is committed.
 //
-// Usage: java -cp <metastore-site.xml's folder>:<Hive Metastore 3.1 lib>/*:... LoopbackMetastore.java HOST PORT
+// Usage: java -cp <compiled folder>:<metastore-site.xml's folder>:<Hive Metastore 3.1 lib>/*:... LoopbackMetastore HOST PORT
 
 import java.net.InetSocketAddress;
 import org.apache.hadoop.conf.Configuration;
