@@ -242,12 +242,12 @@ class LocalMetastore(LocalServer):
         written, after the copy: one left by a failed or interrupted first start is removed and
         copied again."""
         self._write_site()
-        env = {**os.environ, "METASTORE_HOME": str(self._hive_home())}
+        env = self._env()
         database, marker = self.home / _DATABASE, self.home / f"{_DATABASE}.initialised"
         if marker.exists():
             return env
         shutil.rmtree(database, ignore_errors=True)
-        template = self.empty_catalog(env)
+        template = self.empty_catalog()
         try:
             shutil.copytree(template, database)
         except BaseException:
@@ -256,7 +256,7 @@ class LocalMetastore(LocalServer):
         marker.write_text(f"hive-metastore {METASTORE_VERSION} schema\n", encoding="utf-8")
         return env
 
-    def empty_catalog(self, env: Mapping[str, str] | None = None) -> Path:
+    def empty_catalog(self) -> Path:
         """The Derby database of an empty catalog in the cache, made once by Hive's schema tool
         (``MetastoreSchemaTool -initSchema``) in a folder of its own and moved into place when the
         tool succeeded; a folder left by a failed or interrupted tool is never used.
@@ -281,13 +281,10 @@ class LocalMetastore(LocalServer):
                 "-initSchema",
             ]
         )
-        environment = (
-            dict(env) if env is not None else {**os.environ, "METASTORE_HOME": str(self._hive_home())}
-        )
         try:
             try:
                 done = subprocess.run(  # noqa: S603 - our own java command line
-                    argv, cwd=work, env=environment, capture_output=True, text=True, timeout=300, check=False
+                    argv, cwd=work, env=self._env(), capture_output=True, text=True, timeout=300, check=False
                 )
             except subprocess.TimeoutExpired as exc:
                 raise StackError(
@@ -304,6 +301,10 @@ class LocalMetastore(LocalServer):
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return folder / _DATABASE
+
+    def _env(self) -> dict[str, str]:
+        """The environment of the service and its schema tool (``METASTORE_HOME``)."""
+        return {**os.environ, "METASTORE_HOME": str(self._hive_home())}
 
     def _hive_home(self) -> Path:
         """The unpacked archive (``METASTORE_HOME``: the schema tool reads its scripts there)."""
