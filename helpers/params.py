@@ -246,7 +246,8 @@ class LocalParams(_Strict):
     spark: LocalSparkParams = LocalSparkParams()
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     #: JIT of the JVMs the local stack starts (local-mode Spark drivers, the local Spark cluster's
-    #: executors and daemons, Debezium workers, Kafka, Kafka Connect, the registry, S3Proxy).
+    #: executors and daemons, Debezium workers, Kafka, Kafka Connect, the registry, S3Proxy, the
+    #: Hive metastore: its start and stop took 3.5-4.4 s of CPU with ``quick`` against 6.3-7.0 s).
     #: ``tiered``: Java's default, fastest on data of any size. ``quick``: the C1 compiler only,
     #: which starts sooner and runs long loads slower; for tiny data (the ci overlay). Measured on
     #: one machine, one run each: first loads of ``bench/bench_backlog.py``'s backlogs (its

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
 from helpers.lake_store import lake_s3, use_lake_s3
+from helpers.local.class_data import archive_for
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
 from helpers.local.spark_cluster import LocalSparkCluster
@@ -127,6 +128,10 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
         except JarsMissingError as exc:
             raise SparkSetupError(str(exc)) from None
     jars += list(params.spark.extra_jars)
+    if params.spark.master.startswith("local") and jars:
+        archive = archive_for(jars)  # the set-up's class-data archive of a driver with these jars
+        if archive is not None:
+            settings["spark.driver.extraJavaOptions"] += f" -XX:SharedArchiveFile={archive}"
     if jars:
         settings["spark.jars"] = ",".join(jars)
         # on the driver's own class path too: Kryo's registrar is loaded by a class loader that

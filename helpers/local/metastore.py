@@ -153,6 +153,7 @@ class LocalMetastore(LocalServer):
         return [
             "java",
             f"-Xmx{self.params.local.metastore.heap}",
+            *self.params.local.jit_options,
             "-Djava.net.preferIPv4Stack=true",
             f"-Dderby.stream.error.file={self.home / 'derby.log'}",
             "-cp",

@@ -52,3 +52,18 @@ def test_the_catalog_is_the_metastore_service(spark: Any, spark_params: Any) -> 
     database = spark_params.state_path / "metastore" / "hms_db"
     assert (database / "db.lck").is_file()  # Derby's lock: the service's process has it open
     assert not Path("metastore_db").exists()  # no embedded metastore in the driver's folder
+
+
+def test_the_driver_maps_its_classes_from_the_set_up_s_class_data_archive(spark: Any) -> None:
+    """The set-up made the archive of a local driver with the project jars; the session's driver
+    was started with it, and the JVM uses it (``sharing``: a class path the archive does not match
+    turns class-data sharing off altogether, so ``sharing`` means this archive was mapped)."""
+    from helpers.local.class_data import archive_for
+
+    jvm = spark.sparkContext._jvm
+    jars = [j for j in spark.sparkContext.getConf().get("spark.driver.extraClassPath").split(":") if j]
+    archive = archive_for(jars)
+    assert archive is not None, "no class-data archive for the project jars: ./workbook setup makes it"
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments, arguments
+    assert "sharing" in jvm.System.getProperty("java.vm.info")

@@ -83,3 +83,11 @@ def test_a_half_made_cache_is_made_again_and_a_failed_tool_leaves_nothing(
     monkeypatch.setattr(hms.subprocess, "run", _fake_tool(calls))
     server.prepare()
     assert len(calls) == 2 and (server.home / "hms_db" / "seg0").is_dir()
+
+
+def test_the_service_and_its_schema_tool_get_the_stack_s_jit(tmp_path: Path) -> None:
+    """``local.jit: quick`` (the ci overlay) reaches the metastore's JVM as every other local JVM's."""
+    quick = load_params("ci", {"state_dir": str(tmp_path / "a")})
+    tiered = load_params("ci", {"state_dir": str(tmp_path / "b"), "local.jit": "tiered"})
+    assert "-XX:TieredStopAtLevel=1" in hms.LocalMetastore(quick)._java(["Main"])
+    assert not [a for a in hms.LocalMetastore(tiered)._java(["Main"]) if a.startswith("-XX:Tiered")]

@@ -1,0 +1,86 @@
+"""The set-up step that makes the class-data archive of local Spark drivers
+(:mod:`helpers.local.class_data`): a training driver runs what the workbook's drivers run, a first
+Silver round of a small synthetic ``sale`` backlog into a Copy-on-Write and a Merge-on-Read table and
+snapshot reads of both, while the JVM lists every class it loads; then the archive is written.
+
+    python -m helpers.spark_warmup      # scripts/bootstrap.sh runs it; nothing to do when made
+
+It prints one line: the archive, made or found. A failure is reported and the set-up goes on:
+without the archive the drivers load their classes from the jars, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers.bronze.synthetic import write_sale_backlog
+from helpers.isolation import isolated_params
+from helpers.local.class_data import archive_for, publish_archive
+from helpers.silver.ingest import ingest_table
+from helpers.spark import build_spark_session, spark_conf
+
+__all__ = ["main", "train"]
+
+#: The training backlog: a snapshot of every key, then updates and deletes, in two Bronze files.
+_EVENTS, _KEYS, _BATCH = 3_000, 1_000, 2_000
+
+
+def train() -> Path:
+    """Make the archive for the drivers of the ``ci`` parameters' jars (every local session's,
+    unless the lake is on S3), or find it made.
+
+    Returns:
+        The archive.
+
+    Raises:
+        SparkSetupError: when the archive cannot be written.
+    """
+    overrides = {"spark.catalog": "none", "silver.sync": False}
+    with isolated_params("wb-warmup-", overrides) as params:
+        conf = spark_conf(params)
+        jars = [j for j in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if j]
+        found = archive_for(jars)
+        if found is not None:
+            return found
+        with tempfile.TemporaryDirectory(prefix="wb-warmup-classes-") as folder:
+            class_list = Path(folder) / "classes.lst"
+            options = f"{conf['spark.driver.extraJavaOptions']} -XX:DumpLoadedClassList={class_list}"
+            spark = build_spark_session(
+                params, app_name="workbook-warmup", conf={"spark.driver.extraJavaOptions": options}
+            )
+            try:
+                write_sale_backlog(params.path(params.lake.bronze), events=_EVENTS, keys=_KEYS, batch=_BATCH)
+                for name in ("sale", "sale_mor"):
+                    table = next(t for t in params.silver.tables if t.name == name)
+                    ingest_table(params, table, spark=spark)
+                    silver = Path(params.path(params.lake.silver)) / name
+                    spark.read.format("hudi").load(str(silver)).groupBy("qtysold").count().collect()
+                system: Any = spark.sparkContext._jvm.System  # type: ignore[union-attr]
+                classpath = str(system.getProperty("java.class.path"))
+                java = Path(str(system.getProperty("java.home"))) / "bin" / "java"
+            finally:
+                spark.stop()
+            return publish_archive(jars, class_list, classpath, java.resolve())
+
+
+def main() -> int:
+    started = time.monotonic()
+    try:
+        archive = train()
+    except Exception as exc:  # noqa: BLE001 - reported; the set-up goes on without it
+        print(
+            "[warmup] no class-data archive for Spark drivers (they load their classes from the jars): "
+            f"{type(exc).__name__}: {exc}"
+        )
+        return 0
+    print(f"[warmup] Spark drivers' class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
