@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +42,8 @@ CACHE = Path(".cache") / "cds"
 #: The archive's file name in its key's folder (present only once complete: the folder is moved
 #: into place whole).
 ARCHIVE = "spark-driver.jsa"
+#: A work folder older than this was left by a set-up that was interrupted (a dump takes a minute).
+_WORK_STALE_S = 3600.0
 
 
 def driver_java() -> Path | None:
@@ -85,7 +88,7 @@ def archive_for(jars: Sequence[str]) -> Path | None:
 def publish_archive(jars: Sequence[str], class_list: Path, classpath: str, java: Path) -> Path:
     """Write the archive of ``class_list`` for ``classpath`` with ``java`` (``-Xshare:dump``) and
     move it into its key's folder in one rename; archives of other keys are deleted (a running
-    JVM keeps the file it mapped).
+    JVM keeps the file it mapped), and so are work folders an interrupted set-up left.
 
     Args:
         jars: the project jars the training driver had (the key).
@@ -130,9 +133,16 @@ def publish_archive(jars: Sequence[str], class_list: Path, classpath: str, java:
         except OSError:  # another set-up was first: its archive stays
             if not (folder / ARCHIVE).is_file():
                 raise
+        stale_work = time.time() - _WORK_STALE_S
         for other in cache.iterdir():
-            if other.name != key and not other.name.startswith(".work-"):
-                shutil.rmtree(other, ignore_errors=True)
+            if other.name == key:
+                continue
+            try:
+                if other.name.startswith(".work-") and other.stat().st_mtime > stale_work:
+                    continue  # another set-up's dump under way
+            except OSError:  # gone meanwhile
+                continue
+            shutil.rmtree(other, ignore_errors=True)
         return folder / ARCHIVE
     finally:
         shutil.rmtree(work, ignore_errors=True)

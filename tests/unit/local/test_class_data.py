@@ -5,6 +5,7 @@ The archive of the real training driver, used by a real session: tests/integrati
 from __future__ import annotations
 
 import os
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -60,13 +61,21 @@ def test_publish_writes_the_archive_once_and_drops_other_keys(root: Path) -> Non
     jar = str(_jar(root / "a.jar"))
     stale = root / class_data.CACHE / "0123456789abcdef"
     stale.mkdir(parents=True)
+    left = root / class_data.CACHE / ".work-left"  # by an interrupted set-up, two hours ago
+    left.mkdir()
+    os.utime(left, (time.time() - 7200, time.time() - 7200))
+    running = root / class_data.CACHE / ".work-running"  # another set-up's dump under way
+    running.mkdir()
     classes = root / "classes.lst"
     classes.write_text("java/lang/Object\njava/lang/String\n")
     archive = class_data.publish_archive([jar], classes, jar, java)
     assert archive == class_data.archive_for([jar])
     assert archive.stat().st_size > 0
-    assert not stale.exists()
-    assert [p.name for p in (root / class_data.CACHE).iterdir()] == [archive.parent.name]
+    assert not stale.exists() and not left.exists()
+    assert sorted(p.name for p in (root / class_data.CACHE).iterdir()) == [
+        ".work-running",
+        archive.parent.name,
+    ]
 
 
 def test_a_failed_dump_says_why_and_leaves_nothing(root: Path) -> None:
