@@ -31,32 +31,16 @@ def pytest_configure(config: pytest.Config) -> None:
 #: run at once and the time tests spend waiting on servers is used. Tried on 2026-11-28 and taken
 #: back: adding the Kafka Connect, cluster-on-S3 and CDC set-up files here evened the workers' summed
 #: durations (3,278 s and 2,790 s, from 3,071 s and 2,040 s) but pytest's wall grew from 3,108 s to
-#: 3,302 s. The two cores are the limit; heavy files side by side only slow each other.
+#: 3,302 s. The two cores are the limit; heavy files side by side only slow each other. Tried again
+#: the same day, the other way: five of the first worker's last files (S3, JSON-lines Silver, slice,
+#: Spark cluster, stack; 436 s) moved to the second worker's end, where ``vmstat`` had shown the
+#: machine mostly 10-35 % idle for 15 minutes: pytest's wall grew from 2,718 s to 2,816 s, and the
+#: summed durations from 4,493 s to 5,511 s. Taken back too.
 SECOND_WORKER = (
     "tests/notebooks/test_workbook.py",
     "tests/notebooks/test_workbook_kafka.py",
     "tests/integration/test_kafka_bronze_sink.py",
 )
-
-#: Files the second worker runs after :data:`SECOND_WORKER` (moved to the end of the collection):
-#: the first worker's last files that use no shared pipeline (each starts its own servers). In a
-#: fresh-clone CI run on 2026-11-28 the second worker's files summed 1,794 s and the first's 2,699 s,
-#: and ``vmstat`` showed the machine mostly 10-35 % idle for the last 15 minutes while the first ran
-#: these files alone; run by the second worker, they fill that time instead of lengthening it.
-SECOND_WORKER_TAIL = (
-    "tests/integration/test_s3_local.py",
-    "tests/integration/test_silver_jsonl.py",
-    "tests/integration/test_silver_slice.py",
-    "tests/integration/test_spark_cluster.py",
-    "tests/integration/test_stack.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """:data:`SECOND_WORKER_TAIL`'s tests last, so the second worker takes them after its own."""
-    tail = [i for i in items if i.nodeid.split("::", 1)[0] in SECOND_WORKER_TAIL]
-    if tail:
-        items[:] = [i for i in items if i.nodeid.split("::", 1)[0] not in SECOND_WORKER_TAIL] + tail
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -67,8 +51,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class TwoGroups(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "second" if path in SECOND_WORKER or path in SECOND_WORKER_TAIL else "first"
+            return "second" if nodeid.split("::", 1)[0] in SECOND_WORKER else "first"
 
     return TwoGroups(config, log)
 
