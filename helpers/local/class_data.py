@@ -2,9 +2,9 @@
 Hudi and their libraries, already parsed and verified, from one file instead of loading some 19,000
 classes from jars at every start.
 
-A cold local driver that writes two tiny Hudi commits and reads one back used 22.3-23.2 s of CPU
-(start 3.5 s, the work 18-19 s) without the archive and 12.1-17.1 s with it (start 1.8-2.5 s), in
-the same hour on this machine kind (throwaway script, three runs each). Every notebook kernel,
+A cold local driver that writes two tiny Hudi commits and reads one back used 20.0-21.8 s of CPU
+(start 3.3-3.6 s) without the set-up's archive and 13.8-16.2 s with it (start 1.7-2.3 s), runs
+alternated on this machine kind (throwaway script, three runs each). Every notebook kernel,
 continuous Silver job and test session starts such a JVM.
 
 The archive is made by the set-up (``scripts/bootstrap.sh`` runs :mod:`helpers.spark_warmup`):
@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.errors import SparkSetupError
+from helpers.local.cache import publish_folder
 from helpers.params import project_root
 
 __all__ = ["ARCHIVE", "CACHE", "archive_for", "archive_key", "driver_java", "publish_archive"]
@@ -128,11 +129,7 @@ def publish_archive(jars: Sequence[str], class_list: Path, classpath: str, java:
                 f"{done.returncode}):\n" + "\n".join(lines[-12:])
             )
         folder = cache / key
-        try:
-            os.rename(work, folder)
-        except OSError:  # another set-up was first: its archive stays
-            if not (folder / ARCHIVE).is_file():
-                raise
+        publish_folder(work, folder, ARCHIVE)  # another set-up may have been first: its archive stays
         stale_work = time.time() - _WORK_STALE_S
         for other in cache.iterdir():
             if other.name == key:

@@ -27,6 +27,7 @@ from xml.sax.saxutils import escape
 
 from helpers.errors import StackError
 from helpers.jars import project_archive, project_jars
+from helpers.local.cache import publish_folder
 from helpers.local.credentials import write_private
 from helpers.local.s3 import local_s3_connection
 from helpers.local.server import LOOPBACK, LocalServer, ServerPort, java_properties
@@ -193,7 +194,7 @@ class LocalMetastore(LocalServer):
                     f"Failed to compile {_LAUNCHER.name} for {self.title} (javac exit status "
                     f"{done.returncode}):\n{(done.stdout + done.stderr).strip()[-2000:]}"
                 )
-            _publish(work, folder, f"{_LAUNCHER.stem}.class")
+            publish_folder(work, folder, f"{_LAUNCHER.stem}.class")
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return folder
@@ -298,7 +299,7 @@ class LocalMetastore(LocalServer):
                     f"(schema tool exit status {done.returncode}):\n" + "\n".join(lines[-12:])
                 )
             (work / _COMPLETE).write_text(f"hive-metastore {METASTORE_VERSION} schema\n", encoding="utf-8")
-            _publish(work, folder, _COMPLETE)
+            publish_folder(work, folder, _COMPLETE)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return folder / _DATABASE
@@ -312,14 +313,3 @@ class LocalMetastore(LocalServer):
         return (
             project_archive("metastore", METASTORE_ARCHIVE) / f"apache-hive-metastore-{METASTORE_VERSION}-bin"
         )
-
-
-def _publish(work: Path, folder: Path, marker: str) -> None:
-    """Move a finished ``work`` folder to ``folder`` in one rename, so ``folder`` is never seen half
-    made; when another process was first (two test workers starting stacks at once), its equal
-    copy, with its ``marker`` file, stays and the caller drops ``work``."""
-    try:
-        os.rename(work, folder)
-    except OSError:
-        if not (folder / marker).is_file():
-            raise
