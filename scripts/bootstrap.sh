@@ -90,5 +90,8 @@ if [ "$need_java" -gt 0 ]; then
 fi
 # The local Spark drivers' class-data archive (helpers/local/class_data.py): made once per JDK and
 # jar set into the git-ignored .cache/cds/; a failure is reported and the drivers run without it.
-.venv/bin/python -m helpers.spark_warmup
+# WORKBOOK_WARMUP=caller: the caller makes it (./workbook test, beside its code-quality gate).
+if [ "${WORKBOOK_WARMUP:-}" != "caller" ]; then
+  .venv/bin/python -m helpers.spark_warmup
+fi
 log "ready"
