@@ -152,10 +152,12 @@ def scratch_params(cparams: WorkbookParams, scratch: Path) -> WorkbookParams:
 
 def bronze_differences(params: WorkbookParams, target: Target, root: str | Path) -> list[str]:
     """How the Bronze under ``root`` replayed differs from the source table now (empty: equal); a
-    topic with no events yet (capture has not written its first file) is a difference too."""
-    replayed = replay_topic_arrow(root, target.topic(params), target.key)
+    topic that replays to no row with its key yet (capture has not written its first file, or
+    only TRUNCATE markers) is a difference too, not a ``KeyError``."""
+    topic = target.topic(params)
+    replayed = replay_topic_arrow(root, topic, target.key)
     if not all(k in replayed.column_names for k in target.key):
-        return [f"Bronze under {root} holds no events of {target.topic(params)} yet"]
+        return [f"Bronze under {root} replays no row of {topic} yet"]
     source, json_columns = target_rows(params, target)
     return compare_tables(source, in_slice(replayed, target), target.key, json_columns=json_columns)
 

@@ -120,4 +120,4 @@ def test_a_topic_capture_has_not_written_yet_is_a_difference_to_wait_on(tmp_path
     difference, so the wait goes on; it once failed the scenario with a ``KeyError``."""
     params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "bronze")})
     problems = bronze_differences(params, SALE, tmp_path / "bronze")
-    assert problems == [f"Bronze under {tmp_path / 'bronze'} holds no events of {SALE.topic(params)} yet"]
+    assert problems == [f"Bronze under {tmp_path / 'bronze'} replays no row of {SALE.topic(params)} yet"]
