@@ -25,9 +25,7 @@ pytestmark = pytest.mark.integration
 
 def test_short_set_passes_on_both_engines_and_every_variant(capture: Capture, tmp_path: Path) -> None:
     """Items 1, 2, 3, 4, 8 and 13 (TRUNCATE) on PostgreSQL and MariaDB, in CoW/MoR x hard/soft:
-    all equal to the source, and every comparison reports its tampered copy. The engines' lanes
-    run side by side, the first MariaDB scenario while capture may still be writing the first
-    files of ``ecomm``."""
+    all equal to the source, and every comparison reports its tampered copy."""
     frame = run_scenarios(capture.stack.params, short=True, silver_root=tmp_path / "conformance")
     assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
         ["scenario", "silver_table", "detail"]
@@ -39,16 +37,6 @@ def test_short_set_passes_on_both_engines_and_every_variant(capture: Capture, tm
         assert set(zip(rows["table_type"], rows["delete_mode"], strict=True)) == set(VARIANTS), name
     assert (frame["status"] == "passed").all()
     assert (frame["negative_check"] == "detected").all()
-    assert list(dict.fromkeys(frame["scenario"])) == short_set()  # the given order, whatever finished first
-    # the two engines' lanes ran side by side: MariaDB's first scenario started before PostgreSQL's
-    # first one ended (each lane runs its own in order)
-    spans = frame.groupby("scenario").agg(start=("started_s", "first"), seconds=("seconds", "max"))
-    engine = {n: SCENARIOS[n].engine for n in spans.index}
-    first = {
-        e: spans[[engine[n] == e for n in spans.index]].sort_values("start").iloc[0]
-        for e in ("postgres", "mariadb")
-    }
-    assert first["mariadb"]["start"] < first["postgres"]["start"] + first["postgres"]["seconds"], spans
     # the sale scenarios compare slices: the scenarios' own rows, not the loaded TICKIT sales
     sale = frame[frame["source"] == "mariadb ecomm.sale"]
     assert len(sale) and sale["silver_table"].str.startswith("c_sale_slice_").all()

@@ -6,10 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import shutil
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -282,13 +280,6 @@ def run_scenarios(
     The sources, capture and Bronze must be running (:func:`helpers.pipeline.ensure_pipeline`); Silver variant
     tables are written under ``silver_root`` (default ``<lake.silver>/_conformance``).
 
-    Each engine's scenarios run in the given order, in a lane of their own; the PostgreSQL and the
-    MariaDB lanes run side by side. Their source tables, Bronze topics, connectors and Silver
-    variants are disjoint, and while one lane waits for capture the other's Silver rounds run.
-    The short set took 171 and 174 s in two lanes against 199 and 187 s one scenario after another
-    (interleaved on one stack, CI parameters, alone on the 2-core machine, whose cores the Silver
-    rounds keep busy: the limit). The table is in the given order whatever finished first.
-
     Args:
         params: the workbook's parameters (local environment).
         names: scenarios to run (default: all, or the short set with ``short``).
@@ -299,8 +290,7 @@ def run_scenarios(
     Returns:
         One row per scenario and Silver variant: scenario, item, source, table_type, delete_mode,
         silver_table, status (``passed``, ``FAILED``, ``n/a``), passed (None for n/a),
-        negative_check, detail, seconds, started_s (when the scenario started, in seconds from the
-        start of the run). A scenario that raises is a ``FAILED`` row naming the error.
+        negative_check, detail, seconds. A scenario that raises is a ``FAILED`` row naming the error.
 
     Raises:
         ParamsError: for an unknown scenario name (the known ones are listed).
@@ -314,71 +304,41 @@ def run_scenarios(
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
 
     cparams = conformance_params(params, silver_root)
-    lanes: dict[str, list[tuple[int, str]]] = {}
-    for position, name in enumerate(names):
-        lanes.setdefault(SCENARIOS[name].engine, []).append((position, name))
-    begun = time.monotonic()
-    done: list[tuple[int, list[dict[str, Any]]]] = []
-    stop = threading.Event()  # an interrupt: each lane ends after its current scenario
-    with (
-        tqdm(total=len(names), desc="conformance", disable=not progress) as bar,
-        ThreadPoolExecutor(max_workers=len(lanes) or 1, thread_name_prefix="conformance") as pool,
-    ):
-
-        def lane(scenarios: list[tuple[int, str]]) -> None:
-            for position, name in scenarios:
-                if stop.is_set():
-                    return
-                done.append((position, _run_one(params, cparams, SCENARIOS[name], begun)))
-                bar.update(1)
-
-        futures = [pool.submit(lane, scenarios) for scenarios in lanes.values()]
+    rows: list[dict[str, Any]] = []
+    for name in tqdm(names, desc="conformance", disable=not progress):
+        scenario = SCENARIOS[name]
+        started = time.monotonic()
+        if scenario.script is None:
+            rows.append(
+                {
+                    "scenario": name,
+                    "item": scenario.item,
+                    "source": scenario.engine,
+                    "table_type": "",
+                    "delete_mode": "",
+                    "silver_table": "",
+                    "status": "n/a",
+                    "passed": None,
+                    "negative_check": "",
+                    "detail": scenario.na,
+                    "seconds": 0.0,
+                }
+            )
+            continue
+        ctx = ScenarioContext(params, cparams, scenario.targets)
         try:
-            for future in futures:
-                future.result()
-        except BaseException:
-            stop.set()
-            raise
-    return pd.DataFrame([row for _, rows in sorted(done, key=lambda d: d[0]) for row in rows])
-
-
-def _run_one(
-    params: WorkbookParams, cparams: WorkbookParams, scenario: Scenario, begun: float
-) -> list[dict[str, Any]]:
-    """One scenario's rows of the pass/fail table (a scenario that raises is one ``FAILED`` row)."""
-    started = time.monotonic()
-    offset = round(started - begun, 1)
-    if scenario.script is None:
-        return [
-            {
-                "scenario": scenario.name,
-                "item": scenario.item,
-                "source": scenario.engine,
-                "table_type": "",
-                "delete_mode": "",
-                "silver_table": "",
-                "status": "n/a",
-                "passed": None,
-                "negative_check": "",
-                "detail": scenario.na,
-                "seconds": 0.0,
-                "started_s": offset,
-            }
-        ]
-    ctx = ScenarioContext(params, cparams, scenario.targets)
-    try:
-        scenario.script(ctx)
-        rows = _check(ctx, scenario, started)
-    except WorkbookError as exc:
-        rows = [_error_row(scenario, exc, started)]
-    except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
-        log.exception("scenario %s failed", scenario.name)
-        rows = [_error_row(scenario, exc, started)]
-    finally:
-        if ctx.scratch is not None:
-            shutil.rmtree(ctx.scratch, ignore_errors=True)
-    log.info("scenario %s: %.1f s", scenario.name, time.monotonic() - started)
-    return [{**row, "started_s": offset} for row in rows]
+            scenario.script(ctx)
+            rows.extend(_check(ctx, scenario, started))
+        except WorkbookError as exc:
+            rows.append(_error_row(scenario, exc, started))
+        except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
+            log.exception("scenario %s failed", name)
+            rows.append(_error_row(scenario, exc, started))
+        finally:
+            if ctx.scratch is not None:
+                shutil.rmtree(ctx.scratch, ignore_errors=True)
+        log.info("scenario %s: %.1f s", name, time.monotonic() - started)
+    return pd.DataFrame(rows)
 
 
 def _error_row(scenario: Scenario, exc: BaseException, started: float) -> dict[str, Any]:
