@@ -35,6 +35,9 @@ echo
 echo "== bench/bench_idle.py: CPU of the continuous Silver job and the capture workers while nothing changes, idle pacing vs a round every 0.5 s"
 "$py" bench/bench_idle.py
 echo
+echo "== bench/bench_conformance.py: the short conformance set, scenarios side by side sharing their rounds vs one at a time (baseline), full scale"
+"$py" bench/bench_conformance.py
+echo
 echo "== bench/bench_workbook.py: the whole workbook at full scale, first run and re-run, with peak memory"
 "$py" bench/bench_workbook.py
 echo

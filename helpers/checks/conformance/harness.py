@@ -8,6 +8,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -21,6 +22,7 @@ import helpers.checks.conformance.scenarios_mariadb as maria
 import helpers.checks.conformance.scenarios_postgres as pg
 from helpers.checks.compare import SOFT_FLAG, compare_tables, split_soft_deleted
 from helpers.checks.conformance.model import ScenarioContext, conformance_params, target_rows, variants
+from helpers.checks.conformance.rounds import SharedRounds
 from helpers.environments import implementations
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
@@ -145,6 +147,11 @@ class Scenario:
         short: part of the short (CI) set.
         slow: starts a fresh connector (minutes at full scale).
         na: why the item does not apply to the engine.
+        shares_rounds: runs side by side with the other such scenarios of a run, sharing their
+            ingestion rounds (:mod:`helpers.checks.conformance.rounds`): it changes rows of its own
+            keys only (at most :data:`~helpers.checks.conformance.rounds.KEY_BLOCK` from its
+            ``next_key``). False: it runs alone, after them (schema changes, TRUNCATE,
+            re-snapshots, capture or Bronze driven outside a sync point).
     """
 
     name: str
@@ -155,40 +162,61 @@ class Scenario:
     short: bool = False
     slow: bool = False
     na: str = ""
+    shares_rounds: bool = False
 
 
 def _edge(
-    name: str, script: Callable[[ScenarioContext], None] | None = None, *, short: bool = False
+    name: str,
+    script: Callable[[ScenarioContext], None] | None = None,
+    *,
+    short: bool = False,
+    shares_rounds: bool = False,
 ) -> Scenario:
     """A scenario over a case of the catalogue (:data:`helpers.sources.edge_cases.catalogue.EDGE_CASES`):
     its script, or one that runs it and checks more."""
     case = EDGE_CASES[name]
-    return Scenario(name, case.item, case.engine, case.tables, script or case.script, short=short)
+    return Scenario(
+        name,
+        case.item,
+        case.engine,
+        case.tables,
+        script or case.script,
+        short=short,
+        shares_rounds=shares_rounds,
+    )
 
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        _edge("deletes_postgres", pg.deletes, short=True),
-        _edge("deletes_mariadb", maria.deletes, short=True),
-        _edge("delete_reinsert_postgres", short=True),
-        _edge("delete_reinsert_mariadb", short=True),
-        _edge("rapid_updates_postgres", short=True),
-        _edge("rapid_updates_mariadb", short=True),
-        Scenario("redelivery_postgres", 4, "postgres", (CATEGORY,), pg.redelivery, short=True),
-        Scenario("redelivery_mariadb", 4, "mariadb", (SALE,), maria.redelivery, short=True),
-        Scenario("redelivery_delete_postgres", 4, "postgres", (CATEGORY,), pg.redelivery_delete),
-        Scenario("redelivery_delete_mariadb", 4, "mariadb", (SALE,), maria.redelivery_delete),
-        _edge("partition_move_postgres"),
-        _edge("partition_move_mariadb"),
+        _edge("deletes_postgres", pg.deletes, short=True, shares_rounds=True),
+        _edge("deletes_mariadb", maria.deletes, short=True, shares_rounds=True),
+        _edge("delete_reinsert_postgres", short=True, shares_rounds=True),
+        _edge("delete_reinsert_mariadb", short=True, shares_rounds=True),
+        _edge("rapid_updates_postgres", short=True, shares_rounds=True),
+        _edge("rapid_updates_mariadb", short=True, shares_rounds=True),
+        Scenario(
+            "redelivery_postgres", 4, "postgres", (CATEGORY,), pg.redelivery, short=True, shares_rounds=True
+        ),
+        Scenario(
+            "redelivery_mariadb", 4, "mariadb", (SALE,), maria.redelivery, short=True, shares_rounds=True
+        ),
+        Scenario(
+            "redelivery_delete_postgres", 4, "postgres", (CATEGORY,), pg.redelivery_delete, shares_rounds=True
+        ),
+        Scenario(
+            "redelivery_delete_mariadb", 4, "mariadb", (SALE,), maria.redelivery_delete, shares_rounds=True
+        ),
+        _edge("partition_move_postgres", shares_rounds=True),
+        _edge("partition_move_mariadb", shares_rounds=True),
         _edge("add_column_postgres"),
         _edge("add_column_mariadb"),
         _edge("toast_postgres", pg.toast),
         Scenario(
             "toast_mariadb", 7, "mariadb", (), None, na="TOAST is PostgreSQL-only (MariaDB sends full rows)"
         ),
-        _edge("exact_values_postgres", short=True),
-        _edge("exact_values_mariadb", short=True),
+        _edge("exact_values_postgres", short=True, shares_rounds=True),
+        _edge("exact_values_mariadb", short=True, shares_rounds=True),
         Scenario("out_of_order_postgres", 9, "postgres", (CATEGORY,), pg.out_of_order),
         Scenario("out_of_order_mariadb", 9, "mariadb", (SALE,), maria.out_of_order),
         _edge("truncate_postgres", short=True),
@@ -274,6 +302,7 @@ def run_scenarios(
     short: bool = False,
     silver_root: str | Path | None = None,
     progress: bool = False,
+    side_by_side: bool = True,
 ) -> pd.DataFrame:
     """Run scenarios against the running local pipeline; the pass/fail table.
 
@@ -286,6 +315,10 @@ def run_scenarios(
         short: only the short set (items 1, 2, 3, 4, 8, 13 on both engines; for CI).
         silver_root: where the variant Silver tables go.
         progress: show a progress bar.
+        side_by_side: run the scenarios that may (``Scenario.shares_rounds``) side by side, sharing
+            their ingestion rounds (:mod:`helpers.checks.conformance.rounds`), before the others;
+            False: every scenario alone, in the given order (``bench/bench_conformance.py``'s
+            baseline, or to see one failure on its own).
 
     Returns:
         One row per scenario and Silver variant: scenario, item, source, table_type, delete_mode,
@@ -304,41 +337,64 @@ def run_scenarios(
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
 
     cparams = conformance_params(params, silver_root)
-    rows: list[dict[str, Any]] = []
-    for name in tqdm(names, desc="conformance", disable=not progress):
-        scenario = SCENARIOS[name]
-        started = time.monotonic()
-        if scenario.script is None:
-            rows.append(
-                {
-                    "scenario": name,
-                    "item": scenario.item,
-                    "source": scenario.engine,
-                    "table_type": "",
-                    "delete_mode": "",
-                    "silver_table": "",
-                    "status": "n/a",
-                    "passed": None,
-                    "negative_check": "",
-                    "detail": scenario.na,
-                    "seconds": 0.0,
-                }
-            )
-            continue
-        ctx = ScenarioContext(params, cparams, scenario.targets)
-        try:
-            scenario.script(ctx)
-            rows.extend(_check(ctx, scenario, started))
-        except WorkbookError as exc:
-            rows.append(_error_row(scenario, exc, started))
-        except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
-            log.exception("scenario %s failed", name)
-            rows.append(_error_row(scenario, exc, started))
-        finally:
-            if ctx.scratch is not None:
-                shutil.rmtree(ctx.scratch, ignore_errors=True)
-        log.info("scenario %s: %.1f s", name, time.monotonic() - started)
-    return pd.DataFrame(rows)
+    together = [n for n in names if SCENARIOS[n].script is not None and SCENARIOS[n].shares_rounds]
+    together = together if side_by_side else []
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    with tqdm(total=len(names), desc="conformance", disable=not progress) as bar:
+        if len(together) > 1:
+            rounds = SharedRounds(len(together))
+            with ThreadPoolExecutor(len(together), thread_name_prefix="scenario") as pool:
+                futures = {pool.submit(_run_one, params, cparams, SCENARIOS[n], rounds): n for n in together}
+                for future in as_completed(futures):
+                    by_name[futures[future]] = future.result()
+                    bar.update()
+        for name in names:
+            if name not in by_name:
+                by_name[name] = _run_one(params, cparams, SCENARIOS[name], None)
+                bar.update()
+    return pd.DataFrame([row for name in names for row in by_name[name]])
+
+
+def _run_one(
+    params: WorkbookParams, cparams: WorkbookParams, scenario: Scenario, rounds: SharedRounds | None
+) -> list[dict[str, Any]]:
+    """One scenario's rows: its script, then its check (at the shared barrier when ``rounds``)."""
+    started = time.monotonic()
+    if scenario.script is None:
+        return [
+            {
+                "scenario": scenario.name,
+                "item": scenario.item,
+                "source": scenario.engine,
+                "table_type": "",
+                "delete_mode": "",
+                "silver_table": "",
+                "status": "n/a",
+                "passed": None,
+                "negative_check": "",
+                "detail": scenario.na,
+                "seconds": 0.0,
+            }
+        ]
+    ctx = ScenarioContext(params, cparams, scenario.targets, rounds=rounds)
+    finishing = False
+    try:
+        scenario.script(ctx)
+        finishing = True
+        if rounds is not None:
+            return rounds.finish(ctx, lambda: _check(ctx, scenario, started))
+        return _check(ctx, scenario, started)
+    except WorkbookError as exc:
+        return [_error_row(scenario, exc, started)]
+    except Exception as exc:  # noqa: BLE001 - any failure is a failed scenario, named
+        log.exception("scenario %s failed", scenario.name)
+        return [_error_row(scenario, exc, started)]
+    finally:
+        if rounds is not None and not finishing:
+            rounds.leave()  # its script failed: the others go on without it
+        if ctx.scratch is not None:
+            shutil.rmtree(ctx.scratch, ignore_errors=True)
+        log.info("scenario %s: %.1f s", scenario.name, time.monotonic() - started)
 
 
 def _error_row(scenario: Scenario, exc: BaseException, started: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,6 +45,7 @@ __all__ = [
     "SLICE_FROM",
     "VARIANTS",
     "ScenarioContext",
+    "SharedSyncs",
     "bronze_differences",
     "conformance_params",
     "in_slice",
@@ -190,6 +191,17 @@ def wait_for_bronze(
 # --- scenario context -------------------------------------------------------------------------
 
 
+class SharedSyncs(Protocol):
+    """What a run of scenarios side by side gives each of them
+    (:class:`helpers.checks.conformance.rounds.SharedRounds`)."""
+
+    def reserve(self, target: Target, free_from: int) -> int:
+        """The first of a block of keys no other scenario of the run gets."""
+
+    def sync(self, ctx: ScenarioContext, targets: Sequence[Target]) -> None:
+        """Return once a round shared with the other scenarios has ingested ``ctx``'s changes."""
+
+
 @dataclass
 class ScenarioContext:
     """What a scenario script works with: the workbook parameters, the variant parameters, and
@@ -207,6 +219,7 @@ class ScenarioContext:
     bronze_root: Path | None = None
     scratch: Path | None = None
     mirror: bool = False
+    rounds: SharedSyncs | None = None
 
     @contextlib.contextmanager
     def postgres(self, source: str, *, autocommit: bool = True) -> Iterator[Any]:
@@ -223,7 +236,8 @@ class ScenarioContext:
     def next_key(self, target: Target, column: str) -> int:
         """One past the largest key in the source and in every Silver variant (keys a soft-delete
         table still holds are not reused unless the scenario means to), and in a sliced target's
-        slice (:data:`SLICE_FROM`)."""
+        slice (:data:`SLICE_FROM`); in a run with shared rounds, also past the keys handed to the
+        other scenarios (:meth:`~helpers.checks.conformance.rounds.SharedRounds.reserve`)."""
         top = int(max_value(self.params, target.source, target.table, column) or 0)
         top = max(top, SLICE_FROM.get(target, 0) - 1)
         for table in variants(target):
@@ -231,7 +245,7 @@ class ScenarioContext:
             if Path(base, ".hoodie", "hoodie.properties").exists():
                 values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
                 top = max([top, *(int(v) for v in values if v is not None)])
-        return top + 1
+        return self.rounds.reserve(target, top + 1) if self.rounds else top + 1
 
     def undelete(self, target: Target, key: tuple[Any, ...]) -> None:
         """A key recorded as deleted was inserted again (it must be live in Silver)."""
@@ -304,8 +318,16 @@ class ScenarioContext:
                 os.replace(dest.with_name("." + dest.name), dest)
 
     def sync(self, targets: Sequence[Target] | None = None) -> None:
-        """Wait until Bronze holds the changes, then ingest every variant of the targets."""
-        for target in targets or self.targets:
+        """Wait until Bronze holds the changes, then ingest every variant of the targets; in a run
+        with shared rounds, in the round of every scenario of the run (:mod:`.rounds`)."""
+        if self.rounds is not None:
+            self.rounds.sync(self, targets or self.targets)
+        else:
+            self.ingest_now(targets or self.targets)
+
+    def ingest_now(self, targets: Sequence[Target]) -> None:
+        """:meth:`sync` of this scenario alone."""
+        for target in targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
                 self._mirror(target)

@@ -1,0 +1,92 @@
+"""The short conformance set (issue 30, target 1: notebook 07's short set in at most 30 s at full
+scale): its scenarios side by side, sharing their ingestion rounds, against the baseline of every
+scenario alone, one after another, on the same running pipeline in the same run.
+
+Not a test. It runs notebooks 01 to 03 in a state directory of its own (free ports, a temporary
+lake; ``tickit.scale`` 1.0 by default, the workbook's full scale), then runs the short set
+``--repeat`` times each way, alternating (alone first), each into a Silver root of its own. For
+each run: the wall time, the Hudi commits written into the variant tables (one per ingestion
+round that took a file) and whether every scenario passed with its negative check detected.
+
+Run::
+
+    .venv/bin/python bench/bench_conformance.py
+    .venv/bin/python bench/bench_conformance.py --scale 0.01 --repeat 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from helpers.checks.conformance import failed_scenarios, run_scenarios  # noqa: E402
+from helpers.hudi.timeline import completed_instants  # noqa: E402
+from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
+from helpers.params import load_params  # noqa: E402
+from helpers.pipeline import stop_all  # noqa: E402
+from helpers.runner import run_workbook  # noqa: E402
+
+TARGET_S = 30.0
+
+
+def _commits(root: Path) -> int:
+    """Completed commits and delta commits in every variant table under ``root``."""
+    return sum(
+        len(completed_instants(str(table), actions=("commit", "deltacommit")))
+        for table in sorted(root.iterdir())
+        if (table / ".hoodie" / "hoodie.properties").exists()
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="tickit.scale")
+    parser.add_argument("--repeat", type=int, default=1, help="runs each way, alternating")
+    args = parser.parse_args()
+    work = isolated_folder("wb-bench-conf-")
+    overrides = {**isolated_overrides(work), "tickit.scale": args.scale}
+    params = load_params("local", overrides)
+    runs: dict[str, list[tuple[float, int, bool]]] = {"alone": [], "side by side": []}
+    try:
+        result = run_workbook("local", overrides, only=["01", "02", "03"], progress=False)
+        print(result.summary(), flush=True)
+        if not result.ok:
+            raise SystemExit("a notebook failed: no figures")
+        for i in range(args.repeat):
+            for way, side_by_side in (("alone", False), ("side by side", True)):
+                root = work / "conformance" / f"{i}-{way.replace(' ', '-')}"
+                started = time.monotonic()
+                frame = run_scenarios(params, short=True, silver_root=root, side_by_side=side_by_side)
+                seconds = time.monotonic() - started
+                ok = not failed_scenarios(frame) and bool((frame["negative_check"] == "detected").all())
+                runs[way].append((seconds, _commits(root), ok))
+                print(f"{way}: {seconds:.1f} s, {runs[way][-1][1]} commits, all passed: {ok}", flush=True)
+                if not ok:
+                    failed = frame[frame["status"] != "passed"]
+                    print(failed[["scenario", "silver_table", "detail"]].to_string())
+    finally:
+        stop_all(params)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nShort conformance set at tickit.scale={args.scale}, {args.repeat} run(s) each way\n")
+    print("| figure | side by side | baseline: one at a time |")
+    print("|---|---|---|")
+    shared, alone = runs["side by side"], runs["alone"]
+    print(
+        f"| seconds (median; target <= {TARGET_S:g} s) | **{statistics.median(r[0] for r in shared):.1f}** | "
+        f"{statistics.median(r[0] for r in alone):.1f} |"
+    )
+    print(f"| Hudi commits into the variants | {shared[0][1]} | {alone[0][1]} |")
+    passed = (all(r[2] for r in shared), all(r[2] for r in alone))
+    print(f"| every scenario passed, tampering detected | {passed[0]} | {passed[1]} |")
+    met = statistics.median(r[0] for r in shared) <= TARGET_S
+    print(f"\ntarget {'met' if met else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
