@@ -151,7 +151,7 @@ class Scenario:
             ingestion rounds (:mod:`helpers.checks.conformance.rounds`): it changes rows of its own
             keys only (at most :data:`~helpers.checks.conformance.rounds.KEY_BLOCK` from its
             ``next_key``). False: it runs alone, after them (schema changes, TRUNCATE,
-            re-snapshots, capture or Bronze driven outside a sync point).
+            re-snapshots, capture or Bronze driven outside a sync point, partition moves).
     """
 
     name: str
@@ -207,8 +207,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "redelivery_delete_mariadb", 4, "mariadb", (SALE,), maria.redelivery_delete, shares_rounds=True
         ),
-        _edge("partition_move_postgres", shares_rounds=True),
-        _edge("partition_move_mariadb", shares_rounds=True),
+        # alone: a round holding a partition move (Hudi's global index writes the old partition a
+        # delete ordered by 0) and another scenario's delete (ordered by the log position) gives a
+        # MoR variant a delete block the Rust reader refuses ("Delete block mixes ordering types")
+        _edge("partition_move_postgres"),
+        _edge("partition_move_mariadb"),
         _edge("add_column_postgres"),
         _edge("add_column_mariadb"),
         _edge("toast_postgres", pg.toast),
