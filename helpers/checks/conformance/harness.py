@@ -208,8 +208,9 @@ SCENARIOS: dict[str, Scenario] = {
             "redelivery_delete_mariadb", 4, "mariadb", (SALE,), maria.redelivery_delete, shares_rounds=True
         ),
         # alone: a round holding a partition move (Hudi's global index writes the old partition a
-        # delete ordered by 0) and another scenario's delete (ordered by the log position) gives a
-        # MoR variant a delete block the Rust reader refuses ("Delete block mixes ordering types")
+        # delete with an integer ordering value) and another scenario's delete (the log position, a
+        # string) gives a MoR variant a delete block the Rust reader refuses (docs/cdc-edge-cases.md,
+        # item 5)
         _edge("partition_move_postgres"),
         _edge("partition_move_mariadb"),
         _edge("add_column_postgres"),
