@@ -323,14 +323,22 @@ class ScenarioContext:
         if self.rounds is not None:
             self.rounds.sync(self, targets or self.targets)
         else:
-            self.ingest_now(targets or self.targets)
+            self.record(targets or self.targets, self.ingest_now(targets or self.targets))
 
-    def ingest_now(self, targets: Sequence[Target]) -> None:
-        """:meth:`sync` of this scenario alone."""
+    def ingest_now(self, targets: Sequence[Target]) -> dict[str, Any]:
+        """Wait until this scenario's Bronze (the real one, its mirror or its scratch root) holds
+        the changes of ``targets``, then ingest every variant of them in one
+        :func:`~helpers.silver.ingest.ingest_tables` call; the results by Silver table, not yet
+        recorded (:meth:`record`)."""
         for target in targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
                 self._mirror(target)
-            tables = variants(target)
-            for table, result in zip(tables, ingest_tables(self.cparams, tables), strict=True):
-                self.ingested.setdefault(table.name, []).append(result)
+        tables = [v for t in targets for v in variants(t)]
+        return dict(zip((t.name for t in tables), ingest_tables(self.cparams, tables), strict=True))
+
+    def record(self, targets: Sequence[Target], results: dict[str, Any]) -> None:
+        """Record the results of ``targets``' variants among ``results`` (a round may have
+        ingested other scenarios' tables too)."""
+        for table in (v for t in targets for v in variants(t)):
+            self.ingested.setdefault(table.name, []).append(results[table.name])

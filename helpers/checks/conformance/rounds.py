@@ -28,9 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from helpers.checks.conformance.model import variants, wait_for_bronze
 from helpers.errors import CheckError
-from helpers.silver.ingest import ingest_tables
 from helpers.sources.edge_cases.session import Target
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -45,23 +43,23 @@ KEY_BLOCK = 8
 
 def sync_together(requests: Sequence[tuple[ScenarioContext, Sequence[Target]]]) -> None:
     """One ingestion round for every request: the tables of the scenarios that ingest from the real
-    Bronze are waited for and ingested once, all their variants in one :func:`ingest_tables` call;
-    a scenario working on a mirror of Bronze (:meth:`ScenarioContext.use_scratch`) syncs its own
-    scratch tables. Each scenario records the results of its own tables."""
-    shared = [(ctx, targets) for ctx, targets in requests if not ctx.mirror and ctx.bronze_root is None]
-    own = [(ctx, targets) for ctx, targets in requests if ctx.mirror or ctx.bronze_root is not None]
-    if shared:
-        union = list(dict.fromkeys(t for _, targets in shared for t in targets))
-        cparams = shared[0][0].cparams
-        for target in union:
-            wait_for_bronze(shared[0][0].params, target)
-        tables = [v for t in union for v in variants(t)]
-        results = dict(zip((t.name for t in tables), ingest_tables(cparams, tables), strict=True))
-        for ctx, targets in shared:
-            for table in (v for t in targets for v in variants(t)):
-                ctx.ingested.setdefault(table.name, []).append(results[table.name])
-    for ctx, targets in own:
-        ctx.ingest_now(targets)
+    Bronze are waited for and ingested once, all their variants in one call
+    (:meth:`ScenarioContext.ingest_now` of the union); a scenario with a Bronze of its own (a mirror,
+    :meth:`ScenarioContext.use_scratch`) syncs its own scratch tables. Each scenario records the
+    results of its own tables."""
+    on_real = [(ctx, targets) for ctx, targets in requests if not _own_bronze(ctx)]
+    if on_real:
+        union = list(dict.fromkeys(t for _, targets in on_real for t in targets))
+        results = on_real[0][0].ingest_now(union)
+        for ctx, targets in on_real:
+            ctx.record(targets, results)
+    for ctx, targets in requests:
+        if _own_bronze(ctx):
+            ctx.record(targets, ctx.ingest_now(targets))
+
+
+def _own_bronze(ctx: ScenarioContext) -> bool:
+    return ctx.mirror or ctx.bronze_root is not None
 
 
 @dataclass(eq=False)
