@@ -88,7 +88,9 @@ def redeliver(
     files of the old change are delivered again (new names, after the newer files) and ingested:
     Silver must keep the newer values."""
     ctx.use_scratch(f"redelivery-{target.table}")  # the copies go to a mirror, not the real Bronze
-    ctx.sync()
+    # the mirror starts with what Bronze holds now, which the variants' copies have taken (a file
+    # another scenario adds meanwhile is mirrored at the next sync, and delivered again below too)
+    ctx.mirror_now(target)
     root = ctx.bronze_root
     assert root is not None
     topic = target.topic(ctx.params)

@@ -307,8 +307,10 @@ class ScenarioContext:
         self.mirror = True
         self.cparams = scratch_params(self.cparams, self.scratch)
 
-    def _mirror(self, target: Target) -> None:
-        assert self.bronze_root is not None
+    def mirror_now(self, target: Target) -> None:
+        """Copy into the mirror (:meth:`use_scratch`) the files the real Bronze holds of
+        ``target``'s topic now, without waiting for capture and without ingesting."""
+        assert self.bronze_root is not None and self.mirror
         real = self.params.path(self.params.lake.bronze)
         for path in bronze_files(real, target.topic(self.params)):
             dest = self.bronze_root / path.relative_to(real)
@@ -333,7 +335,7 @@ class ScenarioContext:
         for target in targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
-                self._mirror(target)
+                self.mirror_now(target)
         tables = [v for t in targets for v in variants(t)]
         return dict(zip((t.name for t in tables), ingest_tables(self.cparams, tables), strict=True))
 
