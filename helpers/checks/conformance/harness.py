@@ -38,6 +38,7 @@ __all__ = [
     "require_passed",
     "run_scenario",
     "run_scenarios",
+    "scenario_groups",
     "scenario_summary",
     "short_set",
     "tamper_table",
@@ -150,8 +151,11 @@ class Scenario:
         shares_rounds: runs side by side with the other such scenarios of a run, sharing their
             ingestion rounds (:mod:`helpers.checks.conformance.rounds`): it changes rows of its own
             keys only (at most :data:`~helpers.checks.conformance.rounds.KEY_BLOCK` from its
-            ``next_key``). False: it runs alone, after them (schema changes, TRUNCATE,
+            ``next_key``). False: it runs after them (schema changes, TRUNCATE,
             re-snapshots, capture or Bronze driven outside a sync point, partition moves).
+        beside_other_tables: changes its whole table at the source and nothing else (TRUNCATE):
+            after the scenarios that share rounds, it runs side by side with the other such
+            scenarios of the run whose tables are not its own, sharing their rounds; else alone.
     """
 
     name: str
@@ -163,6 +167,7 @@ class Scenario:
     slow: bool = False
     na: str = ""
     shares_rounds: bool = False
+    beside_other_tables: bool = False
 
 
 def _edge(
@@ -171,6 +176,7 @@ def _edge(
     *,
     short: bool = False,
     shares_rounds: bool = False,
+    beside_other_tables: bool = False,
 ) -> Scenario:
     """A scenario over a case of the catalogue (:data:`helpers.sources.edge_cases.catalogue.EDGE_CASES`):
     its script, or one that runs it and checks more."""
@@ -183,6 +189,7 @@ def _edge(
         script or case.script,
         short=short,
         shares_rounds=shares_rounds,
+        beside_other_tables=beside_other_tables,
     )
 
 
@@ -223,8 +230,8 @@ SCENARIOS: dict[str, Scenario] = {
         _edge("exact_values_mariadb", short=True, shares_rounds=True),
         Scenario("out_of_order_postgres", 9, "postgres", (CATEGORY,), pg.out_of_order),
         Scenario("out_of_order_mariadb", 9, "mariadb", (SALE,), maria.out_of_order),
-        _edge("truncate_postgres", short=True),
-        _edge("truncate_mariadb", short=True),
+        _edge("truncate_postgres", short=True, beside_other_tables=True),
+        _edge("truncate_mariadb", short=True, beside_other_tables=True),
         Scenario("resnapshot_postgres", 14, "postgres", (CATEGORY, VENUE), pg.resnapshot),
         Scenario("resnapshot_mariadb", 14, "mariadb", (DATE,), maria.resnapshot),
         Scenario("add_table_postgres", 15, "postgres", (VENUE,), pg.add_table),
@@ -320,9 +327,10 @@ def run_scenarios(
         silver_root: where the variant Silver tables go.
         progress: show a progress bar.
         side_by_side: run the scenarios that may (``Scenario.shares_rounds``) side by side, sharing
-            their ingestion rounds (:mod:`helpers.checks.conformance.rounds`), before the others;
-            False: every scenario alone, in the given order (``bench/bench_conformance.py``'s
-            baseline, or to see one failure on its own).
+            their ingestion rounds (:mod:`helpers.checks.conformance.rounds`), then the TRUNCATE
+            scenarios (``Scenario.beside_other_tables``) side by side on distinct tables, then the
+            others one at a time; False: every scenario alone, in the given order
+            (``bench/bench_conformance.py``'s baseline, or to see one failure on its own).
 
     Returns:
         One row per scenario and Silver variant: scenario, item, source, table_type, delete_mode,
@@ -341,22 +349,48 @@ def run_scenarios(
         raise ParamsError("Failed to run the conformance scenarios: they script changes on the local sources")
 
     cparams = conformance_params(params, silver_root)
-    together = [n for n in names if SCENARIOS[n].script is not None and SCENARIOS[n].shares_rounds]
-    together = together if side_by_side else []
     by_name: dict[str, list[dict[str, Any]]] = {}
     with tqdm(total=len(names), desc="conformance", disable=not progress) as bar:
-        if len(together) > 1:
-            rounds = SharedRounds(len(together))
-            with ThreadPoolExecutor(len(together), thread_name_prefix="scenario") as pool:
-                futures = {pool.submit(_run_one, params, cparams, SCENARIOS[n], rounds): n for n in together}
+        for group in scenario_groups(names, side_by_side=side_by_side):
+            if len(group) == 1:
+                by_name[group[0]] = _run_one(params, cparams, SCENARIOS[group[0]], None)
+                bar.update()
+                continue
+            rounds = SharedRounds(len(group))
+            with ThreadPoolExecutor(len(group), thread_name_prefix="scenario") as pool:
+                futures = {pool.submit(_run_one, params, cparams, SCENARIOS[n], rounds): n for n in group}
                 for future in as_completed(futures):
                     by_name[futures[future]] = future.result()
                     bar.update()
-        for name in names:
-            if name not in by_name:
-                by_name[name] = _run_one(params, cparams, SCENARIOS[name], None)
-                bar.update()
     return pd.DataFrame([row for name in names for row in by_name[name]])
+
+
+def scenario_groups(names: Sequence[str], *, side_by_side: bool = True) -> list[list[str]]:
+    """The order :func:`run_scenarios` runs ``names`` in: groups one after another, the scenarios of
+    a group of more than one side by side, sharing their rounds.
+
+    Returns:
+        With ``side_by_side``: the scenarios that share rounds (``Scenario.shares_rounds``); then
+        the TRUNCATE scenarios (``Scenario.beside_other_tables``), in groups whose source tables
+        do not overlap (the first group without any of a scenario's tables takes it); then every
+        other scenario alone, in the given order. Without: each scenario alone, in the given order.
+    """
+    if not side_by_side:
+        return [[n] for n in names]
+    runnable = [n for n in names if SCENARIOS[n].script is not None]
+    shared = [n for n in runnable if SCENARIOS[n].shares_rounds]
+    beside: list[tuple[list[str], set[tuple[str, str]]]] = []
+    for name in (n for n in runnable if SCENARIOS[n].beside_other_tables):
+        tables = {(t.source, t.table) for t in SCENARIOS[name].targets}
+        group = next((g for g in beside if not g[1] & tables), None)
+        if group is None:
+            beside.append(([name], tables))
+        else:
+            group[0].append(name)
+            group[1].update(tables)
+    grouped = [shared, *(g[0] for g in beside)]
+    taken = {n for g in grouped for n in g}
+    return [g for g in grouped if g] + [[n] for n in names if n not in taken]
 
 
 def _run_one(

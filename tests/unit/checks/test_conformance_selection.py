@@ -11,7 +11,7 @@ import pytest
 
 from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, marker_event
 from helpers.bronze.writer import BronzeWriter
-from helpers.checks.conformance import SCENARIOS, run_scenarios, short_set
+from helpers.checks.conformance import SCENARIOS, run_scenarios, scenario_groups, short_set
 from helpers.checks.conformance.drivers import check_tombstones
 from helpers.checks.conformance.model import (
     SLICE_FROM,
@@ -121,3 +121,35 @@ def test_a_topic_capture_has_not_written_yet_is_a_difference_to_wait_on(tmp_path
     params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.bronze": str(tmp_path / "bronze")})
     problems = bronze_differences(params, SALE, tmp_path / "bronze")
     assert problems == [f"Bronze under {tmp_path / 'bronze'} replays no row of {SALE.topic(params)} yet"]
+
+
+def test_groups_run_the_key_scenarios_together_then_truncates_on_distinct_tables_then_the_rest() -> None:
+    """``run_scenarios``' order: the scenarios that change only their own keys share one group; the
+    TRUNCATE scenarios share the next one when their tables differ; everything else runs alone,
+    in the order given. Without ``side_by_side``, every scenario alone."""
+    short = short_set()
+    groups = scenario_groups(short)
+    shared = [n for n in short if SCENARIOS[n].shares_rounds]
+    assert groups == [shared, ["truncate_postgres", "truncate_mariadb"]]
+    assert {SCENARIOS[n].targets[0].table for n in groups[1]} == {"category", "date"}
+
+    everything = list(SCENARIOS)
+    full = scenario_groups(everything)
+    assert full[1] == ["truncate_postgres", "truncate_mariadb"]
+    alone = [g[0] for g in full[2:]]
+    assert all(len(g) == 1 for g in full[2:])
+    assert alone == [n for n in everything if n not in full[0] and n not in full[1]]
+    assert "toast_mariadb" in alone  # not applicable: a row of its own, never in a group
+    assert scenario_groups(short, side_by_side=False) == [[n] for n in short]
+
+
+def test_truncates_of_one_table_go_to_different_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scenarios that truncate the same table never run side by side."""
+    import dataclasses
+
+    import helpers.checks.conformance.harness as harness
+
+    twin = dataclasses.replace(SCENARIOS["truncate_postgres"], name="truncate_postgres_again")
+    monkeypatch.setitem(harness.SCENARIOS, twin.name, twin)
+    groups = scenario_groups(["truncate_postgres", "truncate_mariadb", "truncate_postgres_again"])
+    assert groups == [["truncate_postgres", "truncate_mariadb"], ["truncate_postgres_again"]]
