@@ -225,9 +225,11 @@ def _dead_pid() -> int:
 
 
 def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams]) -> None:
-    """A pid file naming a process that is gone (or not our server) does not block the start."""
-    stack, _ = running
+    """A pid file naming a process that is gone (or not our server) does not block the start. The
+    stop before it also stops the Trino the module's engine started."""
+    stack, params = running
     stack.stop()
+    assert LocalTrino(params).pid() is None and _listeners(params.local.trino.port) == []
     stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
     stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
     assert [s.state for s in stack.status()] == ["stopped"] * 3  # (Trino, stopped too, is not listed)
@@ -275,10 +277,17 @@ def test_start_failure_shows_log_tail(running: tuple[LocalStack, WorkbookParams]
 
 def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookParams]) -> None:
     """Engines share one Trino; it stops after the last engine closes, and a claim left by a process
-    that died (a killed kernel) does not keep it running."""
+    that died (a killed kernel) neither keeps it from starting nor keeps it running. One start:
+    each start of Trino costs tens of seconds of CPU."""
     stack, params = running
     trino = LocalTrino(params)
-    first = open_engine(params, progress=False)  # (the module's Trino was stopped by a test above)
+    assert trino.pid() is None  # the module's Trino was stopped by a test above
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    users = params.state_path / "trino" / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    (users / f"{dead.pid}-deadbeef").touch()
+    first = open_engine(params, progress=False)  # starts Trino beside the dead process's claim
     pid = trino.pid()
     assert pid is not None
     with open_engine(params, progress=False) as second:
@@ -286,23 +295,16 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
         assert trino.pid() == pid
     assert trino.pid() == pid  # the first engine still uses it
     first.close()
-    assert trino.pid() is None and _listeners(params.local.trino.port) == []
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (params.state_path / "trino" / "users" / f"{dead.pid}-deadbeef").touch()
-    claim = trino.acquire()
-    assert trino.pid() is not None
-    assert trino.release(claim), "a dead process's claim kept Trino running"
-    assert trino.pid() is None and _listeners(params.local.trino.port) == []
+    assert trino.pid() is None, "a dead process's claim kept Trino running"
+    assert _listeners(params.local.trino.port) == []
     assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]
-    trino.acquire()  # running again for the module's engine, stopped by test_stop
 
 
 def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
     stack, params = running
-    assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore", "trino"]
+    assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]  # (Trino: above)
     statuses = stack.stop()
-    assert [s.state for s in statuses] == ["stopped"] * 3  # Trino, stopped, is no longer listed
+    assert [s.state for s in statuses] == ["stopped"] * 3
     assert _listeners(params.local.postgres.port) == []
     assert _listeners(params.local.mariadb.port) == []
     assert _listeners(params.local.metastore.port) == []
