@@ -247,7 +247,9 @@ class LocalParams(_Strict):
     start_timeout_s: Annotated[float, Field(gt=0)] = 60.0
     #: JIT of the JVMs the local stack starts (local-mode Spark drivers, the local Spark cluster's
     #: executors and daemons, Debezium workers, Kafka, Kafka Connect, the registry, S3Proxy, the
-    #: Hive metastore: its start and stop took 3.5-4.4 s of CPU with ``quick`` against 6.3-7.0 s).
+    #: Hive metastore: its start and stop took 3.5-4.4 s of CPU with ``quick`` against 6.3-7.0 s;
+    #: Trino: a start 16-21 s against 26-29 s; the streamer runtime's local driver: a run of twelve
+    #: CI tables 41-45 s against 60-68 s).
     #: ``tiered``: Java's default, fastest on data of any size. ``quick``: the C1 compiler only,
     #: which starts sooner and runs long loads slower; for tiny data (the ci overlay). Measured on
     #: one machine, one run each: first loads of ``bench/bench_backlog.py``'s backlogs (its

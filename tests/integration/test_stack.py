@@ -290,6 +290,7 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
     first = open_engine(params, progress=False)  # starts Trino beside the dead process's claim
     pid = trino.pid()
     assert pid is not None
+    assert b"-XX:TieredStopAtLevel=1" in Path(f"/proc/{pid}/cmdline").read_bytes()  # ci's local.jit: quick
     with open_engine(params, progress=False) as second:
         assert second.query("SELECT 42 AS answer")["answer"].tolist() == [42]
         assert trino.pid() == pid

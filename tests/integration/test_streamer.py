@@ -7,6 +7,7 @@ of 0.14.0's JSON converter: ``tests/integration/test_silver_jsonl.py``."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -108,6 +109,24 @@ def test_the_streamer_writes_every_table_equal_to_its_source_and_deletes_really_
     assert set(idle.loc[idle["instant"].notna(), "table"]) <= {"sale", "sale_mor"} - {"sale"}  # nothing new
 
 
+def _group_cmdlines(pid: int | None) -> list[list[str]]:
+    """The command lines of the processes in ``pid``'s process group (the job, spark-submit, the
+    driver's JVM)."""
+    assert pid is not None
+    group = os.getpgid(pid)
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[2]) == group:  # pgrp: 5th field, 3rd after the name
+                out.append((proc / "cmdline").read_bytes().decode(errors="replace").split("\0"))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return out
+
+
 def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
     capture: Capture, tmp_path: Path
 ) -> None:
@@ -133,6 +152,8 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
     job.start()
     try:
         wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
+        drivers = [c for c in _group_cmdlines(job.pid()) if "org.apache.spark.deploy.SparkSubmit" in c]
+        assert drivers and all("-XX:TieredStopAtLevel=1" in c for c in drivers), drivers  # ci's local.jit
         writer.start()
         wait_until(
             lambda: pending_instants(path),
