@@ -41,6 +41,9 @@ echo
 echo "== bench/bench_workbook.py: the whole workbook at full scale, first run and re-run, with peak memory"
 "$py" bench/bench_workbook.py
 echo
+echo "== bench/bench_workbook.py --busy-cores 1: the first run beside one busy core vs a quiet first run (baseline)"
+"$py" bench/bench_workbook.py --busy-cores 1
+echo
 echo "== bench/bench_compare.py: comparing a 172,000-row table, vectorised vs row by row"
 "$py" bench/bench_compare.py
 echo
