@@ -7,7 +7,6 @@ of 0.14.0's JSON converter: ``tests/integration/test_silver_jsonl.py``."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from helpers.hudi.timeline import completed_instants, pending_instants, read_com
 from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
+from helpers.proc import descendants
 from helpers.silver.ingest import ingest_tables
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once
@@ -109,20 +109,15 @@ def test_the_streamer_writes_every_table_equal_to_its_source_and_deletes_really_
     assert set(idle.loc[idle["instant"].notna(), "table"]) <= {"sale", "sale_mor"} - {"sale"}  # nothing new
 
 
-def _group_cmdlines(pid: int | None) -> list[list[str]]:
-    """The command lines of the processes in ``pid``'s process group (the job, spark-submit, the
+def _tree_cmdlines(pid: int | None) -> list[list[str]]:
+    """The command lines of ``pid`` and every process below it (the job, spark-submit, the
     driver's JVM)."""
     assert pid is not None
-    group = os.getpgid(pid)
     out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for child in descendants(pid):
         try:
-            stat = (proc / "stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[2]) == group:  # pgrp: 5th field, 3rd after the name
-                out.append((proc / "cmdline").read_bytes().decode(errors="replace").split("\0"))
-        except (OSError, IndexError, ValueError):
+            out.append(Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace").split("\0"))
+        except OSError:
             continue  # gone meanwhile
     return out
 
@@ -152,7 +147,7 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
     job.start()
     try:
         wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
-        drivers = [c for c in _group_cmdlines(job.pid()) if "org.apache.spark.deploy.SparkSubmit" in c]
+        drivers = [c for c in _tree_cmdlines(job.pid()) if "org.apache.spark.deploy.SparkSubmit" in c]
         assert drivers and all("-XX:TieredStopAtLevel=1" in c for c in drivers), drivers  # ci's local.jit
         writer.start()
         wait_until(
