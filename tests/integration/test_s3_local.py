@@ -18,7 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,7 @@ from helpers.hudi.read import read_snapshot
 from helpers.lake_store import open_store, s3_client, use_lake_s3
 from helpers.local.s3 import LocalS3Server, boto3_s3_client
 from helpers.params import WorkbookParams, load_params
-from helpers.pipeline import pipeline_status, start_servers, stop_all
-from helpers.proc import pid_alive, process_rss
-from helpers.query.engines import open_engine
+from helpers.proc import process_rss
 from helpers.silver.tables import bronze_store, table_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -274,30 +272,3 @@ def test_restart_keeps_bronze_silver_and_keys(params: WorkbookParams) -> None:
     after = read_snapshot(table_config(params, _category(params)).base_path)
     assert compare_tables(_expected(), after, ["catid"]) == []
     assert after.num_rows == before.num_rows == 35
-
-
-def test_stack_start_status_stop_include_the_s3_server(stack_factory: Callable[..., Any]) -> None:
-    """``./workbook stack start|status|stop`` (``start_servers``, ``pipeline_status``, ``stop_all``)
-    with ``local.s3.enabled``: the S3 server starts with the other servers and its bucket exists,
-    the status lists it running on its port, and stop ends its process."""
-    overrides = {
-        "local.s3.enabled": True,
-        "local.s3.port": _port(),
-        "local.s3.bucket": "wb-stack-lake",
-        "local.query_engine": "trino",  # Trino's catalogs then read the lake through S3 (their keys 0600)
-    }
-    with stack_factory("wb-s3stack-", overrides) as stack, open_engine(stack.params, progress=False):
-        statuses = {s.server: s for s in start_servers(stack.params)}
-        assert statuses["s3"].running and statuses["s3"].port == overrides["local.s3.port"]
-        assert {"postgres", "mariadb", "metastore", "trino", "s3"} <= set(statuses)
-        assert statuses["trino"].running  # (started by the open engine)
-        catalog = stack.params.state_path / "trino" / "etc" / "catalog" / "hudi.properties"
-        assert "fs.native-s3.enabled=true" in catalog.read_text(encoding="utf-8")
-        assert catalog.stat().st_mode & 0o777 == 0o600
-        LocalS3Server(stack.params).client().head_bucket(Bucket="wb-stack-lake")
-        servers = pipeline_status(stack.params)["servers"].set_index("server")
-        assert servers.loc["s3", "state"] == "running"
-        assert int(servers.loc["s3", "port"]) == overrides["local.s3.port"]
-        pid = statuses["s3"].pid
-        stopped = {s.server: s for s in stop_all(stack.params)}
-        assert stopped["s3"].running is False and pid is not None and not pid_alive(pid)

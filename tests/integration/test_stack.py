@@ -1,7 +1,8 @@
 """Integration tests of the local stack against real PostgreSQL 15 and MariaDB 10.11 servers.
 
-One stack per module in a temporary state dir with free ports; tests run in file order
-(the last one stops the servers).
+One stack per module in a temporary state dir with free ports, with the lake's local S3 server
+(``local.s3.enabled``) and Trino reading it; tests run in file order (the last one stops the
+servers as ``./workbook stack stop`` does).
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ import pytest
 import requests
 
 from helpers.errors import StackError
+from helpers.local.s3 import LocalS3Server
 from helpers.local.stack import LocalStack, ServerStatus
 from helpers.local.trino import LocalTrino
 from helpers.params import WorkbookParams
+from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
+from helpers.proc import free_port, pid_alive
 from helpers.query.engines import open_engine
 
 pytestmark = pytest.mark.integration
@@ -30,9 +34,15 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def running(stack_factory: Callable[..., Any]) -> Iterator[tuple[LocalStack, WorkbookParams]]:
-    """The stack, and Trino started on demand by a query engine held open for the module (notebook
-    05 opens one the same way)."""
-    with stack_factory("wb-stack-", {"local.query_engine": "trino"}) as stack:
+    """The stack with the lake's S3 server, and Trino started on demand by a query engine held open
+    for the module (notebook 05 opens one the same way)."""
+    overrides = {
+        "local.query_engine": "trino",
+        "local.s3.enabled": True,
+        "local.s3.port": free_port(),
+        "local.s3.bucket": "wb-stack-lake",
+    }
+    with stack_factory("wb-stack-", overrides) as stack:
         assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]  # no Trino yet
         with open_engine(stack.params, progress=False):
             yield stack, stack.params
@@ -94,6 +104,21 @@ def test_status_reports_each_server(running: tuple[LocalStack, WorkbookParams]) 
     assert maria.data_dir == str(params.state_path / "mariadb" / "data")
 
 
+def test_stack_start_and_status_include_the_s3_server(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """``./workbook stack start|status`` (``start_servers``, ``pipeline_status``) with
+    ``local.s3.enabled``: the S3 server started with the other servers, its bucket exists, and the
+    status lists it running on its port."""
+    _, params = running
+    statuses = {s.server: s for s in start_servers(params)}
+    assert {"postgres", "mariadb", "metastore", "trino", "s3"} <= set(statuses)
+    assert statuses["s3"].running and statuses["s3"].port == params.local.s3.port
+    assert statuses["trino"].running  # (started by the module's open engine)
+    LocalS3Server(params).client().head_bucket(Bucket="wb-stack-lake")
+    servers = pipeline_status(params)["servers"].set_index("server")
+    assert servers.loc["s3", "state"] == "running"
+    assert int(servers.loc["s3", "port"]) == params.local.s3.port
+
+
 def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookParams]) -> None:
     _, params = running
     assert _listeners(params.local.postgres.port) == ["127.0.0.1"]
@@ -101,6 +126,7 @@ def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookPara
     # the Hive Metastore (Hive 3.1 alone would listen on every interface: helpers/local/hms) and Trino
     assert _listeners(params.local.metastore.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
     assert _listeners(params.local.trino.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
+    assert _listeners(params.local.s3.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
 
 
 def test_application_accounts(running: tuple[LocalStack, WorkbookParams], tmp_path: Path) -> None:
@@ -291,6 +317,10 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
     pid = trino.pid()
     assert pid is not None
     assert b"-XX:TieredStopAtLevel=1" in Path(f"/proc/{pid}/cmdline").read_bytes()  # ci's local.jit: quick
+    # its catalogs read the lake through the S3 server, with the server's keys in files of mode 0600
+    catalog = params.state_path / "trino" / "etc" / "catalog" / "hudi.properties"
+    assert "fs.native-s3.enabled=true" in catalog.read_text(encoding="utf-8")
+    assert catalog.stat().st_mode & 0o777 == 0o600
     with open_engine(params, progress=False) as second:
         assert second.query("SELECT 42 AS answer")["answer"].tolist() == [42]
         assert trino.pid() == pid
@@ -302,12 +332,15 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
 
 
 def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
+    """``./workbook stack stop`` (``stop_all``) stops every server, the S3 server's process too."""
     stack, params = running
     assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]  # (Trino: above)
-    statuses = stack.stop()
-    assert [s.state for s in statuses] == ["stopped"] * 3
-    assert _listeners(params.local.postgres.port) == []
-    assert _listeners(params.local.mariadb.port) == []
-    assert _listeners(params.local.metastore.port) == []
-    assert _listeners(params.local.trino.port) == []
+    s3_pid = LocalS3Server(params).pid()
+    assert s3_pid is not None
+    stopped = {s.server: s for s in stop_all(params)}
+    assert [stopped[name].state for name in ("postgres", "mariadb", "metastore", "s3")] == ["stopped"] * 4
+    assert not pid_alive(s3_pid)
+    for port in (params.local.postgres.port, params.local.mariadb.port, params.local.metastore.port):
+        assert _listeners(port) == []
+    assert _listeners(params.local.trino.port) == [] and _listeners(params.local.s3.port) == []
     assert [s.state for s in stack.stop()] == ["stopped"] * 3  # stopping twice is fine
