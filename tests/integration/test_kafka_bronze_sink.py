@@ -170,13 +170,25 @@ def test_the_snapshot_lands_in_bronze_equal_to_the_sources_by_day(world: World) 
     assert servers["kafka"] == servers["kafka-connect"] == "running"
 
 
+#: The tables the streamer's Kafka mode writes here: between them every column kind Debezium's
+#: PostgreSQL and MySQL sources decode (MariaDB DATE, DATETIME and DECIMAL; PostgreSQL timestamp,
+#: timestamptz, numeric, smallint and jsonb), a composite key, CoW and MoR. Each table is one more
+#: Hudi sync per streamer run, run one after the other in one driver; the other five tables of these
+#: sources add no kind (the streamer's Bronze mode writes every table in ``test_streamer.py``).
+STREAMER_KAFKA_TABLES = ("date", "sale", "sale_mor", "venue", "event", "order_items", "outbox")
+
+
 def _streamer_from_topics(world: World, folder: Path) -> WorkbookParams:
     """The world's parameters with Silver of its own under ``folder``, written by HoodieStreamer
-    from Debezium's topics (``silver.streamer.source: kafka``): the PostgreSQL and MariaDB tables."""
+    from Debezium's topics (``silver.streamer.source: kafka``): :data:`STREAMER_KAFKA_TABLES`, of
+    the PostgreSQL and MariaDB sources."""
     params = world.params
     tables = tuple(
-        t for t in params.silver.tables if engine_kind(params.source(t.source).engine) in RAW_ENGINES
+        t
+        for t in params.silver.tables
+        if engine_kind(params.source(t.source).engine) in RAW_ENGINES and t.name in STREAMER_KAFKA_TABLES
     )
+    assert {t.name for t in tables} == set(STREAMER_KAFKA_TABLES), tables
     return params.model_copy(
         update={
             "lake": params.lake.model_copy(update={"silver": str(folder / "silver")}),
@@ -192,7 +204,7 @@ def _streamer_from_topics(world: World, folder: Path) -> WorkbookParams:
     )
 
 
-def test_hudi_s_debezium_kafka_sources_write_every_table_equal_to_its_source(
+def test_hudi_s_debezium_kafka_sources_write_each_kind_of_table_equal_to_its_source(
     world: World, tmp_path: Path
 ) -> None:
     """The streamer's third mode: Hudi 0.14.0's ``PostgresDebeziumSource`` and ``MysqlDebeziumSource``
@@ -201,7 +213,6 @@ def test_hudi_s_debezium_kafka_sources_write_every_table_equal_to_its_source(
     update, a delete and an insert at each source reach Silver (the delete deletes) and an idle run
     commits nothing."""
     params = _streamer_from_topics(world, tmp_path)
-    assert {t.name for t in params.silver.tables} >= {"sale", "sale_mor", "event"}, params.silver.tables
     first = run_streamer_once(params)
     assert first["instant"].notna().all(), first
     check = silver_vs_source(params)
