@@ -13,6 +13,12 @@ cached in Spark before the clock starts. Every run starts from a fresh copy of t
 (written once per format, untimed), after the page cache settled. Prints rows/s per engine and
 Hudi's ratio to the faster peer of its kind. A benchmark, not a test: it checks only that every
 engine ends with the same rows.
+
+Then (issue 30, target 3) what each Hudi option buys in Silver's own layout: the options the
+workbook writes ``sale`` and ``sale_mor`` with (:func:`helpers.silver.tables.silver_write_options`:
+bloom index, no partitions, the CoW table's CDC log, table version 6), ordered by ``saletime``,
+on a table laid out in file groups of ``silver.file_group_rows`` as a first load lays it out; each
+row changes one thing against that baseline, measured in the same run. ``--no-options`` skips it.
 """
 
 from __future__ import annotations
@@ -158,6 +164,71 @@ def _hudi_options(table_type: str, operation: str) -> dict[str, str]:
     }
 
 
+#: Hudi's bucket index with a fixed number of buckets, one per file group of Silver's first load
+#: (``silver.file_group_rows``): the bucket is a hash of the key, so no lookup at all.
+def _bucket(buckets: int) -> dict[str, str]:
+    return {
+        "hoodie.index.type": "BUCKET",
+        "hoodie.index.bucket.engine": "SIMPLE",
+        "hoodie.bucket.index.num.buckets": str(buckets),
+        "hoodie.bucket.index.hash.field": "salesid",
+    }
+
+
+#: The record-level index of table version 6 (in the metadata table, which Silver keeps off).
+RECORD_INDEX = {
+    "hoodie.metadata.enable": "true",
+    "hoodie.metadata.record.index.enable": "true",
+    "hoodie.index.type": "RECORD_INDEX",
+}
+SPARK_MERGER = {"hoodie.datasource.write.record.merger.impls": "org.apache.hudi.DefaultSparkRecordMerger"}
+PARQUET_LOG_BLOCKS = {"hoodie.logfile.data.block.format": "parquet"}
+
+
+def silver_options(table: str) -> dict[str, str]:
+    """The options the workbook writes Silver's ``table`` with (``sale`` or ``sale_mor``), ordered by
+    the bench data's ``saletime``, without Hive sync, and with the MoR table's compaction left out
+    of the timed upsert (it would run in one of the runs only)."""
+    from helpers.silver.tables import silver_write_options
+
+    params = load_params("local", overrides={"spark.catalog": "none", "silver.sync": False})
+    [config] = [t for t in params.silver.tables if t.name == table]
+    options = silver_write_options(params, config)
+    options["hoodie.datasource.write.precombine.field"] = "saletime"
+    options["hoodie.compact.inline"] = "false"
+    return options
+
+
+def option_variants(groups: int) -> list[tuple[str, str, dict[str, str], dict[str, str]]]:
+    """(label, Silver table, options of the seed's bulk insert, options of the timed upsert): for
+    each table type the baseline first and last (the JVM warms up along the way: each change is
+    compared with the mean of the two), one change each in between."""
+    no_cdc = {"hoodie.table.cdc.enabled": "false"}
+    parallel = {"hoodie.upsert.shuffle.parallelism": "4"}
+    return [
+        ("CoW: Silver's options (baseline)", "sale", {}, {}),
+        (f"CoW: + simple bucket index, {groups} buckets", "sale", _bucket(groups), _bucket(groups)),
+        ("CoW: + record-level index", "sale", RECORD_INDEX, RECORD_INDEX),
+        ("CoW: + Spark record merger", "sale", {}, SPARK_MERGER),
+        ("CoW: + upsert shuffle parallelism 4 (Silver: 2)", "sale", {}, parallel),
+        ("CoW: + small-file handling off", "sale", {}, {"hoodie.parquet.small.file.limit": "0"}),
+        ("CoW: - the CDC log (what Silver's change feed costs)", "sale", no_cdc, no_cdc),
+        ("CoW: - the CDC log, + Spark record merger", "sale", no_cdc, {**no_cdc, **SPARK_MERGER}),
+        ("CoW: bucket index + parallelism 4", "sale", _bucket(groups), {**_bucket(groups), **parallel}),
+        ("CoW: Silver's options (baseline, again)", "sale", {}, {}),
+        ("MoR: Silver's options (baseline)", "sale_mor", {}, {}),
+        ("MoR: + simple bucket index", "sale_mor", _bucket(groups), _bucket(groups)),
+        (
+            "MoR: + Spark record merger, Parquet log blocks",
+            "sale_mor",
+            PARQUET_LOG_BLOCKS,
+            {**SPARK_MERGER, **PARQUET_LOG_BLOCKS},
+        ),
+        ("MoR: + upsert shuffle parallelism 4", "sale_mor", {}, parallel),
+        ("MoR: Silver's options (baseline, again)", "sale_mor", {}, {}),
+    ]
+
+
 def _median(seconds: list[float]) -> float:
     return statistics.median(seconds)
 
@@ -166,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per engine; the median is reported")
     parser.add_argument("--keep", action="store_true", help="keep the tables")
+    parser.add_argument("--no-options", action="store_true", help="skip what each Hudi option buys")
     args = parser.parse_args(argv)
 
     from helpers.hudi.api import write_hudi
@@ -293,12 +365,81 @@ def main(argv: list[str] | None = None) -> int:
         f"(goal >= 1.0x: {'met' if cow_ratio >= 1.0 else 'NOT met'}); "
         f"Hudi MoR vs the faster peer (merge-on-read kind): {peers_mor / results['Hudi MoR upsert']:.2f}x"
     )
+    if not args.no_options:
+        options_table(spark, base_df, changes_df, work, run, hudi_rows, n)
     spark.stop()
     if args.keep:
         print(f"kept {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def options_table(
+    spark: Any,
+    base_df: Any,
+    changes_df: Any,
+    work: Path,
+    run: Callable[..., float],
+    hudi_rows: Callable[[str], int],
+    n: int,
+) -> None:
+    """What each Hudi option buys in Silver's layout (:func:`option_variants`), each beside its
+    table type's baseline from the same run."""
+    from helpers.errors import HudiError
+    from helpers.hudi.api import write_hudi
+
+    rows = base_df.count()
+    per_group = load_params("local").silver.file_group_rows
+    groups = max(1, -(-rows // per_group))
+    print(
+        f"\n# What each option buys, in Silver's layout ({groups} file groups of {per_group:,} keys)",
+        flush=True,
+    )
+    results: list[tuple[str, float | str]] = []
+    baselines: dict[str, list[float]] = {}
+    for i, (label, table, seed_extra, upsert_extra) in enumerate(option_variants(groups)):
+        seed = work / "seed" / f"opt_{i}"
+        layout = base_df.repartitionByRange(groups, "salesid")
+        write_hudi(
+            layout,
+            {**silver_options(table), "hoodie.datasource.write.operation": "bulk_insert", **seed_extra},
+            str(seed),
+        )
+        options = {**silver_options(table), **upsert_extra}
+
+        def prepare(run_id: str, seed: Path = seed) -> str:
+            target = work / "runs" / run_id
+            shutil.copytree(seed, target)
+            return str(target)
+
+        try:
+            seconds: float | str = run(
+                f"opt_{i}", prepare, lambda target, o=options: write_hudi(changes_df, o, target), hudi_rows
+            )
+        except HudiError as exc:  # an option Hudi 1.0.2 refuses with Silver's others: say which
+            seconds = f"fails: {str(exc).split(': ', 2)[-1][:200]}"
+        shutil.rmtree(seed, ignore_errors=True)
+        shutil.rmtree(work / "runs", ignore_errors=True)
+        if isinstance(seconds, float) and "baseline" in label:
+            baselines.setdefault(label.split(":", 1)[0], []).append(seconds)
+        results.append((label, seconds))
+        print(f"  {label}: {seconds if isinstance(seconds, str) else f'{seconds:.2f} s'}", flush=True)
+    print("\n| Hudi upsert of 10% of sale | seconds (median) | rows/s | against its baseline |")
+    print("|---|---|---|---|")
+    for label, seconds in results:
+        if isinstance(seconds, str):
+            print(f"| {label} | {seconds} | | |")
+            continue
+        base = statistics.mean(baselines[label.split(":", 1)[0]])
+        change = (
+            f"baseline (mean of both: {base:.2f} s)"
+            if "baseline" in label
+            else f"{base / seconds:.2f}x faster"
+            if seconds < base
+            else f"{seconds / base:.2f}x slower"
+        )
+        print(f"| {label} | {seconds:.2f} | {n / seconds:,.0f} | {change} |")
 
 
 if __name__ == "__main__":
