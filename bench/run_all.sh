@@ -29,7 +29,7 @@ echo
 echo "== bench/bench_profiles.py: the embedded capture profile (baseline) vs the local-kafka profile (own servers)"
 "$py" bench/bench_profiles.py
 echo
-echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO"
+echo "== bench/bench_upsert.py: (c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO, then what each Hudi option buys in Silver's layout"
 "$py" bench/bench_upsert.py
 echo
 echo "== bench/bench_idle.py: CPU of the continuous Silver job and the capture workers while nothing changes, idle pacing vs a round every 0.5 s"
