@@ -7,11 +7,12 @@ against MariaDB 10.11 when it starts streaming ("Connected to Mysql but given a 
 Connectors are registered through ``KafkaConnectRestBackend``; change topics are read with
 kafka-python.
 
-One cohesive module of over 550 lines: every test here shares the one broker and worker pair the
-module starts: a second pair per file would cost more than the split gains on two shared cores.
-Expected final state of each test is in its docstring. Start-up and restart times, resident sizes
-and redelivered events are printed (``-s``) as figures; only the resident sizes have a (loose)
-bound.
+Every test here shares the one broker and worker pair the module starts: a second pair per file
+would cost more than a split gains on two shared cores.
+Expected final state of each test is in its docstring. Start-up and restart times and resident
+sizes are printed (``-s``) as figures; only the resident sizes have a (loose) bound. A ``kill -9``
+of the worker and of the broker while rows flow is tested once, in ``test_kafka_bronze_sink.py``,
+where the rows are checked further along: in Bronze, then in Silver.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import json
 import os
 import shutil
 import stat
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,7 +41,7 @@ from helpers.local.stack import LocalStack
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
-from helpers.proc import free_port, kill_process, pid_alive, process_rss
+from helpers.proc import free_port, process_rss
 from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -385,56 +385,6 @@ def test_a_missing_table_is_captured_as_nothing_while_the_connector_runs(world: 
         world.backend.delete(missing.name)
 
 
-def test_kill_9_of_the_worker_then_a_restart_loses_no_event(world: KafkaWorld) -> None:
-    """Rows inserted before, during and after a ``kill -9`` of the Connect worker all reach their
-    topics once the worker is started again: the connectors resume from their stored offsets.
-    Redelivered events (the same insert twice) are counted and shown, not hidden."""
-    for spec in (world.specs["ems"], world.specs["ecomm"]):
-        wait_until_running(world.backend, spec.name, timeout_s=180)
-    stop = threading.Event()
-    written: dict[str, list[int]] = {"venue": [], "date": []}
-
-    def writer() -> None:
-        key = 31_000
-        while not stop.is_set() and key < 31_400:
-            insert_venues(world.stack, range(key, key + 1))
-            insert_dates(world.stack, range(key, key + 1))
-            written["venue"].append(key)
-            written["date"].append(key)
-            key += 1
-            time.sleep(0.02)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        wait_until(lambda: len(written["venue"]) >= 50, timeout_s=60, what="rows before the kill")
-        pid = world.kafka.connect_pid()
-        assert pid is not None
-        kill_process(pid)
-        assert not pid_alive(pid)
-        wait_until(lambda: len(written["venue"]) >= 150, timeout_s=60, what="rows while the worker is down")
-        started = time.monotonic()
-        world.kafka.start_connect()
-        world.figures["connect_restart_s"] = time.monotonic() - started
-        for spec in (world.specs["ems"], world.specs["ecomm"]):
-            wait_until_running(world.backend, spec.name, timeout_s=180)
-        wait_until(lambda: len(written["venue"]) >= 250, timeout_s=60, what="rows after the restart")
-    finally:
-        stop.set()
-        thread.join()
-    redelivered = {}
-    for source, table, key in (("ems", "venue", "venueid"), ("ecomm", "date", "dateid")):
-        topic = table_topic(world.params, source, table)
-        keys = set(written[table])
-        seen = _wait_for(world, topic, key, lambda got, keys=keys: keys <= set(got))
-        counts = [sum(1 for e in seen[k] if e["__op"] == "c") for k in keys]
-        assert min(counts) >= 1
-        redelivered[table] = sum(c - 1 for c in counts)
-        world.figures[f"redelivered_{table}"] = redelivered[table]
-        world.figures[f"inserted_{table}"] = len(keys)
-    print(f"[kafka figures] inserted {len(written['venue'])} rows per table; redelivered {redelivered}")
-
-
 # ------------------------------------------------------------------------------- the REST client
 
 
@@ -486,33 +436,6 @@ def test_rest_backend_is_idempotent_pauses_resumes_restarts_deletes_and_reports_
 
 
 # ------------------------------------------------------------------------------- broker and stack
-
-
-def test_kill_9_of_the_broker_then_a_restart_loses_no_event(world: KafkaWorld) -> None:
-    """Rows inserted while the broker is gone (``kill -9``) reach their topics after it is started
-    again (same data directory, same cluster id): the worker's producers and the connectors ride
-    out the outage; redelivered events are counted and shown."""
-    for spec in (world.specs["ems"], world.specs["ecomm"]):
-        wait_until_running(world.backend, spec.name, timeout_s=180)
-    pid = world.kafka.broker_pid()
-    assert pid is not None
-    kill_process(pid)
-    assert not pid_alive(pid)
-    insert_venues(world.stack, range(32_000, 32_050))
-    insert_dates(world.stack, range(32_000, 32_050))
-    started = time.monotonic()
-    world.kafka.start_broker()
-    world.figures["broker_restart_s"] = time.monotonic() - started
-    insert_venues(world.stack, range(32_050, 32_100))
-    insert_dates(world.stack, range(32_050, 32_100))
-    keys = set(range(32_000, 32_100))
-    for source, table, key in (("ems", "venue", "venueid"), ("ecomm", "date", "dateid")):
-        topic = table_topic(world.params, source, table)
-        seen = _wait_for(world, topic, key, lambda got: keys <= set(got))
-        counts = [sum(1 for e in seen[k] if e["__op"] == "c") for k in keys]
-        assert min(counts) >= 1
-        world.figures[f"broker_kill_redelivered_{table}"] = sum(c - 1 for c in counts)
-        assert world.backend.status(world.specs[source].name).state == "RUNNING"
 
 
 def test_stack_stop_and_start_bring_the_broker_and_worker_down_and_back(world: KafkaWorld) -> None:
