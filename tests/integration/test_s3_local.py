@@ -14,7 +14,6 @@ import decimal
 import io
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from helpers.hudi.read import read_snapshot
 from helpers.lake_store import open_store, s3_client, use_lake_s3
 from helpers.local.s3 import LocalS3Server, boto3_s3_client
 from helpers.params import WorkbookParams, load_params
-from helpers.proc import process_rss
+from helpers.proc import free_port, process_rss
 from helpers.silver.tables import bronze_store, table_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -44,12 +43,6 @@ TOPIC = "tickit.ems.category"
 DAY = int(dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC).timestamp() * 1000)
 BUCKET = "wb-lake-test"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _raw(lsn: int, catid: int, name: str, op: str = "c") -> str:
@@ -106,7 +99,7 @@ def overrides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {
         "state_dir": str(state / "st"),
         "local.s3.enabled": True,
-        "local.s3.port": _port(),
+        "local.s3.port": free_port(),
         "local.s3.bucket": BUCKET,
         "lake.bronze": f"s3://{BUCKET}/bronze",
         "lake.silver": f"s3://{BUCKET}/silver",
