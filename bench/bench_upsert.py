@@ -164,9 +164,9 @@ def _hudi_options(table_type: str, operation: str) -> dict[str, str]:
     }
 
 
-#: Hudi's bucket index with a fixed number of buckets, one per file group of Silver's first load
-#: (``silver.file_group_rows``): the bucket is a hash of the key, so no lookup at all.
 def _bucket(buckets: int) -> dict[str, str]:
+    """Hudi's bucket index with a fixed number of buckets, one per file group of Silver's first
+    load (``silver.file_group_rows``): the bucket is a hash of the key, so no lookup at all."""
     return {
         "hoodie.index.type": "BUCKET",
         "hoodie.index.bucket.engine": "SIMPLE",
@@ -185,13 +185,12 @@ SPARK_MERGER = {"hoodie.datasource.write.record.merger.impls": "org.apache.hudi.
 PARQUET_LOG_BLOCKS = {"hoodie.logfile.data.block.format": "parquet"}
 
 
-def silver_options(table: str) -> dict[str, str]:
+def silver_options(params: Any, table: str) -> dict[str, str]:
     """The options the workbook writes Silver's ``table`` with (``sale`` or ``sale_mor``), ordered by
     the bench data's ``saletime``, without Hive sync, and with the MoR table's compaction left out
     of the timed upsert (it would run in one of the runs only)."""
     from helpers.silver.tables import silver_write_options
 
-    params = load_params("local", overrides={"spark.catalog": "none", "silver.sync": False})
     [config] = [t for t in params.silver.tables if t.name == table]
     options = silver_write_options(params, config)
     options["hoodie.datasource.write.precombine.field"] = "saletime"
@@ -366,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Hudi MoR vs the faster peer (merge-on-read kind): {peers_mor / results['Hudi MoR upsert']:.2f}x"
     )
     if not args.no_options:
-        options_table(spark, base_df, changes_df, work, run, hudi_rows, n)
+        options_table(base_df, changes_df, work, run, hudi_rows, n)
     spark.stop()
     if args.keep:
         print(f"kept {work}")
@@ -376,7 +375,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def options_table(
-    spark: Any,
     base_df: Any,
     changes_df: Any,
     work: Path,
@@ -389,9 +387,10 @@ def options_table(
     from helpers.errors import HudiError
     from helpers.hudi.api import write_hudi
 
-    rows = base_df.count()
-    per_group = load_params("local").silver.file_group_rows
-    groups = max(1, -(-rows // per_group))
+    params = load_params("local", overrides={"spark.catalog": "none", "silver.sync": False})
+    silver = {table: silver_options(params, table) for table in ("sale", "sale_mor")}
+    per_group = params.silver.file_group_rows
+    groups = max(1, -(-base_df.count() // per_group))
     print(
         f"\n# What each option buys, in Silver's layout ({groups} file groups of {per_group:,} keys)",
         flush=True,
@@ -403,10 +402,10 @@ def options_table(
         layout = base_df.repartitionByRange(groups, "salesid")
         write_hudi(
             layout,
-            {**silver_options(table), "hoodie.datasource.write.operation": "bulk_insert", **seed_extra},
+            {**silver[table], "hoodie.datasource.write.operation": "bulk_insert", **seed_extra},
             str(seed),
         )
-        options = {**silver_options(table), **upsert_extra}
+        options = {**silver[table], **upsert_extra}
 
         def prepare(run_id: str, seed: Path = seed) -> str:
             target = work / "runs" / run_id
