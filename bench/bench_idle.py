@@ -54,6 +54,36 @@ def _cpu_seconds(pids: set[int]) -> float:
     return total / TICKS
 
 
+#: (pid, tid) -> ("process/thread" name, user + system ticks)
+Threads = dict[tuple[int, int], tuple[str, int]]
+
+
+def _thread_ticks(pids: set[int]) -> Threads:
+    """Each live thread's (process name/thread name, user + system ticks), by (pid, tid)."""
+    out = {}
+    for pid in pids:
+        process = _process_name(pid)
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                stat = (task / "stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()
+                name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                out[(pid, int(task.name))] = (f"{process}/{name}", int(fields[11]) + int(fields[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _by_thread(before: Threads, pids: set[int], seconds: float) -> list[tuple[str, float]]:
+    """Share of one core per thread name over the window (threads that ended in it are left out;
+    the tree's total includes them), largest first."""
+    shares: dict[str, float] = {}
+    for key, (name, ticks) in _thread_ticks(pids).items():
+        used = ticks - before.get(key, (name, 0))[1]
+        shares[name] = shares.get(name, 0.0) + used / TICKS / seconds * 100
+    return sorted(((n, v) for n, v in shares.items() if v > 0), key=lambda item: -item[1])
+
+
 def _process_name(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -75,12 +105,16 @@ def _roots(params: WorkbookParams) -> dict[str, int]:
     return roots
 
 
-def measure(params: WorkbookParams, seconds: float) -> tuple[dict[str, float], dict[str, float]]:
-    """CPU share of one core per process tree over ``seconds``, and the job's peak RSS (MiB) per
-    process name (``java``: the Spark driver; ``python``: the job's own loop)."""
+def measure(
+    params: WorkbookParams, seconds: float
+) -> tuple[dict[str, float], dict[str, float], dict[str, list[tuple[str, float]]]]:
+    """CPU share of one core per process tree over ``seconds``; the job's peak RSS (MiB) per
+    process name (``java``: the Spark driver; ``python``: the job's own loop); and each tree's
+    share per thread (JVM threads carry their Java names, cut to 15 characters by Linux)."""
     roots = _roots(params)
     parents = process_parents()
     trees = {name: descendants(pid, parents) for name, pid in roots.items()}
+    threads_before = {name: _thread_ticks(pids) for name, pids in trees.items()}
     before = {name: _cpu_seconds(pids) for name, pids in trees.items()}
     started = time.monotonic()
     peak: dict[str, float] = {}
@@ -91,7 +125,8 @@ def measure(params: WorkbookParams, seconds: float) -> tuple[dict[str, float], d
         time.sleep(5)
     elapsed = time.monotonic() - started
     shares = {name: (_cpu_seconds(pids) - before[name]) / elapsed * 100 for name, pids in trees.items()}
-    return shares, peak
+    threads = {name: _by_thread(threads_before[name], pids, elapsed) for name, pids in trees.items()}
+    return shares, peak, threads
 
 
 def _restart_job(params: WorkbookParams, settle_s: float) -> None:
@@ -118,9 +153,9 @@ def main() -> None:
         # the job of notebook 03 runs with the defaults: wait until it paces as idle (and at least
         # two minutes: the capture workers' JVMs still compile their loops after notebook 03)
         _restart_job(params, max(params.silver.idle_after_s + 15, 120.0))
-        paced, paced_peak = measure(params, args.seconds)
+        paced, paced_peak, paced_threads = measure(params, args.seconds)
         _restart_job(baseline_params, 30)
-        every, every_peak = measure(baseline_params, args.seconds)
+        every, every_peak, _ = measure(baseline_params, args.seconds)
     finally:
         stop_all(params)
         shutil.rmtree(work, ignore_errors=True)
@@ -140,6 +175,12 @@ def main() -> None:
     for name in sorted(set(paced_peak) | set(every_peak)):
         rss = (paced_peak.get(name, 0.0), every_peak.get(name, 0.0))
         print(f"| Silver job peak RSS, {name} | {rss[0]:.0f} MiB | {rss[1]:.0f} MiB |")
+    print("\nWhere the idle-pacing window's CPU went, by thread (the largest five of each process tree):\n")
+    print("| process | threads (share of one core) |")
+    print("|---|---|")
+    for name, threads in paced_threads.items():
+        top = ", ".join(f"`{thread}` {share:.2f} %" for thread, share in threads[:5])
+        print(f"| {name} | {top} |")
     jvm = max(paced_peak.get("java", 0.0), every_peak.get("java", 0.0))
     print(
         f"\nCPU target {'met' if total <= TARGET_CPU else 'NOT met'}; "

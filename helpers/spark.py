@@ -74,11 +74,14 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.hive.convertMetastoreParquet": "false",
 }
 
-#: Garbage collector of a local-mode driver (which is also its executor). The serial collector
-#: keeps the heap small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR,
-#: bulk insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1,
-#: in the same time (24.2 s against 23.3 s). Not applied on a cluster (``spark.master`` empty).
-LOCAL_DRIVER_GC = "-XX:+UseSerialGC"
+#: JVM options of a local-mode driver (which is also its executor). The serial collector keeps
+#: the heap small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR, bulk
+#: insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1, in
+#: the same time (24.2 s against 23.3 s). Without the performance-data file (read only by ``jps``
+#: and ``jstat``) the JVM's periodic task stops sampling it every 50 ms, 0.12 % of a core of an
+#: idle continuous job (bench/README.md, "An idle pipeline"). Not applied on a cluster
+#: (``spark.master`` empty).
+LOCAL_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:-UsePerfData")
 
 _QUIET_LOG_LEVEL = "ERROR"
 
@@ -106,7 +109,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     settings["spark.driver.memory"] = params.spark.driver_memory
     if params.spark.master.startswith("local"):
         settings["spark.driver.extraJavaOptions"] += " ".join(
-            ("", LOCAL_DRIVER_GC, *params.local.jit_options)
+            ("", *LOCAL_DRIVER_JVM, *params.local.jit_options)
         )
     cluster = LocalSparkCluster(params)
     if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded

