@@ -83,6 +83,13 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 #: (``spark.master`` empty).
 LOCAL_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:-UsePerfData")
 
+
+def local_driver_options(params: WorkbookParams) -> tuple[str, ...]:
+    """JVM options of every local-mode driver the workbook starts (its sessions', and the streamer
+    runtime's ``spark-submit``): :data:`LOCAL_DRIVER_JVM`, then ``local.jit``'s."""
+    return (*LOCAL_DRIVER_JVM, *params.local.jit_options)
+
+
 _QUIET_LOG_LEVEL = "ERROR"
 
 #: Where a local driver JVM's own output goes, under the state directory: log4j's console lines,
@@ -108,9 +115,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
     settings["spark.driver.memory"] = params.spark.driver_memory
     if params.spark.master.startswith("local"):
-        settings["spark.driver.extraJavaOptions"] += " ".join(
-            ("", *LOCAL_DRIVER_JVM, *params.local.jit_options)
-        )
+        settings["spark.driver.extraJavaOptions"] += " ".join(("", *local_driver_options(params)))
     cluster = LocalSparkCluster(params)
     if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded
         if cluster.pids()["master"] is None:

@@ -35,6 +35,7 @@ from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
 from helpers.silver.tables import table_lock
+from helpers.spark import local_driver_options
 
 __all__ = [
     "DELTASTREAMER_CLASS",
@@ -72,7 +73,7 @@ SPARK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true -XX:+UseSerialGC",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
 }
 
 
@@ -129,13 +130,13 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
 
 def _spark_submit(params: WorkbookParams, jars: list[str]) -> list[str]:
     """The streamer runtime's ``spark-submit`` with the master, driver memory, ``jars`` and
-    :data:`SPARK_CONF` (what follows is the application). A local master's driver also gets
-    ``local.jit``'s options, as the local servers and the workbook's own drivers do (with CI's
-    ``quick``, a run of the twelve tables on CI's data used 41-45 s of CPU against 60-68 s, in
-    about the same wall time; ``bench/README.md``)."""
+    :data:`SPARK_CONF` (what follows is the application). A local master's driver also gets the
+    options of the workbook's own local drivers (:func:`helpers.spark.local_driver_options`: the
+    serial collector, and ``local.jit``'s; with CI's ``quick``, a run of the twelve tables on CI's
+    data used 41-45 s of CPU against 60-68 s, in about the same wall time; ``bench/README.md``)."""
     conf = dict(SPARK_CONF)
     if params.silver.streamer.master.startswith("local"):
-        options = " ".join((conf["spark.driver.extraJavaOptions"], *params.local.jit_options))
+        options = " ".join((conf["spark.driver.extraJavaOptions"], *local_driver_options(params)))
         conf["spark.driver.extraJavaOptions"] = options
     return [
         str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),

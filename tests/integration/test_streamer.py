@@ -148,7 +148,9 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
     try:
         wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
         drivers = [c for c in _tree_cmdlines(job.pid()) if "org.apache.spark.deploy.SparkSubmit" in c]
-        assert drivers and all("-XX:TieredStopAtLevel=1" in c for c in drivers), drivers  # ci's local.jit
+        # a local driver's options (helpers.spark.local_driver_options), ci's local.jit included
+        wanted = ("-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:TieredStopAtLevel=1")
+        assert drivers and all(o in c for c in drivers for o in wanted), drivers
         writer.start()
         wait_until(
             lambda: pending_instants(path),
