@@ -62,9 +62,10 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
 
 @pytest.mark.usefixtures("jars_in_place")
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
-    """Local mode: the driver (its own executor) runs the serial collector without the performance-
-    data file after the UTC and IPv4 options, and the C1 compiler only when ``local.jit`` is ``quick`` (the ci overlay); with
-    spark.master empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
+    """Local mode: the driver (its own executor) runs the serial collector without the
+    performance-data file, after the UTC and IPv4 options, and the C1 compiler only when
+    ``local.jit`` is ``quick`` (the ci overlay); with spark.master empty (EMR, spark-submit) the
+    cluster's collector and JIT are left alone."""
     local = spark_conf(load_params("local", overrides={"spark.catalog": "none"}))
     options = local["spark.driver.extraJavaOptions"].split()
     assert options == [
