@@ -27,6 +27,7 @@ from typing import Any
 import fastavro
 import pytest
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
+from support.silver_tables import STREAMER_TABLES
 
 from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
@@ -170,25 +171,17 @@ def test_the_snapshot_lands_in_bronze_equal_to_the_sources_by_day(world: World) 
     assert servers["kafka"] == servers["kafka-connect"] == "running"
 
 
-#: The tables the streamer's Kafka mode writes here: between them every column kind Debezium's
-#: PostgreSQL and MySQL sources decode (MariaDB DATE, DATETIME and DECIMAL; PostgreSQL timestamp,
-#: timestamptz, numeric, smallint and jsonb), a composite key, CoW and MoR. Each table is one more
-#: Hudi sync per streamer run, run one after the other in one driver; the other five tables of these
-#: sources add no kind (the streamer's Bronze mode writes every table in ``test_streamer.py``).
-STREAMER_KAFKA_TABLES = ("date", "sale", "sale_mor", "venue", "event", "order_items", "outbox")
-
-
 def _streamer_from_topics(world: World, folder: Path) -> WorkbookParams:
     """The world's parameters with Silver of its own under ``folder``, written by HoodieStreamer
-    from Debezium's topics (``silver.streamer.source: kafka``): :data:`STREAMER_KAFKA_TABLES`, of
+    from Debezium's topics (``silver.streamer.source: kafka``): ``STREAMER_TABLES``, of
     the PostgreSQL and MariaDB sources."""
     params = world.params
     tables = tuple(
         t
         for t in params.silver.tables
-        if engine_kind(params.source(t.source).engine) in RAW_ENGINES and t.name in STREAMER_KAFKA_TABLES
+        if engine_kind(params.source(t.source).engine) in RAW_ENGINES and t.name in STREAMER_TABLES
     )
-    assert {t.name for t in tables} == set(STREAMER_KAFKA_TABLES), tables
+    assert {t.name for t in tables} == set(STREAMER_TABLES), tables
     return params.model_copy(
         update={
             "lake": params.lake.model_copy(update={"silver": str(folder / "silver")}),

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.silver_tables import STREAMER_TABLES
 
 from helpers.bronze.read import bronze_files
 from helpers.capture import connector_specs, open_backend, register_connectors
@@ -34,7 +35,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 def _streamer_on_jsonl(params: WorkbookParams, names: list[str], folder: Path) -> None:
     """The streamer engine (HoodieStreamer 0.14.0, ``JsonDFSSource``) on the same JSON-lines
-    Bronze: Silver equal to the sources, exact decimals included. Then the trap it avoids: the
+    Bronze, for ``names`` (``STREAMER_TABLES``: every column kind): Silver equal to the sources,
+    exact decimals included. Then the trap it avoids: the
     same run with the source schema's decimals left as Avro ``bytes`` and no cast stores the
     numbers' text as the decimal's bytes: every value wrong, silently."""
 
@@ -139,7 +141,7 @@ def test_jsonl_bronze_ingests_into_silver_equal_to_the_sources(
             assert (ingested["files"] > 0).all()
             check = silver_vs_source(params, names)
             assert len(check) == len(names) and check["equal"].all(), check[~check["equal"]]
-            _streamer_on_jsonl(params, names, tmp_path)
+            _streamer_on_jsonl(params, [n for n in names if n in STREAMER_TABLES], tmp_path)
         finally:
             for spec in specs:
                 backend.stop(spec.name)  # type: ignore[attr-defined]
