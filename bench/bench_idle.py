@@ -43,15 +43,20 @@ TARGET_JVM_MIB = 1024.0
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(path: Path) -> tuple[str, int] | None:
+    """A ``/proc`` ``stat`` file's name and user + system ticks (None: the process or thread is
+    gone)."""
+    try:
+        stat = path.read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return stat[stat.index("(") + 1 : stat.rindex(")")], int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _cpu_seconds(pids: set[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / TICKS
+    stats = [_stat(Path(f"/proc/{pid}/stat")) for pid in pids]
+    return sum(s[1] for s in stats if s is not None) / TICKS
 
 
 #: (pid, tid) -> ("process/thread" name, user + system ticks)
@@ -64,13 +69,9 @@ def _thread_ticks(pids: set[int]) -> Threads:
     for pid in pids:
         process = _process_name(pid)
         for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                stat = (task / "stat").read_text()
-                fields = stat.rsplit(")", 1)[1].split()
-                name = stat[stat.index("(") + 1 : stat.rindex(")")]
-                out[(pid, int(task.name))] = (f"{process}/{name}", int(fields[11]) + int(fields[12]))
-            except (OSError, ValueError, IndexError):
-                continue
+            stat = _stat(task / "stat")
+            if stat is not None:
+                out[(pid, int(task.name))] = (f"{process}/{stat[0]}", stat[1])
     return out
 
 

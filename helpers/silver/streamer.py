@@ -35,7 +35,7 @@ from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
 from helpers.silver.tables import table_lock
-from helpers.spark import local_driver_options
+from helpers.spark import DEFAULT_SPARK_CONF, local_driver_options
 
 __all__ = [
     "DELTASTREAMER_CLASS",
@@ -73,7 +73,7 @@ SPARK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
+    "spark.driver.extraJavaOptions": DEFAULT_SPARK_CONF["spark.driver.extraJavaOptions"],
 }
 
 

@@ -36,9 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 def _streamer_on_jsonl(params: WorkbookParams, names: list[str], folder: Path) -> None:
     """The streamer engine (HoodieStreamer 0.14.0, ``JsonDFSSource``) on the same JSON-lines
     Bronze, for ``names`` (``STREAMER_TABLES``: every column kind): Silver equal to the sources,
-    exact decimals included. Then the trap it avoids: the
-    same run with the source schema's decimals left as Avro ``bytes`` and no cast stores the
-    numbers' text as the decimal's bytes: every value wrong, silently."""
+    exact decimals included. Then the trap it avoids: the same run with the source schema's
+    decimals left as Avro ``bytes`` and no cast stores the numbers' text as the decimal's bytes:
+    every value wrong, silently."""
 
     def streamer(silver: str, only: list[str]) -> WorkbookParams:
         return params.model_copy(
