@@ -35,12 +35,7 @@ public final class EngineBatches {
      * @throws IllegalArgumentException when a topic holds a tab or newline, or a value a newline
      */
     public static byte[] pack(List<ChangeEvent<String, String>> records) {
-        int guess = 64;
-        for (ChangeEvent<String, String> record : records) {
-            String value = record.value();
-            guess += 64 + (value == null ? 0 : value.length());
-        }
-        ByteArrayOutputStream out = new ByteArrayOutputStream(guess);
+        ByteArrayOutputStream out = new ByteArrayOutputStream(1024 * Math.max(1, records.size()));
         for (ChangeEvent<String, String> record : records) {
             String topic = record.destination();
             String value = record.value();
