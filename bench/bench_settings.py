@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             ("+ metadata table", {"hoodie.metadata.enable": "true"}, default_rows),
             ("+ Hive sync on every commit", {"__sync": "true"}, default_rows),
             ("- Hudi's CDC log", {"hoodie.table.cdc.enabled": "false"}, default_rows),
+            ("cleaner scheduled every 10 commits", {"hoodie.clean.max.commits": "10"}, default_rows),
+            ("- archival check on every commit", {"hoodie.archive.automatic": "false"}, default_rows),
+            ("- Hudi's combine before the upsert", {"hoodie.combine.before.upsert": "false"}, default_rows),
             ("+ the table in one file group", {}, 0),
             *[
                 (f"file groups of {n:,} rows", {}, n)
