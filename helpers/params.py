@@ -513,8 +513,7 @@ class SilverParams(_Strict):
     commits_retained: Annotated[int, Field(ge=1, le=10_000)] = 30
     #: a new table is bulk-inserted into file groups of about this many rows (by key range): a
     #: single-row upsert later rewrites (CoW) or merges (MoR) one of them, not the whole table
-    #: (bench/README.md, "Settings": 10,000 against 20,000 rows, a one-row CoW upsert of ``sale``)
-    file_group_rows: Annotated[int, Field(ge=1000)] = 10_000
+    file_group_rows: Annotated[int, Field(ge=1000)] = 20_000
     #: tables ingested at the same time in one round (each holds its own lock)
     parallel_tables: Annotated[int, Field(ge=1, le=16)] = 2
     #: Bronze files taken by one round of one table at most (bounds a round's driver memory)
