@@ -8,8 +8,9 @@ Hudi writer the way ingestion creates a table (bulk insert into key-range file g
 options ingestion uses (the baseline, measured in the same run), and with one setting at a time
 put back to Hudi's default: the embedded timeline server, timeline-server markers, the metadata
 table, Hive sync on every commit (against the workbook's local metastore); then without Hudi's
-CDC log, and with the table in one file group or in groups of a half and a quarter of
-``silver.file_group_rows``. Copy-on-Write and Merge-on-Read. Prints the median and the
+CDC log, with the cleaner planned every 10 commits, without the archival check on each commit,
+without Hudi's combine before the upsert, and with the table in one file group or in groups of a
+half and a quarter of ``silver.file_group_rows``. Copy-on-Write and Merge-on-Read. Prints the median and the
 difference to the baseline.
 """
 

@@ -468,9 +468,6 @@ def _ingest_prepared(
     options = {**silver_write_options(params, table), **metadata}
     if state.stored_types and set(frame.columns) <= set(state.stored_types):
         options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
-    if good_events - late <= 1 and truncate_at is None:
-        # one event applied: no two share a key, so Hudi's combine (a shuffle) has nothing to do
-        options["hoodie.combine.before.upsert"] = "false"
     if state.is_new:
         # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer) into
         # file groups split by key range (the range shuffle also places each key's events together)

@@ -148,9 +148,6 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
         "hoodie.embed.timeline.server": "false",
         "hoodie.write.markers.type": "DIRECT",
         "hoodie.cleaner.commits.retained": str(params.silver.commits_retained),
-        # the cleaner's plan (a look at the timeline and the files) every 10 commits, not on each:
-        # it keeps at least ``commits_retained`` commits either way, at most 10 more
-        "hoodie.clean.max.commits": "10",
         "hoodie.keep.min.commits": str(params.silver.commits_retained + 10),
         "hoodie.keep.max.commits": str(params.silver.commits_retained + 20),
     }

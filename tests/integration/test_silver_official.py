@@ -123,8 +123,8 @@ def test_position_column_sorts_in_log_order_across_binlog_files(spark: Any) -> N
 
 def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capture) -> None:
     """The commit metadata prefix covers every workbook key; ordering by ``_cdc_position`` with the
-    ordering payload; CoW keeps Hudi's CDC log, MoR compacts inline; the cleaner's schedule; Hive
-    sync into the Silver database, MoR without a suffix-less table; Hudi's bloom index."""
+    ordering payload; CoW keeps Hudi's CDC log, MoR compacts inline; Hive sync into the Silver
+    database, MoR without a suffix-less table; Hudi's bloom index."""
     params = capture.stack.params
     mor = next(t for t in params.silver.tables if t.name == "sale_mor")
     cow = next(t for t in params.silver.tables if t.name == "sale")
@@ -136,9 +136,6 @@ def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capt
     assert "hoodie.table.cdc.enabled" not in options
     assert options["hoodie.datasource.hive_sync.database"] == "wb_capture"
     assert silver_write_options(params, cow)["hoodie.table.cdc.enabled"] == "true"
-    # the cleaner keeps commits_retained commits, planned every 10 commits
-    assert options["hoodie.cleaner.commits.retained"] == str(params.silver.commits_retained)
-    assert options["hoodie.clean.max.commits"] == "10"
     # Hudi's bloom index on key-ranged file groups (global with partition moves when partitioned)
     for table in params.silver.tables:
         want = "GLOBAL_BLOOM" if table.partition else "BLOOM"
@@ -252,50 +249,6 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     bronze(30, "c", "re-inserted")
     ingest_all(params, ["category"], spark=spark)
     assert [r["catname"] for r in read_snapshot(base).to_pylist()] == ["re-inserted"]
-
-
-def test_a_round_of_one_event_skips_hudis_combine_and_a_round_of_more_keeps_it(
-    small: WorkbookParams, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Hudi's combine (a shuffle that keeps one event per key) is switched off for a round that
-    applies one event, which cannot repeat a key, and kept for any round of more: two changes of
-    one key in one round still leave one row, the newer. The writes go through the real writer;
-    the test only records the options each write was given."""
-    import helpers.silver.ingest as ingest
-
-    given: list[dict[str, str]] = []
-
-    def recording(frame: Any, options: dict[str, str], base_path: str) -> Any:
-        given.append(dict(options))
-        return write_hudi(frame, options, base_path)
-
-    monkeypatch.setattr(ingest, "write_hudi", recording)
-    params = load_params(
-        "ci",
-        overrides={
-            "state_dir": small.state_dir,
-            "local.metastore.port": small.local.metastore.port,
-            "lake.silver": small.lake.silver,
-            "lake.bronze": str(tmp_path / "bronze"),
-            "silver.sync": False,
-        },
-    )
-    base = table_config(params, next(t for t in params.silver.tables if t.name == "category")).base_path
-
-    def round_of(changes: list[tuple[int, int, str, str]]) -> dict[int, str]:
-        write_category_changes(params, changes)
-        ingest_all(params, ["category"], spark=spark)
-        return {r["catid"]: r["catname"] for r in read_snapshot(base).to_pylist()}
-
-    combine = "hoodie.combine.before.upsert"
-    assert round_of([(10, 1, "a", "c"), (11, 2, "b", "c")]) == {1: "a", 2: "b"}  # bulk insert
-    assert round_of([(20, 1, "a2", "u")]) == {1: "a2", 2: "b"}
-    assert given[-1][combine] == "false"
-    assert round_of([(40, 2, "b-newer", "u"), (30, 2, "b-older", "u")]) == {1: "a2", 2: "b-newer"}
-    assert combine not in given[-1]  # Hudi's default: combined
-    assert round_of([(50, 1, "a2", "d")]) == {2: "b-newer"}  # a lone delete
-    assert given[-1][combine] == "false"
-    assert len(given) == 4
 
 
 def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) -> None:
