@@ -10,8 +10,8 @@ put back to Hudi's default: the embedded timeline server, timeline-server marker
 table, Hive sync on every commit (against the workbook's local metastore); then without Hudi's
 CDC log, with the cleaner planned every 10 commits, without the archival check on each commit,
 without Hudi's combine before the upsert, and with the table in one file group or in groups of a
-half and a quarter of ``silver.file_group_rows``. Copy-on-Write and Merge-on-Read. Prints the median and the
-difference to the baseline.
+half and a quarter of ``silver.file_group_rows``. Copy-on-Write and Merge-on-Read. Prints the
+median and the difference to the baseline.
 """
 
 from __future__ import annotations
