@@ -33,6 +33,7 @@ from helpers.errors import RunnerError, StackError
 from helpers.local.trino import LocalTrino
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.proc import PeakMemory
+from helpers.spark import RunDriver
 
 GIB = 1024**3
 log = logging.getLogger(__name__)
@@ -241,9 +242,16 @@ def run_workbook(
     memory = PeakMemory(params.state_path)
     memory.__enter__()
     trino = _TrinoForTheRun(params, notebooks)
+    driver = RunDriver(params, notebooks[0].parent) if RunDriver.wanted(params) else None
+    lent = driver.start() if driver is not None else {}
+    os.environ.update(lent)  # the kernels papermill starts inherit it
     try:
-        _run_notebooks(bar, out_dir, env, nb_params, kernel_name, progress, result, memory, trino)
+        _run_notebooks(bar, out_dir, env, nb_params, kernel_name, progress, result, memory, trino, driver)
     finally:
+        for key in lent:
+            os.environ.pop(key, None)
+        if driver is not None:
+            driver.close()
         trino.release()
         memory.__exit__()
         result.peak_rss_bytes = memory.peak_bytes
@@ -262,6 +270,7 @@ def _run_notebooks(
     result: RunResult,
     memory: PeakMemory,
     trino: _TrinoForTheRun,
+    driver: RunDriver | None,
 ) -> None:
     for nb in bar:
         bar.set_postfix_str(nb.name)
@@ -274,17 +283,7 @@ def _run_notebooks(
         start = time.monotonic()
         memory.mark()
         try:
-            pm.execute_notebook(
-                str(nb),
-                str(output),
-                parameters=nb_params,
-                kernel_name=kernel_name,
-                cwd=str(nb.parent),
-                progress_bar=progress,
-                log_output=False,
-                report_mode=False,
-                kernel_manager_class="helpers.runner.IpcKernelManager",
-            )
+            _execute(nb, output, nb_params, kernel_name, progress, driver)
         except Exception as exc:  # papermill wraps kernel errors; anything else is also a failure
             detail = _describe_failure(exc)
             source = _failed_cell_source(output)
@@ -298,6 +297,33 @@ def _run_notebooks(
             NotebookResult(nb.name, output, time.monotonic() - start, True, None, memory.mark())
         )
         trino.after(nb)
+
+
+def _execute(
+    nb: Path,
+    output: Path,
+    nb_params: dict[str, Any],
+    kernel_name: str,
+    progress: bool,
+    driver: RunDriver | None,
+) -> None:
+    """One notebook with papermill, in a kernel of its own; then the run's driver (if any) drops
+    the SparkContext the kernel left in it."""
+    try:
+        pm.execute_notebook(
+            str(nb),
+            str(output),
+            parameters=nb_params,
+            kernel_name=kernel_name,
+            cwd=str(nb.parent),
+            progress_bar=progress,
+            log_output=False,
+            report_mode=False,
+            kernel_manager_class="helpers.runner.IpcKernelManager",
+        )
+    finally:
+        if driver is not None:
+            driver.release_context()
 
 
 class _TrinoForTheRun:

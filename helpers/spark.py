@@ -11,13 +11,16 @@ Example:
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
@@ -27,6 +30,7 @@ from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
 from helpers.local.spark_cluster import LocalSparkCluster
 from helpers.params import WorkbookParams, load_params
+from helpers.poll import wait_until
 from helpers.proc import log_tail
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -37,12 +41,17 @@ __all__ = [
     "DRIVER_LOG",
     "HUDI_DATASOURCE_CLASS",
     "LOOPBACK",
+    "RUN_DRIVER_ENV",
+    "RunDriver",
+    "attach_run_driver",
     "build_spark_session",
     "hudi_datasource_available",
     "jvm_class_available",
     "s3a_conf",
     "spark_conf",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Class of the official Hudi Spark datasource (in the Hudi Spark bundle).
 HUDI_DATASOURCE_CLASS = "org.apache.hudi.DefaultSource"
@@ -223,7 +232,7 @@ def build_spark_session(
     master = params.spark.master or None
     log = Path(params.state_dir) / DRIVER_LOG
     try:
-        if master is not None:
+        if master is not None and not attach_run_driver():
             _launch_driver(settings, master, app_name, log)
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
@@ -250,19 +259,198 @@ def _launch_driver(settings: Mapping[str, str], master: str, app_name: str, log:
     """Start this process's driver JVM (the py4j gateway) with its standard output and error
     appended to ``log`` instead of the console; the session is then built on it. A gateway that
     already runs (an earlier session of this process, or spark-submit's) is left as it is."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import SparkContext
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
+    SparkContext._ensure_initialized(gateway=_start_gateway(settings, master, app_name, log))
+
+
+def _start_gateway(
+    settings: Mapping[str, str], master: str, app_name: str, log: Path, cwd: Path | None = None
+) -> Any:
+    """A new driver JVM started by PySpark's own launcher (``spark-submit pyspark-shell``), its
+    output appended to ``log``; returns PySpark's Py4J connection to it."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items())).setAppName(app_name).setMaster(master)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         out.write(f"--- {stamp} pid {os.getpid()}: driver of {app_name!r} on {master}\n".encode())
         out.flush()
-        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": subprocess.STDOUT})  # type: ignore[no-untyped-call]
+        popen: dict[str, Any] = {"stdout": out, "stderr": subprocess.STDOUT}
+        if cwd is not None:
+            popen["cwd"] = str(cwd)
+        return launch_gateway(conf, popen_kwargs=popen)  # type: ignore[no-untyped-call]
+
+
+#: Names, to the kernels of a workbook run, the driver JVM the run lends them (:class:`RunDriver`):
+#: ``<the run's process id>:<the file that gives the JVM's Py4J port and secret>``.
+RUN_DRIVER_ENV = "WORKBOOK_RUN_SPARK_DRIVER"
+
+#: How long a kernel waits for its run's driver JVM to be up (it starts beside notebook 01).
+RUN_DRIVER_WAIT_S = 300.0
+
+
+class RunDriver:
+    """The local Spark driver JVM a workbook run starts once and lends to its notebooks' kernels,
+    one after another (:func:`helpers.runner.run_workbook`).
+
+    Each kernel used to start a driver JVM of its own and pay its warm-up again: the JIT compiles
+    Spark's, Hudi's and Py4J's hot code anew (a third to two fifths of a cold driver's CPU,
+    ``bench/README.md``), and Spark generates and compiles its query classes anew. Lent one JVM,
+    a notebook finds the code the notebooks before it warmed.
+
+    How: when the first kernel asks for it (a request file beside the connection file), the run
+    starts the JVM with PySpark's own launcher in a background thread, with the settings a kernel's
+    own driver would start with (:func:`spark_conf`: Hudi reads its Hive sync's metastore from the
+    local file system's configuration, which the launch caches) and the notebooks' folder as its
+    working folder,
+    and writes the JVM's Py4J port and secret to a file only this user can read. A run whose
+    notebooks use no Spark starts no JVM. A kernel whose parent is the run connects through
+    PySpark's own hand-over (``PYSPARK_GATEWAY_PORT`` and ``PYSPARK_GATEWAY_SECRET``, as
+    spark-submit gives a Python driver) and builds its session there, with a SparkContext of its
+    own (:func:`build_spark_session`, unchanged otherwise). A kernel ends without stopping its
+    context; the run stops it after each notebook (:meth:`release_context`), so each notebook
+    starts with a fresh context in a warm JVM. Processes the kernels start (the continuous Silver
+    job, capture workers) are not the run's children, and start drivers of their own.
+
+    Only for a local master (``local[...]``): on a cluster, the cluster's driver is the cluster's.
+    Written here because no component does it: Spark Connect shares a driver between clients,
+    but its clients have no Py4J access to the JVM, which Silver's rounds and Hudi's APIs use.
+    """
+
+    def __init__(self, params: WorkbookParams, cwd: Path) -> None:
+        self.params = params
+        self.cwd = cwd
+        self.info = params.state_path / "run" / f"spark-driver-{os.getpid()}.json"
+        self.log = params.state_path / DRIVER_LOG
+        self._gateway: Any = None
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._launched = threading.Event()
+
+    @staticmethod
+    def wanted(params: WorkbookParams) -> bool:
+        """Whether a run with ``params`` lends its kernels a driver (a local master)."""
+        return params.spark.master.startswith("local")
+
+    def start(self) -> dict[str, str]:
+        """Wait in the background for the first kernel's request; returns the environment entry
+        that names this driver to the run's kernels."""
+        self.info.parent.mkdir(parents=True, exist_ok=True)
+        self.info.unlink(missing_ok=True)
+        _request_file(self.info).unlink(missing_ok=True)
+        self._thread = threading.Thread(target=self._serve, name="run-spark-driver", daemon=True)
+        self._thread.start()
+        return {RUN_DRIVER_ENV: f"{os.getpid()}:{self.info}"}
+
+    def _serve(self) -> None:
+        request = _request_file(self.info)
+        while not request.exists():
+            if self._closing.wait(0.2):
+                return
+        try:
+            self._launch()
+        finally:
+            self._launched.set()
+
+    def _launch(self) -> None:
+        os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # block manager on loopback, as a session's own driver
+        try:
+            settings = spark_conf(self.params)
+            master = self.params.spark.master
+            self._gateway = _start_gateway(settings, master, "workbook run", self.log, self.cwd)
+            if hasattr(self._gateway, "java_parameters"):  # PySpark's default, pinned threads
+                parameters = self._gateway.java_parameters
+            else:
+                parameters = self._gateway.gateway_parameters
+            payload: dict[str, Any] = {"port": parameters.port, "secret": parameters.auth_token}
+        except Exception as exc:  # noqa: BLE001 - reported to the kernel that needs the driver
+            reason = str(exc).rstrip(".")  # the kernel's error adds the end of the driver's log
+            payload = {"error": f"Failed to start the workbook run's Spark driver: {reason}."}
+        temporary = self.info.with_suffix(".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            json.dump(payload, out)
+        os.replace(temporary, self.info)
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id, once a kernel has asked for it."""
+        return self._gateway.proc.pid if self._launched.is_set() and self._gateway is not None else None
+
+    def active_context(self) -> Any:
+        """The JVM's running SparkContext (a Py4J reference), or None."""
+        if not self._launched.is_set() or self._gateway is None:
+            return None  # no kernel asked for it (yet)
+        contexts = getattr(getattr(self._gateway.jvm.org.apache.spark, "SparkContext$"), "MODULE$")
+        active = contexts.getActive()  # the Scala object's method (no static forwarder)
+        return active.get() if active.isDefined() else None
+
+    def release_context(self) -> None:
+        """Stop the SparkContext a finished notebook's kernel left in the JVM, if any."""
+        try:
+            context = self.active_context()
+            if context is not None:
+                context.stop()
+        except Exception as exc:  # noqa: BLE001 - Py4J's errors; the next kernel's session says more
+            log.warning("the workbook run's Spark driver did not stop a notebook's context: %s", exc)
+
+    def close(self) -> None:
+        """Stop the JVM (its context first), if it started, and remove the run's files."""
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join()  # a launch under way ends first
+        try:
+            self.release_context()
+        finally:
+            gateway, self._gateway = self._gateway, None
+            self.info.unlink(missing_ok=True)
+            _request_file(self.info).unlink(missing_ok=True)
+            if gateway is not None:
+                gateway.shutdown()
+                process = gateway.proc
+                process.stdin.close()  # the gateway's JVM exits when its standard input ends
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def _request_file(info: Path) -> Path:
+    """The file by which a kernel asks its run for the driver (:class:`RunDriver`)."""
+    return info.with_suffix(".wanted")
+
+
+def attach_run_driver() -> bool:
+    """Connect this process to the driver JVM its workbook run lends it (:class:`RunDriver`):
+    only a process whose parent is that run does (a notebook's kernel), not the processes it
+    starts. Returns whether it did."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    owner, _, info = os.environ.get(RUN_DRIVER_ENV, "").partition(":")
+    if SparkContext._gateway is not None or not info or owner != str(os.getppid()):
+        return False
+    where = Path(info)
+    descriptor = os.open(_request_file(where), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.close(descriptor)
+    wait_until(where.exists, timeout_s=RUN_DRIVER_WAIT_S, what=f"the workbook run's Spark driver ({where})")
+    address = json.loads(where.read_text())
+    if "error" in address:
+        raise SparkSetupError(address["error"])
+    os.environ["PYSPARK_GATEWAY_PORT"] = str(address["port"])
+    os.environ["PYSPARK_GATEWAY_SECRET"] = address["secret"]
+    try:
+        gateway = launch_gateway()  # type: ignore[no-untyped-call]
+    finally:  # not for the processes this one starts
+        del os.environ["PYSPARK_GATEWAY_PORT"], os.environ["PYSPARK_GATEWAY_SECRET"]
     SparkContext._ensure_initialized(gateway=gateway)
+    return True
 
 
 def _apply_runtime_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:

@@ -84,6 +84,24 @@ def test_every_notebook_ran(first_run: RunResult) -> None:
     assert summary["ok"] is True and [n["name"] for n in summary["notebooks"]] == names
 
 
+def test_the_notebooks_ran_in_the_run_s_one_spark_driver(
+    first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
+) -> None:
+    """The run lent its kernels one driver JVM (``helpers.spark.RunDriver``): the driver log has
+    the run's launch and none by a notebook's kernel (whose sessions are named
+    ``cdc-lakehouse-workbook``); the continuous Silver job started its own, as a process of its
+    own should."""
+    _, params, _ = workbook
+    launches = [
+        line
+        for line in (params.state_path / "logs" / "spark-driver.log").read_text(errors="replace").splitlines()
+        if line.startswith("--- ")
+    ]
+    assert any(f"pid {os.getpid()}: driver of 'workbook run'" in line for line in launches), launches
+    assert not [line for line in launches if "driver of 'cdc-lakehouse-workbook'" in line], launches
+    assert [line for line in launches if "driver of 'workbook-silver-job'" in line], launches
+
+
 def test_01_counts_equal_generator_and_database(
     first_run: RunResult, workbook: tuple[dict[str, Any], WorkbookParams, Path]
 ) -> None:

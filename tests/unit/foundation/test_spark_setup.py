@@ -88,3 +88,21 @@ def test_the_local_catalog_needs_a_running_metastore(tmp_path: Path) -> None:
     params = load_params("ci", overrides={"state_dir": str(tmp_path / "st"), "local.metastore.port": 15999})
     with pytest.raises(SparkSetupError, match=r"local metastore \(127.0.0.1:15999.*not running.*stack start"):
         spark_conf(params)
+
+
+def test_only_the_run_s_own_kernels_are_lent_its_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process whose parent is not the run named in the environment (a process a kernel starts)
+    does not ask the run for its driver, and asks nothing when no run names one; a cluster master
+    gets no lent driver (no JVM is started here)."""
+    from helpers.spark import RUN_DRIVER_ENV, RunDriver, attach_run_driver
+
+    info = tmp_path / "spark-driver-1.json"
+    for value in ("", f"{os.getppid() + 1}:{info}", f"{os.getppid()}:", f"x:{info}"):
+        monkeypatch.setenv(RUN_DRIVER_ENV, value)
+        assert attach_run_driver() is False
+    assert not list(tmp_path.iterdir())  # no request written
+    assert RunDriver.wanted(load_params("ci", {"spark.catalog": "none"}))
+    assert not RunDriver.wanted(load_params("ci", {"spark.master": "spark://127.0.0.1:17077"}))
+    assert not RunDriver.wanted(load_params("ci", {"spark.master": ""}))  # EMR's: the cluster's
