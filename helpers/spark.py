@@ -290,7 +290,8 @@ def _start_gateway(
 #: ``<the run's process id>:<the file that gives the JVM's Py4J port and secret>``.
 RUN_DRIVER_ENV = "WORKBOOK_RUN_SPARK_DRIVER"
 
-#: How long a kernel waits for its run's driver JVM to be up (it starts beside notebook 01).
+#: How long a kernel waits for its run's driver JVM to be up (the run starts it on the kernel's
+#: request; a start takes a few seconds).
 RUN_DRIVER_WAIT_S = 300.0
 
 
@@ -307,9 +308,8 @@ class RunDriver:
     starts the JVM with PySpark's own launcher in a background thread, with the settings a kernel's
     own driver would start with (:func:`spark_conf`: Hudi reads its Hive sync's metastore from the
     local file system's configuration, which the launch caches) and the notebooks' folder as its
-    working folder,
-    and writes the JVM's Py4J port and secret to a file only this user can read. A run whose
-    notebooks use no Spark starts no JVM. A kernel whose parent is the run connects through
+    working folder, and writes the JVM's Py4J port and secret to a file only this user can read.
+    A run whose notebooks use no Spark starts no JVM. A kernel whose parent is the run connects through
     PySpark's own hand-over (``PYSPARK_GATEWAY_PORT`` and ``PYSPARK_GATEWAY_SECRET``, as
     spark-submit gives a Python driver) and builds its session there, with a SparkContext of its
     own (:func:`build_spark_session`, unchanged otherwise). A kernel ends without stopping its
