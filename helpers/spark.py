@@ -26,6 +26,7 @@ from helpers.errors import JarsMissingError, SparkSetupError
 from helpers.jars import project_jars
 from helpers.lake_store import lake_s3, use_lake_s3
 from helpers.local.class_data import archive_for
+from helpers.local.credentials import write_private
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
 from helpers.local.spark_cluster import LocalSparkCluster
@@ -308,11 +309,12 @@ class RunDriver:
     starts the JVM with PySpark's own launcher in a background thread, with the settings a kernel's
     own driver would start with (:func:`spark_conf`: Hudi reads its Hive sync's metastore from the
     local file system's configuration, which the launch caches) and the notebooks' folder as its
-    working folder, and writes the JVM's Py4J port and secret to a file only this user can read.
-    A run whose notebooks use no Spark starts no JVM. A kernel whose parent is the run connects through
-    PySpark's own hand-over (``PYSPARK_GATEWAY_PORT`` and ``PYSPARK_GATEWAY_SECRET``, as
-    spark-submit gives a Python driver) and builds its session there, with a SparkContext of its
-    own (:func:`build_spark_session`, unchanged otherwise). A kernel ends without stopping its
+    working folder, and writes the JVM's Py4J port and secret to a file only this user can read
+    (:func:`helpers.local.credentials.write_private`). A run whose notebooks use no Spark starts
+    no JVM. A kernel whose parent is the run connects through PySpark's own hand-over
+    (``PYSPARK_GATEWAY_PORT`` and ``PYSPARK_GATEWAY_SECRET``, as spark-submit gives a Python
+    driver) and builds its session there, with a SparkContext of its own
+    (:func:`build_spark_session`, unchanged otherwise). A kernel ends without stopping its
     context; the run stops it after each notebook (:meth:`release_context`), so each notebook
     starts with a fresh context in a warm JVM. Processes the kernels start (the continuous Silver
     job, capture workers) are not the run's children, and start drivers of their own.
@@ -371,11 +373,7 @@ class RunDriver:
         except Exception as exc:  # noqa: BLE001 - reported to the kernel that needs the driver
             reason = str(exc).rstrip(".")  # the kernel's error adds the end of the driver's log
             payload = {"error": f"Failed to start the workbook run's Spark driver: {reason}."}
-        temporary = self.info.with_suffix(".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as out:
-            json.dump(payload, out)
-        os.replace(temporary, self.info)
+        write_private(self.info, json.dumps(payload), replace=True)
 
     @property
     def pid(self) -> int | None:
@@ -437,8 +435,7 @@ def attach_run_driver() -> bool:
     if SparkContext._gateway is not None or not info or owner != str(os.getppid()):
         return False
     where = Path(info)
-    descriptor = os.open(_request_file(where), os.O_WRONLY | os.O_CREAT, 0o600)
-    os.close(descriptor)
+    _request_file(where).touch(mode=0o600)
     wait_until(where.exists, timeout_s=RUN_DRIVER_WAIT_S, what=f"the workbook run's Spark driver ({where})")
     address = json.loads(where.read_text())
     if "error" in address:

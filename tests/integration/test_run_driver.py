@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -45,7 +46,7 @@ print(json.dumps({
 def overrides() -> Iterator[dict[str, Any]]:
     work = isolated_folder("wb-rundriver-")
     yield {**isolated_overrides(work), "spark.catalog": "none"}
-    subprocess.run(["rm", "-rf", str(work)], check=False)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _kernel(overrides: Mapping[str, Any], lent: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
