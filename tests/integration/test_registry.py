@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import socket
 import subprocess
 import sys
 import zipfile
@@ -28,6 +27,7 @@ from helpers.local.registry import CONVERTER_CLASS, LocalRegistry, converter_plu
 from helpers.local.stack import LocalStack
 from helpers.params import load_params
 from helpers.pipeline import pipeline_status, start_servers, stop_all
+from helpers.proc import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -50,18 +50,12 @@ VENUE_V2 = {
 VENUE_BAD = {**VENUE_V1, "fields": [*VENUE_V1["fields"], {"name": "venuecity", "type": "string"}]}
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def registry(stack_factory: Callable[..., Any]) -> Iterator[LocalRegistry]:
     overrides = {
         "local.registry.enabled": True,
-        "local.registry.port": _port(),
-        "local.registry.management_port": _port(),
+        "local.registry.port": free_port(),
+        "local.registry.management_port": free_port(),
     }
     with stack_factory("wb-reg-", overrides) as stack:
         server = LocalRegistry(stack.params)
@@ -310,8 +304,8 @@ def test_a_registry_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None
         "ci",
         overrides={
             "state_dir": str(tmp_path / "st"),
-            "local.registry.port": _port(),
-            "local.registry.management_port": _port(),
+            "local.registry.port": free_port(),
+            "local.registry.management_port": free_port(),
             "local.registry.storage": "mem",
             "local.registry.heap": "4m",
             "local.registry.start_timeout_s": 60,
@@ -329,14 +323,14 @@ def test_a_registry_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None
 def test_sql_storage_needs_the_local_postgres(tmp_path: Path) -> None:
     """With no PostgreSQL on the configured port the registry does not start; the error names
     the database and the port."""
-    port = _port()
+    port = free_port()
     params = load_params(
         "ci",
         overrides={
             "state_dir": str(tmp_path / "st"),
             "local.postgres.port": port,
-            "local.registry.port": _port(),
-            "local.registry.management_port": _port(),
+            "local.registry.port": free_port(),
+            "local.registry.management_port": free_port(),
         },
     )
     with pytest.raises(StackError, match=r"Failed to (set up the schema registry|connect to PostgreSQL)"):

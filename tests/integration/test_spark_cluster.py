@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +25,10 @@ from helpers.bronze.replay import replay_arrow
 from helpers.bronze.synthetic import SALE_TOPIC, write_sale_backlog
 from helpers.checks.compare import compare_tables
 from helpers.hudi.read import read_snapshot
-from helpers.params import WorkbookParams, load_params
-from helpers.pipeline import server_statuses, stop_all
-from helpers.proc import read_pid
+from helpers.isolation import isolated_params
+from helpers.params import WorkbookParams
+from helpers.pipeline import server_statuses
+from helpers.proc import free_port, read_pid
 from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
 
@@ -38,45 +37,23 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def cluster_params() -> Iterator[WorkbookParams]:
     """CI parameters whose ``spark.master`` is a local cluster of their own, started with the
     source servers by notebook 01's call (``LocalSources.start``: a workbook run starts nothing
     else before notebook 02's first Spark session)."""
-    state = Path(tempfile.mkdtemp(prefix="wb-cluster-", dir="/tmp"))
-    state.chmod(0o711)  # the database servers' users must traverse it
-    port = _port()
-    params = load_params(
-        "ci",
-        overrides={
-            "state_dir": str(state / "st"),
-            "local.postgres.port": _port(),
-            "local.mariadb.port": _port(),
-            "local.metastore.port": _port(),
-            "local.spark.port": port,
-            "local.spark.web_port": _port(),
-            "local.spark.worker_web_port": _port(),
-            "spark.master": f"spark://127.0.0.1:{port}",
-            "spark.catalog": "none",
-            "lake.bronze": str(state / "bronze"),
-            "lake.silver": str(state / "silver"),
-            "silver.sync": False,
-        },
-    )
-    try:
+    port = free_port()
+    overrides = {
+        "local.spark.port": port,
+        "local.spark.web_port": free_port(),
+        "local.spark.worker_web_port": free_port(),
+        "spark.master": f"spark://127.0.0.1:{port}",
+        "spark.catalog": "none",
+        "silver.sync": False,
+    }
+    with isolated_params("wb-cluster-", overrides) as params:  # stops what it started, then removes it
         LocalSources(params).start()
         yield params
-    finally:
-        stop_all(params)
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def _lake(params: WorkbookParams, name: str) -> WorkbookParams:

@@ -6,7 +6,8 @@ Run by tests/integration/test_cluster_s3.py as ``python tests/support/embedded_s
 OUT.json``: a throw-away stack on free ports (PostgreSQL, MariaDB, the S3 server, a Spark master
 and worker), the CI sample data, the embedded connectors writing Bronze to ``s3://``, then Bronze
 compared with the sources, one Silver round on the cluster (its executors reading Bronze through
-s3a), Spark's executor metrics, and Silver compared with the sources. Writes what it saw to
+s3a) of the tables that hold every column kind (``support.silver_tables.STREAMER_TABLES``),
+Spark's executor metrics, and Silver compared with the sources. Writes what it saw to
 ``OUT.json``.
 """
 
@@ -29,11 +30,13 @@ from helpers.capture.register import (  # noqa: E402
 )
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
 from helpers.lake_store import open_store, use_lake_s3  # noqa: E402
+from helpers.naming import silver_topic  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
 from helpers.proc import free_port  # noqa: E402
 from helpers.silver.ingest import ingest_all  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 from helpers.spark import build_spark_session  # noqa: E402
+from support.silver_tables import STREAMER_TABLES  # noqa: E402
 
 BUCKET = "wb-embedded-lake"
 
@@ -55,6 +58,11 @@ def main(out: Path) -> int:
     }
     with temporary_stack("wb-embs3-", overrides) as stack:
         params = stack.params
+        # Silver: the tables that hold every column kind the executors decode (CoW and MoR, a
+        # composite key); Bronze: every captured table
+        kinds = tuple(t for t in params.silver.tables if t.name in STREAMER_TABLES)
+        silver = params.silver.model_copy(update={"tables": kinds})
+        silver_params = params.model_copy(update={"silver": silver})
         ensure_pipeline(params, timeout_s=300)  # servers (S3, the cluster), data, CDC, connectors
         spark = build_spark_session(  # the session every later step gets, its monitoring API on
             params,
@@ -69,11 +77,11 @@ def main(out: Path) -> int:
         use_lake_s3(params)
         objects = [e.location for e in open_store(params.lake.bronze).list("", recursive=True)]
         local_leftovers = [str(p) for p in Path.cwd().glob("s3:*")]
-        ingested = ingest_all(params, spark=spark)
+        ingested = ingest_all(silver_params, spark=spark)
         app = spark.sparkContext.applicationId
         url = f"http://127.0.0.1:{ui}/api/v1/applications/{app}/allexecutors"
         executors = json.loads(urllib.request.urlopen(url).read())  # noqa: S310 - loopback
-        silver = silver_vs_source(params, spark=spark)
+        silver_check = silver_vs_source(silver_params, spark=spark)
         out.write_text(
             json.dumps(
                 {
@@ -81,12 +89,13 @@ def main(out: Path) -> int:
                     "bronze_objects": objects,
                     "local_leftovers": local_leftovers,
                     "ingested": ingested.to_dict("records"),
+                    "topics": {t.name: silver_topic(params, t) for t in kinds},
                     "master": spark.sparkContext.master,
                     "executors": [
                         {k: e[k] for k in ("id", "hostPort", "totalTasks", "totalInputBytes")}
                         for e in executors
                     ],
-                    "silver": silver.to_dict("records"),
+                    "silver": silver_check.to_dict("records"),
                 },
                 default=str,
             )
