@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import requests
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
+from support.sockets import listening
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
@@ -147,10 +148,10 @@ def test_worker_lists_the_debezium_plugins_binds_loopback_and_keeps_secrets_priv
     assert set(CONNECTOR_CLASSES) <= set(world.kafka.connector_plugins())
     statuses = world.kafka.status()
     assert [s.state for s in statuses] == ["running", "running"]
-    listening = _listening_addresses({s.pid for s in statuses if s.pid})
-    assert listening, "no listening socket found for the broker and worker"
-    assert {host for host, _ in listening} == {"127.0.0.1"}
-    ports = {port for _, port in listening}
+    sockets = listening(*(s.pid for s in statuses if s.pid))
+    assert sockets, "no listening socket found for the broker and worker"
+    assert {address for address, _ in sockets} == {"127.0.0.1"}, sockets
+    ports = {port for _, port in sockets}
     s = world.params.local.kafka
     assert {s.broker_port, s.controller_port, s.connect_port} <= ports
     assert stat.S_IMODE(os.stat(world.kafka.secrets_file).st_mode) == 0o600
@@ -160,32 +161,6 @@ def test_worker_lists_the_debezium_plugins_binds_loopback_and_keeps_secrets_priv
     world.figures["broker_rss_mib"] = process_rss(broker_pid) / 2**20
     world.figures["connect_rss_mib"] = process_rss(connect_pid) / 2**20
     assert world.figures["broker_rss_mib"] < 768 and world.figures["connect_rss_mib"] < 1024
-
-
-def _listening_addresses(pids: set[int]) -> set[tuple[str, int]]:
-    """``(ip, port)`` of the TCP sockets in LISTEN state that the processes hold."""
-    inodes: set[str] = set()
-    for pid in pids:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in open(table).read().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            address, port = fields[1].split(":")
-            if len(address) == 8:
-                ip = ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
-            else:
-                ip = address
-            out.add((ip, int(port, 16)))
-    return out
 
 
 # ------------------------------------------------------------------------------- capture

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from support.chromium import DevToolsPage, devtools_page
+from support.sockets import listening
 
 from helpers.local.lab import LabServer, start_lab, stop_lab
 from helpers.params import project_root
@@ -30,12 +31,6 @@ SHIFT, CTRL = 8, 2
 @pytest.fixture(autouse=True)
 def _spark_first() -> None:
     """JupyterLab needs no Spark: these tests do without the tier's session Spark."""
-
-
-def _listening(pid: int) -> list[str]:
-    """Local addresses (``ip:port``) of the TCP sockets ``pid`` listens on (``ss -ltnp``)."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    return [line.split()[3] for line in out.splitlines() if f"pid={pid}," in line]
 
 
 def _kernels(server_pid: int) -> list[int]:
@@ -138,9 +133,9 @@ def test_lab_in_a_browser_runs_the_first_notebook_on_loopback_with_a_secret_toke
     checkpoints = (ROOT / "notebooks" / ".ipynb_checkpoints").exists()
     server = start_lab(tmp_path / "lab")
     try:
-        listening = _listening(server.pid)
-        assert f"127.0.0.1:{server.port}" in listening
-        assert all(address.startswith("127.0.0.1:") for address in listening), listening
+        sockets = listening(server.pid)
+        assert ("127.0.0.1", server.port) in sockets
+        assert {address for address, _ in sockets} == {"127.0.0.1"}, sockets
 
         api = f"http://127.0.0.1:{server.port}/api/contents"
         assert requests.get(api, timeout=10, allow_redirects=False).status_code == 403
@@ -163,7 +158,7 @@ def test_lab_in_a_browser_runs_the_first_notebook_on_loopback_with_a_secret_toke
         (kernel,) = _kernels(server.pid)
         assert _argv(kernel)[0] == sys.executable  # the project's .venv interpreter
         assert _environ(kernel)["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
-        assert all(address.startswith("127.0.0.1:") for address in _listening(kernel))
+        assert {address for address, _ in listening(kernel)} <= {"127.0.0.1"}
         for pid in (server.pid, kernel):
             assert not any(server.token in arg for arg in _argv(pid))
             assert server.token not in "".join(_environ(pid).values())

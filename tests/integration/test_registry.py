@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import requests
+from support.sockets import listening
 
 from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.wire import MAGIC_BYTE, WireCodec, split_message
@@ -83,26 +84,15 @@ def messages() -> dict[str, bytes]:
     return {}
 
 
-def _listeners(pid: int) -> set[str]:
-    """``host:port`` of the TCP sockets ``pid`` listens on, from ``ss``."""
-    out = subprocess.run(
-        ["ss", "-H", "-l", "-t", "-n", "-p"], capture_output=True, text=True, check=True
-    ).stdout
-    return {line.split()[3] for line in out.splitlines() if f"pid={pid}," in line}
-
-
 def test_registry_runs_on_loopback_with_its_own_database(registry: LocalRegistry) -> None:
     """Running, listening on 127.0.0.1 only (REST and health ports), storage in its own PostgreSQL
     database owned by its own role; the role's password is in a 0600 file and nowhere in the
     command line or the log."""
     status = registry.status()
     assert status.running and status.pid is not None
-    listening = _listeners(status.pid)
-    ports = {registry.settings.port, registry.settings.management_port}
-    assert {addr.rsplit(":", 1)[1] for addr in listening} >= {str(p) for p in ports}
-    for addr in listening:
-        host = addr.rsplit(":", 1)[0]
-        assert host in ("127.0.0.1", "[::ffff:127.0.0.1]"), listening
+    sockets = listening(status.pid)
+    assert {port for _, port in sockets} >= {registry.settings.port, registry.settings.management_port}
+    assert {address for address, _ in sockets} == {"127.0.0.1"}, sockets
     assert status.data_dir.endswith(f"/{registry.settings.database}")
 
     password_file = registry.home / "db-password"

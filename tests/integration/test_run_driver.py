@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sockets import listening
 
 from helpers.isolation import isolated_folder, isolated_overrides
 from helpers.params import load_params
@@ -72,6 +73,11 @@ def test_kernels_one_after_another_run_in_the_run_s_driver_each_with_a_fresh_con
             done = _kernel(overrides, lent)
             assert done.returncode == 0, done.stderr[-3000:]
             seen.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            assert driver.pid is not None
+            # the kernel's context is still up: the JVM's Py4J gateway, RPC endpoint and block
+            # manager all listen, on loopback only
+            sockets = listening(driver.pid)
+            assert len(sockets) >= 3 and {address for address, _ in sockets} == {"127.0.0.1"}, sockets
             driver.release_context()
         jvm = driver.pid
         assert oct(driver.info.stat().st_mode & 0o777) == "0o600"  # its secret: this user only

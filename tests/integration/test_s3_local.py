@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.sockets import listening
 
 from helpers.bronze.events import event_from_json
 from helpers.bronze.read import read_bronze
@@ -131,9 +132,7 @@ def test_server_runs_on_loopback_with_private_keys(params: WorkbookParams) -> No
     server = LocalS3Server(params)
     status = server.status()
     assert status.running and status.port == params.local.s3.port
-    listening = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
-    mine = [line.split()[3] for line in listening.splitlines() if f"pid={status.pid}," in line]
-    assert mine == [f"127.0.0.1:{status.port}"] or mine == [f"[::ffff:127.0.0.1]:{status.port}"], mine
+    assert listening(status.pid) == {("127.0.0.1", status.port)}
     home = params.state_path / "s3"
     for name in ("keys.json", "s3proxy.properties"):
         assert stat.S_IMODE((home / name).stat().st_mode) == 0o600, name

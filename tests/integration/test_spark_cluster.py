@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sockets import listening
 
 from helpers.bronze.read import bronze_files, read_bronze_arrow
 from helpers.bronze.replay import replay_arrow
@@ -71,35 +72,12 @@ def test_the_cluster_runs_on_loopback_with_bounded_heaps(cluster_params: Workboo
         pid = read_pid(cluster_params.state_path / "spark" / f"{role}.pid")
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert b"-Xmx256m" in cmdline and b"127.0.0.1" in cmdline
-        listening = _listening(pid)
-        assert listening and all(host == "127.0.0.1" for host, _ in listening), listening
+        sockets = listening(pid)
+        assert sockets and {address for address, _ in sockets} == {"127.0.0.1"}, sockets
     state = json.loads(
         urllib.request.urlopen(f"http://127.0.0.1:{cluster_params.local.spark.web_port}/json").read()
     )
     assert [(w["state"], w["cores"], w["memory"]) for w in state["workers"]] == [("ALIVE", 4, 3072)]
-
-
-def _listening(pid: int) -> list[tuple[str, int]]:
-    """The TCP sockets process ``pid`` listens on, as (address, port) (``/proc/net/tcp6``, where
-    the JVM's IPv4-mapped sockets are)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    out = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            parts = line.split()
-            if parts[3] != "0A" or parts[9] not in inodes:  # 0A: LISTEN
-                continue
-            address, port = parts[1].split(":")
-            raw = bytes.fromhex(address)[-4:]
-            out.append((".".join(str(b) for b in reversed(raw)), int(port, 16)))
-    return out
 
 
 def _round(params: WorkbookParams, folder: Path) -> dict[str, Any]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sockets import listening
 
 from helpers.local.metastore import LocalMetastore
 from helpers.spark import HUDI_DATASOURCE_CLASS, hudi_datasource_available, jvm_class_available
@@ -18,12 +17,9 @@ pytestmark = pytest.mark.integration
 def test_the_driver_listens_on_loopback_only(spark: Any) -> None:
     """Every TCP socket the driver JVM listens on (Py4J gateway, RPC, block manager) is bound to
     127.0.0.1; there is at least the RPC endpoint and the block manager."""
-    pid = spark.sparkContext._gateway.proc.pid
-    out = subprocess.run(["ss", "-H", "-ltnp"], capture_output=True, text=True, check=True).stdout
-    listening = [line.split()[3] for line in out.splitlines() if f"pid={pid}," in line]
-    assert len(listening) >= 2, out
-    addresses = {re.sub(r":\d+$", "", a).strip("[]").removeprefix("::ffff:") for a in listening}
-    assert addresses == {"127.0.0.1"}, listening
+    sockets = listening(spark.sparkContext._gateway.proc.pid)
+    assert len(sockets) >= 2, sockets
+    assert {address for address, _ in sockets} == {"127.0.0.1"}, sockets
 
 
 def test_the_official_bundle_is_loaded_from_the_project_jars(spark: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import requests
+from support.sockets import listeners_on
 
 from helpers.errors import StackError
 from helpers.local.s3 import LocalS3Server
@@ -50,18 +51,6 @@ def running(stack_factory: Callable[..., Any]) -> Iterator[tuple[LocalStack, Wor
 
 def _pids(stack: LocalStack) -> dict[str, int | None]:
     return {s.server: s.pid for s in stack.status()}
-
-
-def _listeners(port: int) -> list[str]:
-    """Local addresses listening on ``port`` (IPv4 and IPv6) according to ``ss``."""
-    out = subprocess.run(["ss", "-H", "-l", "-t", "-n"], capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        local = line.split()[3]
-        address, _, p = local.rpartition(":")
-        if p == str(port):
-            found.append(address)
-    return found
 
 
 def _wait_stopped(stack: LocalStack, server: str) -> None:
@@ -121,12 +110,12 @@ def test_stack_start_and_status_include_the_s3_server(running: tuple[LocalStack,
 
 def test_servers_listen_only_on_loopback(running: tuple[LocalStack, WorkbookParams]) -> None:
     _, params = running
-    assert _listeners(params.local.postgres.port) == ["127.0.0.1"]
-    assert _listeners(params.local.mariadb.port) == ["127.0.0.1"]
+    assert listeners_on(params.local.postgres.port) == ["127.0.0.1"]
+    assert listeners_on(params.local.mariadb.port) == ["127.0.0.1"]
     # the Hive Metastore (Hive 3.1 alone would listen on every interface: helpers/local/hms) and Trino
-    assert _listeners(params.local.metastore.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
-    assert _listeners(params.local.trino.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
-    assert _listeners(params.local.s3.port) in (["127.0.0.1"], ["[::ffff:127.0.0.1]"])
+    assert listeners_on(params.local.metastore.port) == ["127.0.0.1"]
+    assert listeners_on(params.local.trino.port) == ["127.0.0.1"]
+    assert listeners_on(params.local.s3.port) == ["127.0.0.1"]
 
 
 def test_application_accounts(running: tuple[LocalStack, WorkbookParams], tmp_path: Path) -> None:
@@ -255,7 +244,7 @@ def test_stale_pid_files_are_handled(running: tuple[LocalStack, WorkbookParams])
     stop before it also stops the Trino the module's engine started."""
     stack, params = running
     stack.stop()
-    assert LocalTrino(params).pid() is None and _listeners(params.local.trino.port) == []
+    assert LocalTrino(params).pid() is None and listeners_on(params.local.trino.port) == []
     stack.paths.pg_pid.write_text(f"{_dead_pid()}\n{stack.paths.pg_data}\n")
     stack.paths.maria_pid.write_text(f"{os.getpid()}\n")  # alive, but not a MariaDB server
     assert [s.state for s in stack.status()] == ["stopped"] * 3  # (Trino, stopped too, is not listed)
@@ -327,7 +316,7 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
     assert trino.pid() == pid  # the first engine still uses it
     first.close()
     assert trino.pid() is None, "a dead process's claim kept Trino running"
-    assert _listeners(params.local.trino.port) == []
+    assert listeners_on(params.local.trino.port) == []
     assert [s.server for s in stack.status()] == ["postgres", "mariadb", "metastore"]
 
 
@@ -341,6 +330,6 @@ def test_stop(running: tuple[LocalStack, WorkbookParams]) -> None:
     assert [stopped[name].state for name in ("postgres", "mariadb", "metastore", "s3")] == ["stopped"] * 4
     assert not pid_alive(s3_pid)
     for port in (params.local.postgres.port, params.local.mariadb.port, params.local.metastore.port):
-        assert _listeners(port) == []
-    assert _listeners(params.local.trino.port) == [] and _listeners(params.local.s3.port) == []
+        assert listeners_on(port) == []
+    assert listeners_on(params.local.trino.port) == [] and listeners_on(params.local.s3.port) == []
     assert [s.state for s in stack.stop()] == ["stopped"] * 3  # stopping twice is fine
