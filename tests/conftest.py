@@ -43,7 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
 #: CI's 45-minute limit; ``vmstat`` showed the machine 97-99 % busy while both workers ran, then
 #: 64-73 % for the first worker's last 11 minutes alone (its summed durations 2,513 s against the
 #: second's 1,859 s). The self-contained cluster-on-S3 flow (209 s, a process of its own with its
-#: own servers) moved to the second worker.
+#: own servers) moved to the second worker: the next fresh-clone run took 2,669 s end to end
+#: (pytest 2,473 s; summed 2,455 s and 1,976 s), all 800 passed.
 SECOND_WORKER = (
     "tests/unit/",
     "tests/integration/test_cluster_s3.py",
