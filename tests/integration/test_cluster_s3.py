@@ -1,8 +1,8 @@
 """The default capture profile with its lake on the local S3 server and Silver on the local Spark
 cluster: the embedded connectors write Bronze to ``s3://`` (one PutObject per file), the cluster's
 executors read it through s3a and write Silver there (the tables that hold every column kind), and
-both equal the sources row by row. The
-flow runs in a process of its own (tests/support/embedded_s3_cluster_flow.py), the cluster's driver.
+both equal the sources row by row. The flow runs in a process of its own
+(tests/support/embedded_s3_cluster_flow.py), the cluster's driver.
 """
 
 from __future__ import annotations
