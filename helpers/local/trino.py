@@ -101,7 +101,7 @@ class LocalTrino(LocalServer):
             f"-Xmx{self.settings.heap}",
             "-XX:+UseG1GC",
             "-XX:+ExitOnOutOfMemoryError",
-            *self.params.local.jit_options,  # CI's quick: a start used 16-21 s of CPU, not 26-29
+            *self.settings.jit_options,  # local.trino.jit: C1 only by default (helpers.params)
             "-Djdk.attach.allowAttachSelf=true",
             "-Djava.net.preferIPv4Stack=true",
             # the node's settings, as Trino's launcher passes them (system properties)

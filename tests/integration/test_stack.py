@@ -305,7 +305,7 @@ def test_trino_runs_while_an_engine_uses_it(running: tuple[LocalStack, WorkbookP
     first = open_engine(params, progress=False)  # starts Trino beside the dead process's claim
     pid = trino.pid()
     assert pid is not None
-    assert b"-XX:TieredStopAtLevel=1" in Path(f"/proc/{pid}/cmdline").read_bytes()  # ci's local.jit: quick
+    assert b"-XX:TieredStopAtLevel=1" in Path(f"/proc/{pid}/cmdline").read_bytes()  # local.trino.jit: quick
     # its catalogs read the lake through the S3 server, with the server's keys in files of mode 0600
     catalog = params.state_path / "trino" / "etc" / "catalog" / "hudi.properties"
     assert "fs.native-s3.enabled=true" in catalog.read_text(encoding="utf-8")

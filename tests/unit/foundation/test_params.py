@@ -161,3 +161,17 @@ def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_p
         ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered' or 'quick'"
     ):
         load_params("ci", overrides={"local.jit": "fast"})
+
+
+def test_trino_has_a_jit_of_its_own_c1_only_unless_set() -> None:
+    """``local.trino.jit``: Trino runs a run's notebooks 05-06 on small data, so C1 only in every
+    overlay, whatever ``local.jit`` says; ``tiered`` when the user sets it."""
+    quick = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m")
+    for name in ("local", "local-kafka", "ci"):
+        assert load_params(name).local.trino.jit_options == quick
+    assert load_params("ci", overrides={"local.jit": "tiered"}).local.trino.jit_options == quick
+    tiered = load_params("local", overrides={"local.trino.jit": "tiered"})
+    assert tiered.local.trino.jit_options == ()
+    assert tiered.local.jit_options == ()
+    with pytest.raises(ParamsError, match=r"key 'local.trino.jit' in overrides: Input should be"):
+        load_params("local", overrides={"local.trino.jit": "c2"})
