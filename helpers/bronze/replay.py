@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from helpers.bronze.events import MARKER_OPS, UNAVAILABLE_VALUE, position_of
-from helpers.bronze.read import bronze_files, read_bronze, read_bronze_arrow
 from helpers.errors import BronzeError
 
-__all__ = ["replay", "replay_arrow", "replay_topic", "replay_topic_arrow"]
+__all__ = ["replay", "replay_arrow"]
 
 _PLACEHOLDERS = (UNAVAILABLE_VALUE, UNAVAILABLE_VALUE.encode())
 
@@ -38,11 +36,6 @@ def replay(events: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[st
             event = {c: before.get(c) if v in _PLACEHOLDERS else v for c, v in event.items()}
         latest[k] = event
     return [e for e in latest.values() if e.get("__deleted") != "true"]
-
-
-def replay_topic(bronze_root: str | Path, topic: str, key: Sequence[str]) -> list[dict[str, Any]]:
-    """:func:`replay` of every event of ``topic`` under ``bronze_root``."""
-    return replay(read_bronze(bronze_root, topic), key)
 
 
 _POSITION_COLUMNS = (
@@ -132,8 +125,3 @@ def redelivered(events: pa.Table, key: Sequence[str]) -> int:
     identity = [*names, *(k for k in key if k not in names)]
     distinct: int = events.select(identity).group_by(identity, use_threads=False).aggregate([]).num_rows
     return int(events.num_rows) - distinct
-
-
-def replay_topic_arrow(bronze_root: str | Path, topic: str, key: Sequence[str]) -> pa.Table:
-    """:func:`replay_arrow` of every event of ``topic`` under ``bronze_root``."""
-    return replay_arrow(read_bronze_arrow(bronze_files(bronze_root, topic)), key)

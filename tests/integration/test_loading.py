@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from helpers.checks.at_position import source_snapshot, source_table
@@ -359,3 +360,17 @@ def test_source_table_reads_mariadb_tables_as_the_consistent_snapshot_does(
     narrow = source_table(params, "ecomm", "listing")[0]
     assert narrow.schema.field("priceperticket").type == pa.decimal128(8, 2)
     assert narrow.num_rows == expected_row_counts(params.tickit.scale)["listing"]
+    # key_from: the rows from a key on, filtered by MariaDB on connectorx's path, here on PyMySQL's
+    sale = source_table(params, "ecomm", "sale")[0]
+    middle = sorted(sale.column("salesid").to_pylist())[sale.num_rows // 2]
+    caplog.clear()
+    upper = source_table(params, "ecomm", "sale", key_from=("salesid", middle))[0]
+    assert [r.getMessage() for r in caplog.records] == []  # connectorx read it
+    assert upper.schema == sale.schema
+    assert upper.sort_by("salesid").equals(
+        sale.filter(pc.greater_equal(sale.column("salesid"), middle)).sort_by("salesid")
+    )
+    assert upper.num_rows == sale.num_rows - sale.num_rows // 2
+    assert source_table(params, "ecomm", "sale", key_from=("salesid", 10**12))[0].num_rows == 0
+    probe = source_table(params, "ecomm", "read_probe", key_from=("id", 2))[0]
+    assert probe.column("id").to_pylist() == [2, 3]

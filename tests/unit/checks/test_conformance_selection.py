@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from helpers.bronze.events import TRUNCATE_OP, BronzeEvent, event_from_json, marker_event
+from helpers.bronze.events import TRUNCATE_OP, UNAVAILABLE_VALUE, BronzeEvent, event_from_json, marker_event
+from helpers.bronze.replay import replay_arrow
 from helpers.bronze.writer import BronzeWriter
 from helpers.checks.conformance import SCENARIOS, run_scenarios, scenario_groups, short_set
 from helpers.checks.conformance.drivers import check_tombstones
@@ -112,6 +115,51 @@ def test_the_sale_variants_are_slices_above_every_tickit_key() -> None:
     assert in_slice(rows, SALE).column("qtysold").to_pylist() == [3, 4, 5]  # a keyless marker stays
     category = pa.table({"catid": [1, 2]})
     assert in_slice(category, CATEGORY) is category
+    markers_only = pa.table({"__op": ["t"]})  # no event with a key yet: nothing to cut
+    assert in_slice(markers_only, SALE) is markers_only
+
+
+def test_the_slice_s_events_replay_to_the_slice_of_the_whole_replay() -> None:
+    """``bronze_differences`` cuts Bronze to the slice before replaying it: a key's replay needs only
+    its own events and the keyless TRUNCATE markers, so the slice's replay is the same rows as the
+    whole topic's replay cut afterwards, with updates, deletes, a re-insert, a TOAST placeholder
+    and a marker, on keys both sides of the slice, in shuffled order."""
+    low, high = 7, SLICE_FROM[SALE]
+
+    def event(key: int | None, op: str, pos: int, qty: Any = 1) -> dict[str, Any]:
+        return {
+            "salesid": key,
+            "qtysold": qty,
+            "__op": op,
+            "__deleted": "true" if op == "d" else ("false" if key is not None else None),
+            "__file": "bin.000003",
+            "__pos": pos,
+            "__row": 0,
+        }
+
+    events = [
+        event(low, "c", 10),
+        event(high, "c", 11),
+        event(high + 1, "c", 12),
+        event(None, "t", 20),  # TRUNCATE: everything before it is gone, on both sides
+        event(low, "c", 30),
+        event(high, "c", 31, 5),
+        event(high, "u", 32, UNAVAILABLE_VALUE),  # a placeholder: keeps qtysold 5
+        event(high + 2, "c", 33),
+        event(high + 2, "d", 34),
+        event(high + 3, "c", 35),
+        event(high + 3, "d", 36),
+        event(high + 3, "c", 37, 9),  # re-inserted
+        event(low + 1, "u", 38),
+    ]
+    random.Random(5).shuffle(events)
+    # one type per column, as a Bronze file holds it (the placeholder is text in the event)
+    table = pa.Table.from_pylist([{**e, "qtysold": str(e["qtysold"])} for e in events])
+    whole = in_slice(replay_arrow(table, SALE.key), SALE).sort_by("salesid")
+    cut = replay_arrow(in_slice(table, SALE), SALE.key).sort_by("salesid")
+    assert cut.equals(whole)
+    assert cut.column("salesid").to_pylist() == [high, high + 3]
+    assert cut.column("qtysold").to_pylist() == ["5", "9"]
 
 
 def test_a_topic_capture_has_not_written_yet_is_a_difference_to_wait_on(tmp_path: Path) -> None:
