@@ -26,12 +26,14 @@ from helpers.checks.at_position import SourceSnapshot, caught_up, silver_rows, s
 from helpers.checks.compare import compare_rows
 from helpers.checks.digests import TableSide, canonical_records, compare_sides, side_from_arrow
 from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command, selected_tables
+from helpers.environments import implementations
 from helpers.errors import ReconcileError, WaitTimeoutError
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_table
+from helpers.silver.job import SilverJob
 
-__all__ = ["describe_differences", "reconcile"]
+__all__ = ["describe_differences", "nothing_ingests", "reconcile"]
 
 
 def reconcile(
@@ -53,7 +55,8 @@ def reconcile(
     rows) and compared; when it differs, the function waits up to ``wait_s`` until Silver has
     everything up to the position (the highest position among Silver's rows reaches it, or
     capture's stored offset / slot reaches it and Silver has taken every Bronze file), ingesting
-    on the way when ``ingest``, then compares again.
+    on the way when ``ingest``, then compares again. It does not wait when nothing would ingest
+    (:func:`nothing_ingests`: the continuous job is down), and its note says so.
 
     Args:
         params: workbook parameters of the sources (local stack).
@@ -83,6 +86,7 @@ def reconcile(
     if record is None:
         record = silver_params is None
     silver_params = silver_params or params
+    idle = nothing_ingests(params, silver_params, ingest=ingest)
     tables = selected_tables(silver_params, names, "reconcile")
     by_source: dict[str, list[SilverTableParams]] = {}
     for table in tables:
@@ -98,13 +102,28 @@ def reconcile(
         for table in group:
             results.append(
                 _reconcile_table(
-                    params, silver_params, table, snap, deadline, ingest, poll_s, max_keys, read_s
+                    params, silver_params, table, snap, deadline, ingest, poll_s, max_keys, read_s, idle
                 )
             )
     frame = pd.DataFrame(results)
     if record and len(frame):
         record_checks(params, _as_checks(frame))
     return frame
+
+
+def nothing_ingests(params: WorkbookParams, silver_params: WorkbookParams, *, ingest: bool) -> str | None:
+    """Why waiting for Silver cannot help, or None: the workbook's own local Silver, not ingested
+    by the call, while the continuous Silver job (the one writer that would take the new Bronze
+    files) is not running, as after ``./workbook stack stop``. Then :func:`reconcile` does not
+    wait and says so, where it used to wait ``wait_s`` per source system for nothing."""
+    if ingest or not implementations(params).local_servers:
+        return None
+    if silver_params.lake.silver != params.lake.silver or SilverJob(params).pid() is not None:
+        return None
+    return (
+        "the continuous Silver job is not running, so nothing ingests them: start it as notebook 03 "
+        "does (silver.start_continuous()), or reconcile with ingest=True"
+    )
 
 
 def _as_checks(frame: pd.DataFrame) -> pd.DataFrame:
@@ -184,6 +203,7 @@ def _reconcile_table(
     poll_s: float,
     max_keys: int,
     read_s: float,
+    idle: str | None,
 ) -> dict[str, Any]:
     started = time.monotonic()
     rows = snap.tables[table.table]
@@ -223,7 +243,9 @@ def _reconcile_table(
     reached, note = (
         (True, "equal") if result["equal"] else caught_up(params, silver_params, table, snap.position)
     )
-    if not result["equal"] and not reached:
+    if not result["equal"] and not reached and idle is not None:
+        note = f"not caught up: {note}; {idle}"
+    elif not result["equal"] and not reached:
         left = deadline - time.monotonic()
         if left > 0:
             last = [note]

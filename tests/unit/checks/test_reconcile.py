@@ -327,3 +327,35 @@ def test_bucket_digests_agree_across_types_order_and_batches_and_name_a_changed_
     missing = bucket_digests(_silver_table(rows[:1] + rows[2:]), COLUMNS, KEY, json_columns)
     assert batches.differing(missing) == [bucket_of_2] and missing.rows == 2
     assert bucket_digests(_silver_table(rows[1:2]), COLUMNS, KEY, json_columns).merged(missing) == silver
+
+
+def test_reconcile_waits_only_when_something_ingests(tmp_path: Path) -> None:
+    """Waiting for Silver to reach the source position helps only if something ingests: the call
+    itself (``ingest``), or, for the workbook's own Silver, the continuous job. With the job down
+    (no live pid, as after ``./workbook stack stop``) the reason is named and nothing is waited
+    for; a job whose pid lives, a call that ingests, or Silver under another root (the job does not
+    write there) keep the bounded wait."""
+    import subprocess
+    import sys
+
+    from helpers.checks.reconcile import nothing_ingests
+    from helpers.params import load_params
+    from helpers.silver.job import SilverJob
+
+    params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.silver": str(tmp_path / "silver")})
+    why = nothing_ingests(params, params, ingest=False)
+    assert why is not None and "continuous Silver job is not running" in why
+    assert "silver.start_continuous()" in why
+    assert nothing_ingests(params, params, ingest=True) is None
+    other = params.model_copy(update={"lake": params.lake.model_copy(update={"silver": str(tmp_path / "x")})})
+    assert nothing_ingests(params, other, ingest=False) is None
+    job = SilverJob(params)
+    job.directory.mkdir(parents=True)
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (job.directory / job.pid_name).write_text(str(alive.pid))
+        assert nothing_ingests(params, params, ingest=False) is None
+    finally:
+        alive.kill()
+        alive.wait()
+    assert nothing_ingests(params, params, ingest=False) is not None  # its pid is gone again
