@@ -1,10 +1,12 @@
-"""Reconciliation checksums and retention offsets, without servers (``helpers.checks.digests``,
-``helpers.checks.retention``)."""
+"""Reconciliation checksums, when it waits, and retention offsets, without servers
+(``helpers.checks.digests``, ``helpers.checks.reconcile``, ``helpers.checks.retention``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import struct
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,8 +23,10 @@ from helpers.checks.digests import (
     side_from_arrow,
     side_from_rows,
 )
-from helpers.checks.reconcile import describe_differences
+from helpers.checks.reconcile import describe_differences, nothing_ingests
 from helpers.errors import RetentionError
+from helpers.params import load_params
+from helpers.silver.job import SilverJob
 from helpers.sources.positions import SourcePosition, format_lsn, parse_lsn
 
 COLUMNS = ["salesid", "pricepaid", "saletime", "caldate", "note", "doc"]
@@ -335,13 +339,6 @@ def test_reconcile_waits_only_when_something_ingests(tmp_path: Path) -> None:
     (no live pid, as after ``./workbook stack stop``) the reason is named and nothing is waited
     for; a job whose pid lives, a call that ingests, or Silver under another root (the job does not
     write there) keep the bounded wait."""
-    import subprocess
-    import sys
-
-    from helpers.checks.reconcile import nothing_ingests
-    from helpers.params import load_params
-    from helpers.silver.job import SilverJob
-
     params = load_params("ci", {"state_dir": str(tmp_path / "st"), "lake.silver": str(tmp_path / "silver")})
     why = nothing_ingests(params, params, ingest=False)
     assert why is not None and "continuous Silver job is not running" in why
