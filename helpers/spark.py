@@ -59,6 +59,14 @@ HUDI_DATASOURCE_CLASS = "org.apache.hudi.DefaultSource"
 
 LOOPBACK = "127.0.0.1"
 
+#: JVM options of every driver and executor, local or on a cluster: UTC and IPv4, and no attach of
+#: HotSpot's Serviceability Agent by JOL, the object-layout library Hudi shades to size the records
+#: of a merge (``ExternalSpillableMap``). Without the flag, a JVM's first merge starts a second JVM
+#: that tries to attach to it (refused here, where ``ptrace`` is not allowed; where it is allowed, it
+#: stops the JVM while attached), and JOL then guesses the layout as it does with the flag: 2.1-2.7 s
+#: once per JVM on this machine (bench/README.md, "JOL's attach at a JVM's first merge").
+COMMON_JVM = ("-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true", "-Djol.skipHotspotSAAttach=true")
+
 #: Settings applied to every session (``spark.conf`` of the parameters and the caller's ``conf``
 #: win). Sized for 2 cores / 24 GiB.
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
@@ -74,8 +82,8 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": LOOPBACK,
     "spark.driver.host": LOOPBACK,
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
-    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC -Djava.net.preferIPv4Stack=true",
+    "spark.driver.extraJavaOptions": " ".join(COMMON_JVM),
+    "spark.executor.extraJavaOptions": " ".join(COMMON_JVM),
     # the official Hudi datasource: Kryo with Hudi's registrar, its SQL extension and catalog
     "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
     "spark.kryo.registrator": "org.apache.spark.HoodieSparkKryoRegistrar",
@@ -103,7 +111,7 @@ def local_driver_options(params: WorkbookParams) -> tuple[str, ...]:
 _QUIET_LOG_LEVEL = "ERROR"
 
 #: Where a local driver JVM's own output goes, under the state directory: log4j's console lines,
-#: Hadoop's ``NativeCodeLoader`` and JOL's ``Serviceability Agent`` warnings at start-up. They
+#: Hadoop's ``NativeCodeLoader`` warning at start-up and JOL's at the first merge (:data:`COMMON_JVM`). They
 #: used to land on the console between the workbook's progress bars; errors still reach Python
 #: (py4j carries the Java exception), and a JVM that fails to start is reported with this file.
 DRIVER_LOG = Path("logs") / "spark-driver.log"

@@ -63,18 +63,20 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
 @pytest.mark.usefixtures("jars_in_place")
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
     """Local mode: the driver (its own executor) runs the serial collector without the
-    performance-data file, after the UTC and IPv4 options, and the C1 compiler only when
-    ``local.jit`` is ``quick`` (the ci overlay); with spark.master empty (EMR, spark-submit) the
-    cluster's collector and JIT are left alone."""
+    performance-data file, after the UTC, IPv4 and JOL options (executors get those three too),
+    and the C1 compiler only when ``local.jit`` is ``quick`` (the ci overlay); with spark.master
+    empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
     local = spark_conf(load_params("local", overrides={"spark.catalog": "none"}))
     options = local["spark.driver.extraJavaOptions"].split()
     assert options == [
         "-Duser.timezone=UTC",
         "-Djava.net.preferIPv4Stack=true",
+        "-Djol.skipHotspotSAAttach=true",
         "-XX:+UseSerialGC",
         "-XX:-UsePerfData",
     ]
     assert "-XX:" not in local["spark.executor.extraJavaOptions"]
+    assert "-Djol.skipHotspotSAAttach=true" in local["spark.executor.extraJavaOptions"].split()
     ci = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
     quick = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m"]
     assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick]
