@@ -19,17 +19,24 @@ workbook writes ``sale`` and ``sale_mor`` with (:func:`helpers.silver.tables.sil
 bloom index, no partitions, the CoW table's CDC log, table version 6), ordered by ``saletime``,
 on a table laid out in file groups of ``silver.file_group_rows`` as a first load lays it out; each
 row changes one thing against that baseline, measured in the same run. ``--no-options`` skips it.
+
+Between the two, where one Hudi CoW upsert and one Iceberg copy-on-write ``MERGE INTO`` spend
+their time, stage by stage, from Spark's own task metrics (:func:`stages_table`): the measured
+limit the issue asks for where the goal is not reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,11 +117,21 @@ def settle() -> None:
     time.sleep(SETTLE_SECONDS)
 
 
-def _session(work: Path) -> Any:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _session(work: Path, ui_port: int) -> Any:
+    """The benchmark's session; its monitoring API (``/api/v1``, Spark's own task metrics per stage)
+    on ``ui_port``, bound to 127.0.0.1 like the rest of the driver."""
     from helpers.spark import build_spark_session
 
     params = load_params("local", overrides={"spark.catalog": "none"})
     conf = {
+        "spark.ui.enabled": "true",
+        "spark.ui.port": str(ui_port),
         "spark.sql.extensions": (
             "org.apache.spark.sql.hudi.HoodieSparkSessionExtension,"
             "io.delta.sql.DeltaSparkSessionExtension,"
@@ -242,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.hudi.api import write_hudi
 
     work = Path(tempfile.mkdtemp(prefix="bench_upsert_", dir="/tmp"))
-    spark = _session(work)
+    ui_port = _free_port()
+    spark = _session(work, ui_port)
     base = sale_table(SALE_ROWS)
     changes = changed_rows(base, 0.10)
     base_df = _frame(spark, base, work / "in" / "base")
@@ -364,6 +382,14 @@ def main(argv: list[str] | None = None) -> int:
         f"(goal >= 1.0x: {'met' if cow_ratio >= 1.0 else 'NOT met'}); "
         f"Hudi MoR vs the faster peer (merge-on-read kind): {peers_mor / results['Hudi MoR upsert']:.2f}x"
     )
+    stages_table(
+        spark,
+        ui_port,
+        {
+            "Hudi CoW upsert": (copy_of(seeds["hudi_COPY_ON_WRITE"]), hudi("COPY_ON_WRITE")),
+            "Iceberg MERGE INTO (copy-on-write)": (iceberg_table("copy-on-write"), iceberg),
+        },
+    )
     if not args.no_options:
         options_table(base_df, changes_df, work, run, hudi_rows, n)
     spark.stop()
@@ -372,6 +398,89 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _api(port: int, app: str, path: str) -> Any:
+    url = f"http://127.0.0.1:{port}/api/v1/applications/{app}/{path}"
+    with urllib.request.urlopen(url) as response:  # noqa: S310 - the session's own loopback API
+        return json.loads(response.read())
+
+
+def stages_table(
+    spark: Any, ui_port: int, cases: dict[str, tuple[Callable[[str], str], Callable[[str], Any]]]
+) -> None:
+    """Where one upsert's time goes, stage by stage, from Spark's own task metrics (the driver's
+    monitoring API): one more run of each case, untimed by the medians, its jobs in a job group of
+    their own. Per stage: its name (Hudi names its stages after its steps), tasks, wall time from
+    submission to completion, and the tasks' summed run, CPU and garbage-collection time, with
+    the records and shuffle bytes it moved. The time outside any stage is the driver's own."""
+    app = spark.sparkContext.applicationId
+    for i, (label, (prepare, action)) in enumerate(cases.items()):
+        target = prepare(f"stages_{i}")
+        group = f"bench-stages-{i}"
+        settle()
+        # the group alone, not a description: stages keep the names their engine gives them
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", group)
+        spark.sparkContext.setLocalProperty("spark.job.description", None)  # Hudi's last one stays
+        started = time.perf_counter()
+        action(target)
+        wall = time.perf_counter() - started
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        jobs = _finished_jobs(ui_port, app, group)
+        stage_ids = sorted({sid for j in jobs for sid in j["stageIds"]})
+        stages = [s for s in _api(ui_port, app, "stages") if s["stageId"] in stage_ids]
+        stages = [s for s in stages if s["status"] == "COMPLETE"]  # skipped stages did no work
+        print(f"\n# Where one {label} goes, stage by stage ({len(jobs)} Spark jobs, {wall:.2f} s in all)")
+        print(
+            "| stage | name | tasks | wall s | run s | CPU s | GC s | records in | records out "
+            "| shuffle read MB | shuffle write MB |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        in_stages = 0.0
+        for st in sorted(stages, key=lambda x: x["stageId"]):
+            seconds = _stage_seconds(st)
+            in_stages += seconds
+            print(
+                f"| {st['stageId']} | {_stage_name(st)[:70]} "
+                f"| {st['numCompleteTasks']} | {seconds:.2f} "
+                f"| {st['executorRunTime'] / 1000:.2f} | {st['executorCpuTime'] / 1e9:.2f} "
+                f"| {st.get('jvmGcTime', 0) / 1000:.2f} "
+                f"| {st['inputRecords'] + st['shuffleReadRecords']:,} "
+                f"| {st['outputRecords'] + st['shuffleWriteRecords']:,} "
+                f"| {st['shuffleReadBytes'] / 2**20:.1f} | {st['shuffleWriteBytes'] / 2**20:.1f} |"
+            )
+        print(
+            f"stages' wall time summed {in_stages:.2f} s of {wall:.2f} s "
+            "(stages may overlap; the rest is the driver's own)"
+        )
+
+
+def _stage_name(stage: dict[str, Any]) -> str:
+    """The engine's description of the stage's step (Hudi's ``module:activity``), else Spark's name
+    (the call site)."""
+    description = str(stage.get("description") or "")
+    return description if description.strip(": ") else str(stage["name"])
+
+
+def _finished_jobs(ui_port: int, app: str, group: str, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """The jobs of ``group`` once the status store has seen each of them end (it learns of a job's
+    end from Spark's listener bus, a little after the action returned)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        jobs = [j for j in _api(ui_port, app, "jobs") if j.get("jobGroup") == group]
+        if all(j["status"] != "RUNNING" for j in jobs) or time.monotonic() > deadline:
+            return jobs
+        time.sleep(0.2)
+
+
+def _stage_seconds(stage: dict[str, Any]) -> float:
+    """A stage's wall time from its submission to its completion (the API's GMT timestamps)."""
+    from datetime import datetime
+
+    def at(text: str) -> datetime:
+        return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+
+    return (at(stage["completionTime"]) - at(stage["submissionTime"])).total_seconds()
 
 
 def options_table(
