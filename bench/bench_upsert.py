@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -47,6 +46,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from helpers.params import load_params  # noqa: E402
+from helpers.proc import free_port  # noqa: E402
 
 SALE_ROWS = 172_456
 SEED = 20080101
@@ -115,12 +115,6 @@ def settle() -> None:
     gc.collect()
     os.sync()
     time.sleep(SETTLE_SECONDS)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _session(work: Path, ui_port: int) -> Any:
@@ -259,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     from helpers.hudi.api import write_hudi
 
     work = Path(tempfile.mkdtemp(prefix="bench_upsert_", dir="/tmp"))
-    ui_port = _free_port()
+    ui_port = free_port()
     spark = _session(work, ui_port)
     base = sale_table(SALE_ROWS)
     changes = changed_rows(base, 0.10)
@@ -464,12 +458,18 @@ def _stage_name(stage: dict[str, Any]) -> str:
 
 def _finished_jobs(ui_port: int, app: str, group: str, timeout_s: float = 30.0) -> list[dict[str, Any]]:
     """The jobs of ``group`` once the status store has seen each of them end (it learns of a job's
-    end from Spark's listener bus, a little after the action returned)."""
+    end from Spark's listener bus, a little after the action returned); a TimeoutError when one
+    still runs after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         jobs = [j for j in _api(ui_port, app, "jobs") if j.get("jobGroup") == group]
-        if all(j["status"] != "RUNNING" for j in jobs) or time.monotonic() > deadline:
+        if all(j["status"] != "RUNNING" for j in jobs):
             return jobs
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"Spark's status store still shows jobs of group {group} running {timeout_s:.0f} s after "
+                "the action returned; no stage table printed from partial metrics"
+            )
         time.sleep(0.2)
 
 

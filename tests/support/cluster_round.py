@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import json
 import resource
-import socket
 import sys
 import urllib.request
 
 from helpers.params import WorkbookParams
+from helpers.proc import free_port
 from helpers.silver.ingest import ingest_table
 from helpers.spark import build_spark_session
 
 
 def main(path: str) -> int:
     params = WorkbookParams.model_validate(json.loads(open(path).read()))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        ui_port = sock.getsockname()[1]
+    ui_port = free_port()
     spark = build_spark_session(
         params,
         app_name="workbook-cluster-test",
