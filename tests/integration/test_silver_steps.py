@@ -9,6 +9,7 @@ Bronze file and row); expected values are stated per test.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,42 @@ def test_states_round_trip_and_only_the_named_one_stays(spark: Any, tmp_path: Pa
     empty = next_tombstones(_frame(spark, [(7, "f1.00002", None, None, False)]), back, config, 2.0, 60)
     assert write_tombstones(empty, config.base_path) == ("", None)
     assert sorted(p.name for p in folder.iterdir()) == [new]
+
+
+def _jobs_of(spark: Any, group: str, action: Any) -> tuple[Any, int]:
+    """What ``action`` returns, and how many Spark jobs it ran (its own job group)."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        out = action()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return out, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_state_is_listed_once_per_session(spark: Any, tmp_path: Path) -> None:
+    """States never change once written, so a session reads each one's folder and Parquet schema
+    once (a Spark job) and reuses the frame in later rounds; a state it wrote itself needs no
+    read at all. The rows stay the state's."""
+    config = _config(tmp_path)
+    stones = next_tombstones(_frame(spark, [(7, "f1.00001", None, None, True)]), None, config, 1.0, 60)
+    name, _ = write_tombstones(stones, config.base_path)
+    folder = Path(tombstone_folder(config.base_path))
+    shutil.copytree(folder / name, folder / "tombstones-copied")  # as another process would find it
+    first, jobs = _jobs_of(
+        spark, "stones-first", lambda: read_tombstones(spark, config.base_path, "tombstones-copied", config)
+    )
+    assert jobs >= 1  # the listing and the schema
+    again, jobs = _jobs_of(
+        spark, "stones-again", lambda: read_tombstones(spark, config.base_path, "tombstones-copied", config)
+    )
+    assert again is first and jobs == 0
+    written, jobs = _jobs_of(
+        spark, "stones-written", lambda: read_tombstones(spark, config.base_path, name, config)
+    )
+    assert jobs == 0
+    assert (
+        [tuple(r) for r in written.collect()]
+        == [tuple(r) for r in again.collect()]
+        == [("7", "f1.00001", 1.0)]
+    )
