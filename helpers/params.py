@@ -511,12 +511,17 @@ class SilverParams(_Strict):
     #: streamer (Hudi's HoodieStreamer 0.14.0 on Spark 3.4, the original design's DeltaStreamer)
     engine: Literal["pyspark", "streamer"] = "pyspark"
     streamer: StreamerParams = StreamerParams()
+    #: the continuous job: look for new Bronze files this often (S3 gives no notice; a file landing
+    #: in a local Bronze folder wakes the job sooner, :mod:`helpers.bronze.watch`)
     min_interval_s: Annotated[float, Field(gt=0, le=3600)] = 0.5
     #: the continuous job, once no new Bronze file came for ``idle_after_s``: a round every
     #: ``idle_interval_s`` instead (each round lists every table's Bronze, timeline and quarantine:
     #: CPU locally, paid LIST requests on S3); the first new file brings ``min_interval_s`` back
     idle_after_s: Annotated[float, Field(ge=0, le=86_400)] = 60.0
     idle_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    #: the continuous job: a Bronze file landing in a local Bronze folder starts its next round at
+    #: once (:mod:`helpers.bronze.watch`); false: the pauses above alone (S3 has no notices anyway)
+    watch_bronze: bool = True
     #: the continuous job's Spark driver memory (its rounds are small: at most
     #: ``max_files_per_round`` files per table); notebooks use ``spark.driver_memory``
     job_driver_memory: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "1536m"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from helpers.bronze.watch import BronzeWatch
 from helpers.errors import WorkbookError
 from helpers.params import SilverParams, WorkbookParams
 from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
@@ -114,7 +115,27 @@ def run(directory: Path) -> int:
     store = bronze_store(params)
     status["state"] = "RUNNING"
     last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
+    with BronzeWatch(store.root, enabled=params.silver.watch_bronze) as watch:
+        _loop(params, directory, spark, store, status, stopping, watch, last_taken)
+    status["state"] = "STOPPED"
+    write_status(directory, status)
+    return 0
+
+
+def _loop(
+    params: WorkbookParams,
+    directory: Path,
+    spark: Any,
+    store: Any,
+    status: dict[str, Any],
+    stopping: Any,
+    watch: BronzeWatch,
+    last_taken: float,
+) -> None:
+    """Rounds until stopped; between two rounds the pause of :func:`round_interval`, cut short by
+    a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`)."""
     while not stopping.is_set():
+        watch.start()  # a no-op once watching; the folder may appear after the job starts
         started = time.monotonic()
         result = None
         try:
@@ -137,11 +158,9 @@ def run(directory: Path) -> int:
             last_taken = time.monotonic()
         interval = round_interval(params.silver, time.monotonic() - last_taken)
         status["interval_s"] = interval
+        status["watching"] = watch.active
         write_status(directory, status)
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
-    status["state"] = "STOPPED"
-    write_status(directory, status)
-    return 0
+        watch.wait(interval - (time.monotonic() - started), stop=stopping)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -285,7 +285,10 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     interrupted commit is rolled back and its Bronze files taken again). The kill is sent the
     moment a Copy-on-Write commit of ``category`` is in flight, and that is checked. The job has a
     Silver root and state folder of its own with ``category`` only (test_faults.py kills a
-    Merge-on-Read delta commit the same way), so the shared pipeline's Silver stays as it was."""
+    Merge-on-Read delta commit the same way), so the shared pipeline's Silver stays as it was.
+
+    Its pause between rounds is 90 s, longer than the wait for the burst's commit: only the
+    landing of the burst's Bronze files wakes it in time (:mod:`helpers.bronze.watch`)."""
     from helpers.checks.parity import silver_vs_source
     from helpers.hudi.timeline import pending_instants
     from helpers.silver.job import SilverJob
@@ -293,18 +296,20 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     from helpers.sources.edge_cases.catalogue import apply_edge_case
 
     base = capture.stack.params
-    params, job_params = own_job_params(base, "category", tmp_path)
+    pause = {"min_interval_s": 90.0, "idle_interval_s": 90.0}
+    params, job_params = own_job_params(base, "category", tmp_path, **pause)
     job = SilverJob(job_params)
     job.start()
     try:
         wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
+        assert job.status().get("watching") is True, job.status()
         path = table_config(params, params.silver.tables[0]).base_path
         writer = threading.Thread(target=lambda: [apply_edge_case(base, "burst_postgres") for _ in range(5)])
         writer.start()
         wait_until(
             lambda: pending_instants(path),
             timeout_s=60,
-            what="a category commit in flight",
+            what="a category commit in flight (woken by the burst's Bronze files, not the 90 s pause)",
             interval_s=0.001,
             max_interval_s=0.001,  # an instant is pending for a moment only
         )
