@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from helpers.bronze.store import BronzeStore
 from helpers.bronze.watch import BronzeWatch
 from helpers.errors import WorkbookError
 from helpers.params import SilverParams, WorkbookParams
@@ -114,9 +115,8 @@ def run(directory: Path) -> int:
     )
     store = bronze_store(params)
     status["state"] = "RUNNING"
-    last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
     with BronzeWatch(store.root, enabled=params.silver.watch_bronze) as watch:
-        _loop(params, directory, spark, store, status, stopping, watch, last_taken)
+        _loop(params, directory, spark, store, status, stopping, watch)
     status["state"] = "STOPPED"
     write_status(directory, status)
     return 0
@@ -126,14 +126,14 @@ def _loop(
     params: WorkbookParams,
     directory: Path,
     spark: Any,
-    store: Any,
+    store: BronzeStore,
     status: dict[str, Any],
     stopping: Any,
     watch: BronzeWatch,
-    last_taken: float,
 ) -> None:
     """Rounds until stopped; between two rounds the pause of :func:`round_interval`, cut short by
     a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`)."""
+    last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
     while not stopping.is_set():
         watch.start()  # a no-op once watching; the folder may appear after the job starts
         started = time.monotonic()

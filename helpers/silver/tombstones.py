@@ -9,10 +9,9 @@ commit metadata; all of it runs on the executors (joins with the round's events)
 
 from __future__ import annotations
 
+import functools
 import shutil
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,34 +49,13 @@ def tombstone_folder(base_path: str) -> str:
     return join(parent, ".workbook", "tombstones", name)
 
 
-class _StateFrames:
-    """The states read in this process, by Spark application and location: a state is never
-    changed once written (each write is a new folder, :func:`write_tombstones`), so the
-    continuous job's rounds reuse its frame instead of listing the folder and inferring its
-    Parquet schema again (a Spark job each time). Bounded, least recently used first."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.frames: OrderedDict[tuple[str, str], DataFrame] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> DataFrame | None:
-        with self.lock:
-            frame = self.frames.get(key)
-            if frame is not None:
-                self.frames.move_to_end(key)
-            return frame
-
-    def put(self, key: tuple[str, str], frame: DataFrame) -> DataFrame:
-        with self.lock:
-            self.frames[key] = frame
-            self.frames.move_to_end(key)
-            while len(self.frames) > self.capacity:
-                self.frames.popitem(last=False)
-            return frame
-
-
-_STATES = _StateFrames(capacity=64)
+@functools.lru_cache(maxsize=64)
+def _state_frame(spark: SparkSession, location: str) -> DataFrame:
+    """A state's frame, read once per session and location: a state is never changed once written
+    (each write is a new folder, :func:`write_tombstones`, which reads it back through here), so
+    the continuous job's rounds reuse it instead of listing the folder and inferring its Parquet
+    schema again (a Spark job each time). A failed read is not kept."""
+    return spark.read.parquet(location)
 
 
 def read_tombstones(
@@ -85,7 +63,7 @@ def read_tombstones(
 ) -> DataFrame | None:
     """The tombstones of a state (``""``: none), lazily: ``_hoodie_record_key``, the ordering
     field, ``_deleted_at`` (epoch s). A state read (or written) before by this process's session
-    is not listed again (:class:`_StateFrames`).
+    is not listed again (:func:`_state_frame`).
 
     Raises:
         HudiError: when a named state is missing or unreadable (the table's state is damaged).
@@ -93,12 +71,8 @@ def read_tombstones(
     if not name:
         return None
     location = join(tombstone_folder(base_path), name)
-    key = (spark.sparkContext.applicationId, location)
-    known = _STATES.get(key)
-    if known is not None:
-        return known
     try:
-        return _STATES.put(key, spark.read.parquet(location))
+        return _state_frame(spark, location)
     except Exception as exc:  # noqa: BLE001 - Py4J errors
         cause = str(exc).splitlines()[0][:500]
         raise HudiError(
@@ -187,13 +161,11 @@ def write_tombstones(state: DataFrame, base_path: str) -> tuple[str, float | Non
     name = f"{_PREFIX}{uuid.uuid4().hex}"
     location = join(tombstone_folder(base_path), name)
     state.coalesce(1).write.mode("errorifexists").parquet(location)
-    spark = state.sparkSession
-    written = spark.read.parquet(location)
+    written = _state_frame(state.sparkSession, location)  # the next round's read of it
     summary = written.agg(F.count(F.lit(1)).alias("n"), F.min(DELETED_AT).alias("oldest")).collect()[0]
     if not summary["n"]:
         _remove_state(base_path, name)
         return "", None
-    _STATES.put((spark.sparkContext.applicationId, location), written)  # the next round reads it
     return name, float(summary["oldest"])
 
 
