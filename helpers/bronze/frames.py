@@ -61,24 +61,58 @@ class _LayoutCache:
     """Layouts already worked out, by file identity (location, size, modification time): Bronze
     files are written once and never changed, so checks that poll Bronze inspect only the files
     that are new since the last poll. Bounded (least recently used first); equal schema texts are
-    stored once."""
+    stored once.
+
+    A file is inspected by one thread at a time (:meth:`claim`): the continuous job's tables of a
+    round run side by side, and two tables of one topic (``sale`` and ``sale_mor``) would
+    otherwise both run the same Spark job over the same new file."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.layouts: OrderedDict[tuple[str, int, float], FileLayout] = OrderedDict()
         self.schemas: dict[str, str] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.inspecting: set[tuple[str, int, float]] = set()
 
     @staticmethod
     def _key(obj: BronzeObject) -> tuple[str, int, float]:
         return (obj.uri, obj.size, obj.modified)
 
-    def get(self, obj: BronzeObject) -> FileLayout | None:
+    def _get(self, obj: BronzeObject) -> FileLayout | None:
+        hit = self.layouts.get(self._key(obj))
+        if hit is not None:
+            self.layouts.move_to_end(self._key(obj))
+        return hit
+
+    def claim(
+        self, files: Sequence[BronzeObject]
+    ) -> tuple[dict[str, FileLayout], list[BronzeObject], list[BronzeObject]]:
+        """For ``files``: the layouts known, the files now marked as being inspected by the caller
+        (who must :meth:`release` them) and the files another thread is inspecting."""
+        known: dict[str, FileLayout] = {}
+        mine: list[BronzeObject] = []
+        theirs: list[BronzeObject] = []
         with self.lock:
-            hit = self.layouts.get(self._key(obj))
-            if hit is not None:
-                self.layouts.move_to_end(self._key(obj))
-            return hit
+            for obj in files:
+                if (hit := self._get(obj)) is not None:
+                    known[obj.uri] = hit
+                elif self._key(obj) in self.inspecting:
+                    theirs.append(obj)
+                else:
+                    self.inspecting.add(self._key(obj))
+                    mine.append(obj)
+        return known, mine, theirs
+
+    def release(self, files: Sequence[BronzeObject]) -> None:
+        with self.lock:
+            self.inspecting.difference_update(self._key(f) for f in files)
+            self.lock.notify_all()
+
+    def wait(self, files: Sequence[BronzeObject]) -> None:
+        """Until no thread is inspecting any of ``files`` (called holding no claim of one's own,
+        so two threads never wait for each other)."""
+        with self.lock:
+            self.lock.wait_for(lambda: not any(self._key(f) in self.inspecting for f in files))
 
     def put(self, layout: FileLayout) -> FileLayout:
         with self.lock:
@@ -99,16 +133,25 @@ _LAYOUTS = _LayoutCache(capacity=50_000)
 def inspect_files(spark: SparkSession, files: Sequence[BronzeObject]) -> list[FileLayout]:
     """Each file's :class:`FileLayout`, worked out on the executors (a Spark job over the files'
     bytes; only the layouts come back to the driver). A file inspected before in this process
-    is not read again (:class:`_LayoutCache`).
+    is not read again, and a file another thread is inspecting is waited for, not read twice
+    (:class:`_LayoutCache`).
 
     Raises:
         BronzeError: when a file cannot be opened at all (missing, permissions, S3 errors: not
             bad input), naming the first such file and Spark's cause.
     """
-    known = {f.uri: hit for f in files if (hit := _LAYOUTS.get(f)) is not None}
-    new = [f for f in files if f.uri not in known]
-    if new:
-        known.update({lay.file.uri: _LAYOUTS.put(lay) for lay in _inspect(spark, new)})
+    known: dict[str, FileLayout] = {}
+    pending: Sequence[BronzeObject] = files
+    while pending:
+        hits, mine, theirs = _LAYOUTS.claim(pending)
+        known.update(hits)
+        try:
+            if mine:
+                known.update({lay.file.uri: _LAYOUTS.put(lay) for lay in _inspect(spark, mine)})
+        finally:
+            _LAYOUTS.release(mine)
+        _LAYOUTS.wait(theirs)
+        pending = theirs  # now known, or left to this thread when the other's inspection failed
     return [known[f.uri] for f in files]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,29 @@ def test_a_truncated_file_is_found_before_its_events_are_read(spark: Any, tmp_pa
     assert [r["id"] for r in rows] == [5000, 5001, 5002]
     assert {r[FILE_COLUMN] for r in rows} != {big.name} and all(r[BAD_REASON] is None for r in rows)
     assert [r[ROW_COLUMN] - rows[0][ROW_COLUMN] for r in rows] == [0, 1, 2]
+
+
+def test_two_threads_inspect_a_new_file_once(spark: Any, tmp_path: Path) -> None:
+    """Two tables of one topic inspect the same new files side by side in a round: one Spark job
+    between them, the other thread waits for its layouts."""
+    for start in range(0, 40, 4):
+        _write(tmp_path, [_raw(start + i) for i in range(1, 5)], "avro")
+    files = BronzeStore(tmp_path).list(TOPIC)
+    context = spark.sparkContext
+    start = threading.Barrier(2)
+    found: dict[str, list[Any]] = {}
+
+    def inspect(group: str) -> None:
+        context.setJobGroup(group, group)
+        start.wait()
+        found[group] = inspect_files(spark, files)
+
+    threads = [threading.Thread(target=inspect, args=(f"twice-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    jobs = [len(context.statusTracker().getJobIdsForGroup(g)) for g in sorted(found)]
+    assert sorted(jobs) == [0, 1]
+    assert found["twice-0"] == found["twice-1"] and len(found["twice-0"]) == len(files) == 10
+    assert all(lay.error is None and lay.parts[0].records == 4 for lay in found["twice-0"])
