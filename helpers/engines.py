@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["SourceEndpoint", "engine_kind", "quote_mariadb"]
+__all__ = ["SourceEndpoint", "engine_kind", "quote_mariadb", "quote_spark", "spark_string"]
 
 
 def quote_mariadb(name: str) -> str:
@@ -27,6 +27,28 @@ def quote_mariadb(name: str) -> str:
     if not name or "\x00" in name:
         raise ValueError(f"invalid MariaDB identifier {name!r}")
     return "`" + name.replace("`", "``") + "`"
+
+
+def quote_spark(name: str) -> str:
+    """Quote a column or table name for Spark SQL: backticks, embedded backticks doubled.
+
+    Raises:
+        ValueError: if the name is empty.
+
+    Example:
+        >>> quote_spark("a`b")
+        '`a``b`'
+    """
+    if not name:
+        raise ValueError("invalid Spark SQL identifier ''")
+    return "`" + name.replace("`", "``") + "`"
+
+
+def spark_string(value: str) -> str:
+    """A Spark SQL string literal of ``value``: single quotes, with backslashes and quotes escaped
+    (Spark's default parser reads backslash escapes in literals): ``it's`` becomes ``'it\\'s'``.
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 _ENGINE_KIND = {"postgres": "postgres", "mariadb": "mysql", "mysql": "mysql", "sqlserver": "sqlserver"}

@@ -48,6 +48,7 @@ from helpers.bronze.layout import (
     jsonl_layout,
 )
 from helpers.bronze.store import BronzeObject
+from helpers.engines import quote_spark
 from helpers.errors import BronzeError, UnreadableBronzeError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -246,15 +247,12 @@ def spark_schema(spark: SparkSession, avro_schema: str) -> StructType:
 
 
 def _with_helpers(frame: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
-
-    return frame.select(
+    return frame.selectExpr(
         "*",
-        F.col("_metadata.file_name").alias(FILE_COLUMN),
-        F.monotonically_increasing_id().alias(ROW_COLUMN),
-        F.lit(None).cast(StringType()).alias(BAD_REASON),
-        F.lit(None).cast(StringType()).alias(BAD_EVENT),
+        f"_metadata.file_name AS {quote_spark(FILE_COLUMN)}",
+        f"monotonically_increasing_id() AS {quote_spark(ROW_COLUMN)}",
+        f"CAST(NULL AS STRING) AS {quote_spark(BAD_REASON)}",
+        f"CAST(NULL AS STRING) AS {quote_spark(BAD_EVENT)}",
     )
 
 

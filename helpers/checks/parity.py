@@ -159,7 +159,7 @@ def bronze_replay(spark: Any, layouts: Sequence[FileLayout], key: Sequence[str],
         F.count(F.when(~F.col(TRUNCATE), F.lit(1))).alias("rows"),
         F.countDistinct(*identity).alias("d"),  # a marker has no key: not counted
         F.max(F.when(F.col(TRUNCATE), F.col(LOG_POSITION))).alias("truncate_at"),
-        *[F.max(F.when(t, 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())],
+        *[F.max(F.when(F.expr(t), 1).otherwise(0)).alias(f"t{i}") for i, t in enumerate(toast.values())],
     ).collect()[0]
     good = after_truncate(good, found["truncate_at"]).drop(TRUNCATE, LOG_POSITION)
     holding = [name for i, name in enumerate(toast) if found[f"t{i}"]]

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN, FileLayout
 from helpers.bronze.read import DEBEZIUM_FIELDS, arrow_type
+from helpers.engines import quote_spark, spark_string
 from helpers.hudi.config import HudiTableConfig
 from helpers.silver.quarantine import VALID_OPS
-from helpers.silver.truncate import is_marker, is_marker_schema
+from helpers.silver.truncate import MARKER_SQL, is_marker_schema
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame
@@ -139,41 +140,42 @@ def data_columns(frame: DataFrame) -> list[str]:
 
 def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[str, ...]) -> DataFrame:
     """``events`` with ``_bad_reason`` and ``_bad_event`` set for events that fail the per-event
-    checks (an event already set aside keeps its first reason). Lazy: the executors run it."""
-    from pyspark.sql import Column
+    checks (an event already set aside keeps its first reason). Lazy: the executors run it.
+
+    The checks are two Spark SQL expressions, names quoted and texts bound as literals: built
+    with the Column API they took some 280 calls into the JVM a round, a tenth of a second of the
+    driver's time on this machine (``bench/README.md``, "The round's plan in fewer JVM calls")."""
     from pyspark.sql import functions as F
 
     columns = data_columns(events)
     if "__op" not in columns:  # every schema was rejected: nothing to check
         return events
-    op = F.col("__op")
-    marker = is_marker()
+    op = quote_spark("__op")
     fields = list(dict.fromkeys((*config.record_key_fields, *positions)))
-    # a truncate marker has no key: only its log position is required
-    nulls: list[Column] = [
-        F.when(F.col(f).isNull() & (F.lit(f in positions) | ~marker), F.lit(repr(f)))
-        for f in fields
-        if f in columns
-    ]
-    missing = [f for f in fields if f not in columns]
-    missing_names = [F.when(F.lit(f in positions) | ~marker, F.lit(repr(f))) for f in missing]
-    null_names = F.concat_ws(", ", *nulls, *missing_names)
-    reason: Any = F.when(
-        op.isNull() | ~op.isin(*sorted(VALID_OPS | set(MARKER_OPS))),
-        F.concat(
-            F.lit("unknown __op "),
-            F.coalesce(F.concat(F.lit("'"), op, F.lit("'")), F.lit("None")),
-            F.lit(f": {UNKNOWN_OP_HINT}"),
-        ),
-    ).when(
-        null_names != "", F.concat(F.lit("null record key / log position field(s) ["), null_names, F.lit("]"))
+
+    def named(field: str, test: str) -> str:
+        # a truncate marker has no key: only its log position is required
+        required = "true" if field in positions else f"NOT {MARKER_SQL}"
+        return f"CASE WHEN {test}({required}) THEN {spark_string(repr(field))} END"
+
+    names = [named(f, f"{quote_spark(f)} IS NULL AND ") for f in fields if f in columns]
+    names += [named(f, "") for f in fields if f not in columns]
+    null_names = f"concat_ws(', ', {', '.join(names)})"
+    ops = ", ".join(spark_string(o) for o in sorted(VALID_OPS | set(MARKER_OPS)))
+    reason = (
+        f"CASE WHEN {op} IS NULL OR NOT {op} IN ({ops}) THEN concat('unknown __op ', "
+        f"coalesce(concat('\\'', {op}, '\\''), 'None'), {spark_string(': ' + UNKNOWN_OP_HINT)}) "
+        f"WHEN {null_names} != '' THEN concat('null record key / log position field(s) [', "
+        f"{null_names}, ']') END"
     )
-    current = F.col(BAD_REASON)
+    current = quote_spark(BAD_REASON)
+    event = f"to_json(struct({', '.join(quote_spark(c) for c in columns)}))"
     return events.withColumns(
         {
-            BAD_REASON: F.coalesce(current, reason),
-            BAD_EVENT: F.when(
-                current.isNull() & reason.isNotNull(), F.to_json(F.struct(*[F.col(c) for c in columns]))
-            ).otherwise(F.col(BAD_EVENT)),
+            BAD_REASON: F.expr(f"coalesce({current}, {reason})"),
+            BAD_EVENT: F.expr(
+                f"CASE WHEN {current} IS NULL AND ({reason}) IS NOT NULL THEN {event} "
+                f"ELSE {quote_spark(BAD_EVENT)} END"
+            ),
         }
     )

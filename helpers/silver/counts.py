@@ -5,9 +5,10 @@ of the round from it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from helpers.bronze.layout import BAD_REASON, FILE_COLUMN, ROW_COLUMN
+from helpers.engines import quote_spark
 from helpers.silver.prepare import DELETED, KEY, OUTSIDE
 from helpers.silver.tombstones import LATE, STONE_HIT
 from helpers.silver.truncate import LOG_POSITION, TRUNCATE
@@ -35,37 +36,42 @@ class FileCounts:
 
 
 def count_files(
-    events: DataFrame, toast: dict[str, Any], *, new_table: bool
+    events: DataFrame, toast: dict[str, str], *, new_table: bool
 ) -> tuple[dict[str, FileCounts], int]:
     """One Spark job: per Bronze file, its events, bad, late, deletes, events of tombstoned keys,
-    the rows' range and TOAST placeholders per column; for a new table, the rollup's total row
-    estimates the distinct keys applied (its file groups are sized by it; else 0)."""
+    the rows' range and TOAST placeholders per column (``toast``: each column's placeholder test,
+    :func:`helpers.silver.prepare.toast_columns`); for a new table, the rollup's total row
+    estimates the distinct keys applied (its file groups are sized by it; else 0). The
+    aggregates are Spark SQL text: one call into the JVM each."""
     from pyspark.sql import functions as F
 
-    good = F.col(BAD_REASON).isNull()
-    applied = good & ~F.col(LATE) & ~F.col(OUTSIDE)
+    q = quote_spark
+    good = f"{q(BAD_REASON)} IS NULL"
+    applied = f"({good} AND NOT {q(LATE)} AND NOT {q(OUTSIDE)})"
+
+    def events_where(test: str) -> str:
+        return f"sum(CASE WHEN {test} THEN 1 ELSE 0 END)"
+
     aggregates = [
-        F.count(F.lit(1)).alias("events"),
-        F.sum(F.when(~good, 1).otherwise(0)).alias("bad"),
-        F.sum(F.when(good & F.col(LATE), 1).otherwise(0)).alias("late"),
-        F.sum(F.when(applied & F.col(DELETED), 1).otherwise(0)).alias("deletes"),
-        F.sum(F.when(good & F.col(STONE_HIT), 1).otherwise(0)).alias("stone_hits"),
-        F.min(ROW_COLUMN).alias("min_row"),
-        F.max(ROW_COLUMN).alias("max_row"),
-        F.max(F.when(good & F.col(TRUNCATE), F.col(LOG_POSITION))).alias("truncate_at"),
-        F.max(F.when(good, F.col(LOG_POSITION))).alias("max_position"),
-        *[
-            F.sum(F.when(applied & test, 1).otherwise(0)).alias(f"ph_{i}")
-            for i, test in enumerate(toast.values())
-        ],
+        "count(1) AS `events`",
+        f"{events_where(f'NOT ({good})')} AS `bad`",
+        f"{events_where(f'{good} AND {q(LATE)}')} AS `late`",
+        f"{events_where(f'{applied} AND {q(DELETED)}')} AS `deletes`",
+        f"{events_where(f'{good} AND {q(STONE_HIT)}')} AS `stone_hits`",
+        f"min({q(ROW_COLUMN)}) AS `min_row`",
+        f"max({q(ROW_COLUMN)}) AS `max_row`",
+        f"max(CASE WHEN {good} AND {q(TRUNCATE)} THEN {q(LOG_POSITION)} END) AS `truncate_at`",
+        f"max(CASE WHEN {good} THEN {q(LOG_POSITION)} END) AS `max_position`",
+        *[f"{events_where(f'{applied} AND ({test})')} AS `ph_{i}`" for i, test in enumerate(toast.values())],
     ]
     if new_table:
-        keys_estimate = F.approx_count_distinct(F.when(applied, F.col(KEY))).alias("keys")
-        grouped = events.rollup(FILE_COLUMN).agg(
-            *aggregates, keys_estimate, F.grouping(FILE_COLUMN).alias("total")
-        )
+        aggregates += [
+            f"approx_count_distinct(CASE WHEN {applied} THEN {q(KEY)} END) AS `keys`",
+            f"grouping({q(FILE_COLUMN)}) AS `total`",
+        ]
+        grouped = events.rollup(FILE_COLUMN).agg(*[F.expr(a) for a in aggregates])
     else:
-        grouped = events.groupBy(FILE_COLUMN).agg(*aggregates, F.lit(0).alias("total"))
+        grouped = events.groupBy(FILE_COLUMN).agg(*[F.expr(a) for a in [*aggregates, "0 AS `total`"]])
     out = {}
     keys = 0
     for row in grouped.collect():

@@ -47,6 +47,7 @@ from helpers.bronze.layout import (
     record_numbers,
 )
 from helpers.bronze.store import BronzeObject, BronzeStore
+from helpers.engines import quote_spark
 from helpers.errors import BronzeError, HudiError
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.hudi.config import HudiTableConfig
@@ -94,7 +95,14 @@ from helpers.silver.tombstones import (
     read_tombstones,
     write_tombstones,
 )
-from helpers.silver.truncate import LOG_POSITION, TRUNCATE, after_truncate, is_marker, truncated_rows
+from helpers.silver.truncate import (
+    LOG_POSITION,
+    MARKER_SQL,
+    TRUNCATE,
+    after_truncate,
+    is_marker,
+    truncated_rows,
+)
 from helpers.spark import build_spark_session
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -386,12 +394,13 @@ def _prepared(
         )
     prepared = prepare_events(events, config, engine, positions)
     flagged = flag_late(prepared, stones, config)
+    good_sql = f"{quote_spark(BAD_REASON)} IS NULL"
     return flagged.withColumns(
         {
-            LATE: good & F.col(LATE),
+            LATE: F.expr(f"{good_sql} AND {quote_spark(LATE)}"),
             OUTSIDE: good & slice_column(events, table),
-            STONE_HIT: good & F.col(STONE_HIT),
-            TRUNCATE: good & is_marker(),
+            STONE_HIT: F.expr(f"{good_sql} AND {quote_spark(STONE_HIT)}"),
+            TRUNCATE: F.expr(f"{good_sql} AND {MARKER_SQL}"),
             LOG_POSITION: position_column(engine, positions),
         }
     )

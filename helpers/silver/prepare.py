@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
+from helpers.engines import quote_spark, spark_string
 from helpers.errors import ParamsError
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
@@ -30,6 +31,7 @@ __all__ = [
     "fill_unavailable",
     "latest_per_key",
     "placeholder_column",
+    "placeholder_sql",
     "position_column",
     "prepare_events",
     "slice_column",
@@ -75,10 +77,10 @@ def prepare_events(
 
     if config.precombine_field == POSITION_COLUMN:
         events = events.withColumn(POSITION_COLUMN, position_column(engine, positions))
-    deleted = F.coalesce(F.col("__deleted").cast("string") == F.lit("true"), F.lit(False))
+    deleted = f"coalesce(CAST({quote_spark('__deleted')} AS STRING) = 'true', false)"
     marker = SOFT_DELETE_FIELD if config.delete_mode == "soft" else DELETE_MARKER_FIELD
     return (
-        events.withColumns({DELETED: deleted, KEY: record_key_column(config)})
+        events.withColumns({DELETED: F.expr(deleted), KEY: record_key_column(config)})
         .withColumns({marker: F.col(DELETED)})
         .drop(*([] if config.delete_mode == "soft" else ["__deleted"]))
     )
@@ -91,26 +93,36 @@ def _order(config: HudiTableConfig) -> list[Column]:
     return [*fields, F.col(FILE_COLUMN), F.col(ROW_COLUMN)]
 
 
-def placeholder_column(name: str, data_type: Any, placeholder: str = UNAVAILABLE_VALUE) -> Column | None:
+def placeholder_sql(name: str, data_type: Any, placeholder: str = UNAVAILABLE_VALUE) -> str | None:
     """Whether a column holds Debezium's TOAST placeholder (text, or its UTF-8 in a bytes
-    column); None for a column of another type."""
-    from pyspark.sql import functions as F
+    column), as a Spark SQL expression; None for a column of another type."""
     from pyspark.sql.types import BinaryType, StringType
 
     if isinstance(data_type, StringType):
-        return F.coalesce(F.col(name) == F.lit(placeholder), F.lit(False))
-    if isinstance(data_type, BinaryType):
-        return F.coalesce(F.col(name) == F.lit(placeholder.encode()), F.lit(False))
-    return None
+        value = spark_string(placeholder)
+    elif isinstance(data_type, BinaryType):
+        value = f"X'{placeholder.encode().hex()}'"
+    else:
+        return None
+    return f"coalesce({quote_spark(name)} = {value}, false)"
 
 
-def toast_columns(frame: DataFrame) -> dict[str, Column]:
-    """The placeholder test of every text and bytes column of ``frame`` (the key columns aside)."""
+def placeholder_column(name: str, data_type: Any, placeholder: str = UNAVAILABLE_VALUE) -> Column | None:
+    """:func:`placeholder_sql` as a column."""
+    from pyspark.sql import functions as F
+
+    test = placeholder_sql(name, data_type, placeholder)
+    return None if test is None else F.expr(test)
+
+
+def toast_columns(frame: DataFrame) -> dict[str, str]:
+    """The placeholder test (:func:`placeholder_sql`) of every text and bytes column of ``frame``
+    (the key columns aside)."""
     out = {}
     for field in frame.schema.fields:
         if field.name.startswith("_"):  # Debezium's fields, the round's own
             continue
-        test = placeholder_column(field.name, field.dataType)
+        test = placeholder_sql(field.name, field.dataType)
         if test is not None:
             out[field.name] = test
     return out

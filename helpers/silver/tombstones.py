@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from helpers.engines import quote_spark
 from helpers.errors import HudiError
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL
@@ -87,13 +88,14 @@ def flag_late(events: DataFrame, stones: DataFrame | None, config: HudiTableConf
 
     if stones is None:
         return events.withColumns({LATE: F.lit(False), STONE_HIT: F.lit(False)})
-    order = config.ordering_fields[0]
-    marks = stones.select(F.col(RECORD_KEY_COL).alias(KEY), F.col(order).alias("_stone_order"))
-    joined = events.join(marks, KEY, "left")
-    hit = F.col("_stone_order").isNotNull()
-    return joined.withColumns({LATE: hit & ~(F.col(order) > F.col("_stone_order")), STONE_HIT: hit}).drop(
-        "_stone_order"
+    order = quote_spark(config.ordering_fields[0])
+    marks = stones.selectExpr(
+        f"{quote_spark(RECORD_KEY_COL)} AS {quote_spark(KEY)}", f"{order} AS _stone_order"
     )
+    joined = events.join(marks, KEY, "left")
+    hit = "_stone_order IS NOT NULL"
+    late = f"{hit} AND NOT ({order} > _stone_order)"
+    return joined.withColumns({LATE: F.expr(late), STONE_HIT: F.expr(hit)}).drop("_stone_order")
 
 
 def next_tombstones(

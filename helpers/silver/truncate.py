@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
+from helpers.engines import quote_spark, spark_string
 from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL
@@ -32,7 +33,15 @@ from helpers.silver.tables import POSITION_COLUMN
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["LOG_POSITION", "TRUNCATE", "after_truncate", "is_marker", "is_marker_schema", "truncated_rows"]
+__all__ = [
+    "LOG_POSITION",
+    "MARKER_SQL",
+    "TRUNCATE",
+    "after_truncate",
+    "is_marker",
+    "is_marker_schema",
+    "truncated_rows",
+]
 
 #: Whether the event is a (good) truncate marker; not written.
 TRUNCATE = "_truncate"
@@ -48,11 +57,16 @@ def is_marker_schema(field_names: list[str] | set[str], key_fields: tuple[str, .
     return "__op" in names and not names & set(key_fields) and all(n.startswith("__") for n in names)
 
 
+#: Whether an event is a marker (a TRUNCATE, or a finished re-snapshot: :data:`MARKER_OPS`), as
+#: a Spark SQL expression.
+MARKER_SQL = f"coalesce({quote_spark('__op')} IN ({', '.join(spark_string(o) for o in MARKER_OPS)}), false)"
+
+
 def is_marker() -> Column:
-    """Whether an event is a marker (a TRUNCATE, or a finished re-snapshot: :data:`MARKER_OPS`)."""
+    """:data:`MARKER_SQL` as a column."""
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.col("__op").isin(*MARKER_OPS), F.lit(False))
+    return F.expr(MARKER_SQL)
 
 
 def after_truncate(events: DataFrame, truncate_at: str | None) -> DataFrame:

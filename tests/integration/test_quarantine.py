@@ -222,3 +222,37 @@ def test_a_bronze_file_that_cannot_be_opened_is_an_error_not_bad_input(params: W
         ingest_table(params, _category(params), store=store)
     assert quarantine_frame(params).empty
     assert len(pending_bronze(params, _category(params))[0]) == 1
+
+
+def test_a_null_key_or_log_position_is_set_aside_with_the_field_named(params: WorkbookParams) -> None:
+    """Per event: a null record key, a null log position, and a TRUNCATE marker (no key, as
+    markers are) without its log position are set aside, each reason naming its field; the event
+    beside them and a marker with its position are not bad input."""
+    fields = [{**f, "optional": True} for f in _fields("decimal")]
+    schema = {"type": "struct", "fields": fields, "optional": False, "name": f"{TOPIC}.Value"}
+
+    def event(lsn: int | None, catid: int | None) -> str:
+        payload = {"catid": catid, "catname": "n", "price": 1.25, "__deleted": "false", "__op": "c"}
+        return json.dumps({"schema": schema, "payload": {**payload, "__lsn": lsn, "__source_ts_ms": DAY}})
+
+    def marker(lsn: int | None) -> str:
+        debezium = [f for f in fields if f["field"] in ("__op", "__lsn", "__source_ts_ms")]
+        payload = {"__op": "t", "__lsn": lsn, "__source_ts_ms": DAY}
+        return json.dumps({"schema": {**schema, "fields": debezium}, "payload": payload})
+
+    rows = _write(params, [event(40, None), event(None, 5), event(42, 6)])
+    markers = _write(params, [marker(None)])
+    kept = _write(params, [marker(1)])
+
+    result = ingest_table(params, _category(params))
+
+    assert (result.files, result.events, result.quarantined) == (3, 2, 3)
+    frame = quarantine_frame(params)
+    reasons = {(Path(f).name, int(r)): why for f, r, why in frame[["bronze_file", "record", "reason"]].values}
+    assert reasons == {
+        (rows.name, 1): "null record key / log position field(s) ['catid']",
+        (rows.name, 2): "null record key / log position field(s) ['__lsn']",
+        (markers.name, 1): "null record key / log position field(s) ['__lsn']",
+    }
+    assert kept.name not in {name for name, _ in reasons}
+    assert _silver(params) == {6: ("n", decimal.Decimal("1.25"))}
