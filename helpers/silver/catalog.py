@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from helpers.engines import quote_spark
 from helpers.errors import HudiError
 from helpers.hudi.timeline import completed_instants
 from helpers.naming import silver_database
@@ -27,18 +28,14 @@ __all__ = ["catalog_frame", "catalog_names", "catalog_tables", "missing_from_cat
 _COLUMNS = ["database", "name", "hudi_table", "query_type", "table_type", "location"]
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def qualified_name(params: WorkbookParams, table: str) -> str:
     """A catalog table of the Silver database as a quoted Spark SQL name: `` `db`.`table` ``."""
 
-    return f"{_quoted(silver_database(params))}.{_quoted(table)}"
+    return f"{quote_spark(silver_database(params))}.{quote_spark(table)}"
 
 
 def _location(spark: Any, database: str, name: str) -> str:
-    rows = spark.sql(f"DESCRIBE FORMATTED {_quoted(database)}.{_quoted(name)}").collect()
+    rows = spark.sql(f"DESCRIBE FORMATTED {quote_spark(database)}.{quote_spark(name)}").collect()
     for row in rows:
         if str(row[0]).strip() == "Location":
             return str(row[1]).strip()
@@ -57,7 +54,7 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     database = silver_database(params)
     by_name = {t.name: t for t in params.silver.tables}
     try:
-        names = [r["tableName"] for r in spark.sql(f"SHOW TABLES IN {_quoted(database)}").collect()]
+        names = [r["tableName"] for r in spark.sql(f"SHOW TABLES IN {quote_spark(database)}").collect()]
     except Exception as exc:  # noqa: BLE001 - AnalysisException: no such database yet
         if "not found" in str(exc).lower() or "SCHEMA_NOT_FOUND" in str(exc):
             return {}

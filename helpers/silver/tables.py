@@ -13,6 +13,7 @@ from typing import Any
 import filelock
 
 from helpers.bronze.store import BronzeObject, BronzeStore
+from helpers.engines import quote_spark
 from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
@@ -68,10 +69,10 @@ def position_sql(engine: str, fields: tuple[str, ...]) -> str:
     """
 
     def padded(name: str, width: int) -> str:
-        return f"lpad(CAST(`{name}` AS STRING), {width}, '0')"
+        return f"lpad(CAST({quote_spark(name)} AS STRING), {width}, '0')"
 
     if fields != POSITION_FIELDS.get(engine):
-        return f"`{fields[0]}`"
+        return quote_spark(fields[0])
     if engine == "postgres":
         return padded("__lsn", 20)
     if engine in ("mysql", "mariadb"):
