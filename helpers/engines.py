@@ -1,5 +1,5 @@
-"""The source engines: their wire protocols, identifier quoting (for SQL built from parameters),
-and where and as whom a connector logs in (:class:`SourceEndpoint`)."""
+"""The source engines: their wire protocols, identifier quoting and Spark SQL literals (for SQL
+built from parameters), and where and as whom a connector logs in (:class:`SourceEndpoint`)."""
 
 from __future__ import annotations
 
