@@ -24,9 +24,9 @@ def quote_mariadb(name: str) -> str:
         >>> quote_mariadb("we`ird")
         '`we``ird`'
     """
-    if not name or "\x00" in name:
+    if "\x00" in name:
         raise ValueError(f"invalid MariaDB identifier {name!r}")
-    return "`" + name.replace("`", "``") + "`"
+    return _backticked(name, "MariaDB")
 
 
 def quote_spark(name: str) -> str:
@@ -39,8 +39,12 @@ def quote_spark(name: str) -> str:
         >>> quote_spark("a`b")
         '`a``b`'
     """
+    return _backticked(name, "Spark SQL")
+
+
+def _backticked(name: str, dialect: str) -> str:
     if not name:
-        raise ValueError("invalid Spark SQL identifier ''")
+        raise ValueError(f"invalid {dialect} identifier {name!r}")
     return "`" + name.replace("`", "``") + "`"
 
 

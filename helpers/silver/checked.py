@@ -31,7 +31,10 @@ from helpers.silver.truncate import MARKER_SQL, is_marker_schema
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame
 
-__all__ = ["UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
+__all__ = ["GOOD_SQL", "UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
+
+#: Whether an event is good input (no bad reason set), as a Spark SQL expression.
+GOOD_SQL = f"{quote_spark(BAD_REASON)} IS NULL"
 
 #: What an unknown ``__op`` reason says about Debezium's other op codes.
 UNKNOWN_OP_HINT = (
@@ -144,7 +147,8 @@ def check_events(events: DataFrame, config: HudiTableConfig, positions: tuple[st
 
     The checks are two Spark SQL expressions, names quoted and texts bound as literals: built
     with the Column API they took some 280 calls into the JVM a round, a tenth of a second of the
-    driver's time on this machine (``bench/README.md``, "The round's plan in fewer JVM calls")."""
+    driver's time on this machine (``bench/README.md``, "One inspection per file, and the round's
+    plan in fewer JVM calls")."""
     from pyspark.sql import functions as F
 
     columns = data_columns(events)

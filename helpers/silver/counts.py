@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from helpers.bronze.layout import BAD_REASON, FILE_COLUMN, ROW_COLUMN
+from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
 from helpers.engines import quote_spark
+from helpers.silver.checked import GOOD_SQL
 from helpers.silver.prepare import DELETED, KEY, OUTSIDE
 from helpers.silver.tombstones import LATE, STONE_HIT
 from helpers.silver.truncate import LOG_POSITION, TRUNCATE
@@ -46,7 +47,7 @@ def count_files(
     from pyspark.sql import functions as F
 
     q = quote_spark
-    good = f"{q(BAD_REASON)} IS NULL"
+    good = GOOD_SQL
     applied = f"({good} AND NOT {q(LATE)} AND NOT {q(OUTSIDE)})"
 
     def events_where(test: str) -> str:

@@ -54,7 +54,7 @@ from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import lake_uri, open_store
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.checked import check_events, data_columns, schema_verdicts
+from helpers.silver.checked import GOOD_SQL, check_events, data_columns, schema_verdicts
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY
 from helpers.silver.counts import FileCounts, count_files
 from helpers.silver.prepare import (
@@ -373,7 +373,7 @@ def _prepared(
     events = check_events(read_events(spark, layouts, rejected), config, positions)
     columns = data_columns(events)
     engine = params.source(table.source).engine
-    good = F.col(BAD_REASON).isNull()
+    good = F.expr(GOOD_SQL)
     if "__op" not in columns or any(k not in columns for k in config.record_key_fields):
         # every event is bad input, or the round holds only truncate markers: nothing to prepare
         marker = F.lit(False)
@@ -394,13 +394,12 @@ def _prepared(
         )
     prepared = prepare_events(events, config, engine, positions)
     flagged = flag_late(prepared, stones, config)
-    good_sql = f"{quote_spark(BAD_REASON)} IS NULL"
     return flagged.withColumns(
         {
-            LATE: F.expr(f"{good_sql} AND {quote_spark(LATE)}"),
+            LATE: F.expr(f"{GOOD_SQL} AND {quote_spark(LATE)}"),
             OUTSIDE: good & slice_column(events, table),
-            STONE_HIT: F.expr(f"{good_sql} AND {quote_spark(STONE_HIT)}"),
-            TRUNCATE: F.expr(f"{good_sql} AND {MARKER_SQL}"),
+            STONE_HIT: F.expr(f"{GOOD_SQL} AND {quote_spark(STONE_HIT)}"),
+            TRUNCATE: F.expr(f"{GOOD_SQL} AND {MARKER_SQL}"),
             LOG_POSITION: position_column(engine, positions),
         }
     )
