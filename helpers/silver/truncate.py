@@ -123,9 +123,6 @@ def truncated_rows(
     # delete marker): the table's columns, and the delete marker, set, whatever the stored row holds.
     # Without the marker the upsert would write the delete as a live row (bench/README.md, "Both
     # re-runs failed at notebook 03").
-    for name in stored.columns:
-        if name not in events.columns and name != marker and not name.startswith("_hoodie"):
-            out.append((fixed[name] if name in fixed else F.col(name)).alias(name))
-    if marker not in events.columns:
-        out.append(F.lit(True).alias(marker))
+    extra = dict.fromkeys([*(c for c in stored.columns if not c.startswith("_hoodie")), marker])
+    out += [(fixed[n] if n in fixed else F.col(n)).alias(n) for n in extra if n not in events.columns]
     return stored.select(*out)
