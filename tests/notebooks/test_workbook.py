@@ -630,3 +630,17 @@ def test_07_conformance_table_shows_every_scenario_passing(
     assert (table["negative_check"] == "detected").all()
     for name, rows in table.groupby("scenario"):
         assert set(zip(rows["table_type"], rows["delete_mode"], strict=True)) == set(VARIANTS), name
+
+
+def test_07_reconciliation_shows_every_table_equal_after_the_scenarios(
+    workbook: tuple[dict[str, Any], WorkbookParams, Path], first_run: RunResult
+) -> None:
+    """Notebook 07 reconciled every Silver table with its source after its scenario had changed
+    the source tables, and required them equal: its artefact lists each table once, caught up,
+    with the same row count and checksum on both sides."""
+    _, params, _ = workbook
+    shown = pd.read_csv(first_run.run_dir / "07_reconciliation.csv")
+    assert sorted(shown["table"]) == sorted(t.name for t in params.silver.tables)
+    assert shown["equal"].all() and shown["caught_up"].all(), shown.to_string()
+    assert (shown["source_rows"] == shown["silver_rows"]).all()
+    assert (shown["source_checksum"] == shown["silver_checksum"]).all()
