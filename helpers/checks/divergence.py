@@ -66,6 +66,7 @@ __all__ = [
     "NOT_WRITTEN",
     "check_divergence",
     "last_checks",
+    "mark_position",
     "record_checks",
     "repair_command",
     "require_whole",
@@ -191,7 +192,7 @@ def _check_once(
 
         def mark(source: str = source, marked: list[str] = marked) -> str:
             if not marked:
-                marked.append(_mark(params, source))
+                marked.append(mark_position(params, source))
             return marked[0]
 
         for table in group:
@@ -199,12 +200,14 @@ def _check_once(
     return out
 
 
-def _mark(params: WorkbookParams, source: str) -> str:
+def mark_position(params: WorkbookParams, source: str) -> str:
     """Write a Debezium ``log`` signal into the source's signal table, after the counted snapshot:
     a change the connector reads like any other, so its stored offset passes the snapshot's
     position even when the counted tables have no new change (an idle PostgreSQL database's slot
-    otherwise stays behind the server's WAL position, moved by other databases). The empty text,
-    or why no mark was written."""
+    otherwise stays behind the server's WAL position, moved by other databases; an idle MariaDB
+    connector's stored binlog offset stays behind a position read after its last change). Both
+    the count check and :func:`helpers.checks.reconcile.reconcile` write it before they wait. The
+    empty text, or why no mark was written."""
     sp = params.source(source)
     try:
         with connect(params, source, autocommit=True) as conn:

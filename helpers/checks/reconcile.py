@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -25,7 +25,15 @@ import pyarrow as pa
 from helpers.checks.at_position import SourceSnapshot, caught_up, silver_rows, source_snapshot
 from helpers.checks.compare import compare_rows
 from helpers.checks.digests import TableSide, canonical_records, compare_sides, side_from_arrow
-from helpers.checks.divergence import BEHIND, DIFFERS, EQUAL, record_checks, repair_command, selected_tables
+from helpers.checks.divergence import (
+    BEHIND,
+    DIFFERS,
+    EQUAL,
+    mark_position,
+    record_checks,
+    repair_command,
+    selected_tables,
+)
 from helpers.environments import implementations
 from helpers.errors import ReconcileError, WaitTimeoutError
 from helpers.params import SilverTableParams, WorkbookParams
@@ -55,7 +63,12 @@ def reconcile(
     rows) and compared; when it differs, the function waits up to ``wait_s`` until Silver has
     everything up to the position (the highest position among Silver's rows reaches it, or
     capture's stored offset / slot reaches it and Silver has taken every Bronze file), ingesting
-    on the way when ``ingest``, then compares again. It does not wait when nothing would ingest
+    on the way when ``ingest``, then compares again. Before it first waits on a source system it
+    writes the position mark the count check writes
+    (:func:`helpers.checks.divergence.mark_position`): without a captured change after the
+    snapshot, capture's stored offset would stay behind a position that other tables' changes
+    moved, and a table that really differs would read "not caught up" instead of naming its
+    repair. It does not wait when nothing would ingest
     (:func:`nothing_ingests`: the continuous job is down), and its note says so.
 
     Args:
@@ -99,10 +112,17 @@ def reconcile(
         snap = source_snapshot(params, source, sorted({t.table for t in group}))
         read_s = time.monotonic() - started
         deadline = time.monotonic() + wait_s
+        marked: list[str] = []
+
+        def mark(source: str = source, marked: list[str] = marked) -> str:
+            if not marked:  # once per source system, after its snapshot
+                marked.append(mark_position(params, source))
+            return marked[0]
+
         for table in group:
             results.append(
                 _reconcile_table(
-                    params, silver_params, table, snap, deadline, ingest, poll_s, max_keys, read_s, idle
+                    params, silver_params, table, snap, deadline, ingest, poll_s, max_keys, read_s, idle, mark
                 )
             )
     frame = pd.DataFrame(results)
@@ -204,6 +224,7 @@ def _reconcile_table(
     max_keys: int,
     read_s: float,
     idle: str | None,
+    mark: Callable[[], str],
 ) -> dict[str, Any]:
     started = time.monotonic()
     rows = snap.tables[table.table]
@@ -247,7 +268,9 @@ def _reconcile_table(
         note = f"not caught up: {note}; {idle}"
     elif not result["equal"] and not reached:
         left = deadline - time.monotonic()
+        unmarked = ""
         if left > 0:
+            unmarked = mark()  # capture's stored offset then passes the position, changes or not
             last = [note]
 
             def silver_reached() -> bool:
@@ -271,7 +294,7 @@ def _reconcile_table(
         if result["equal"]:
             reached, note = True, "equal"
         elif not reached:
-            note = f"not caught up within the wait: {note}"
+            note = f"not caught up within the wait: {note}" + (f"; {unmarked}" if unmarked else "")
     return {
         "table": table.name,
         "source": table.source,

@@ -28,6 +28,7 @@ from support.pipeline import Capture
 
 from helpers.capture.backends import wait_until_running
 from helpers.capture.offsets import offsets_file, stored_position
+from helpers.checks.divergence import repair_command
 from helpers.checks.parity import bronze_vs_source
 from helpers.checks.reconcile import reconcile
 from helpers.checks.retention import retention_status
@@ -88,7 +89,11 @@ def test_changed_silver_row_is_listed(
 ) -> None:
     """A copy of Silver ``sale`` with one row's ``pricepaid`` changed by a direct Hudi upsert.
 
-    Expected: reconcile lists exactly that key as ``different``; the original still equals.
+    Expected: reconcile lists exactly that key as ``different``, and calls the copy caught up with
+    the repair named, though the database has moved on only through a table capture does not
+    take: the position mark reconcile writes moves capture's stored offset past the source
+    position (without it the wait ran out, "not caught up within the wait"). The original still
+    equals.
     """
     from support.silver_tables import write_silver
 
@@ -115,9 +120,20 @@ def test_changed_silver_row_is_listed(
     copy = copy.model_copy(update={"silver": copy.silver.model_copy(update={"sync": False})})
     write_silver(spark, copy, sale, row, precombine="_cdc_position")
 
-    frame = reconcile(params, ["sale"], silver_params=copy, wait_s=5)
+    # the database moves on through a table capture does not take, as on a shared server: the
+    # binlog's end passes capture's stored offset, and no captured change will move that offset
+    conn = capture.stack.connect_mariadb("ecomm", autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS not_captured (id INT PRIMARY KEY, n INT)")
+            cur.execute("INSERT INTO not_captured VALUES (1, 1) ON DUPLICATE KEY UPDATE n = n + 1")
+    finally:
+        conn.close()
+    frame = reconcile(params, ["sale"], silver_params=copy, wait_s=30)
     result = frame.iloc[0]
     assert not result["equal"]
+    assert result["caught_up"], result["note"]
+    assert result["fix"] == repair_command("sale")
     assert result["differing_keys"] == [{"salesid": key, "difference": "different"}]
     assert result["diff_count"] == 1 and result["source_rows"] == result["silver_rows"]
     assert "differ from the source" in result["detail"] and "pricepaid" in result["detail"], result["detail"]
