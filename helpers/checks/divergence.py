@@ -27,6 +27,7 @@ atomically.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -66,7 +67,7 @@ __all__ = [
     "NOT_WRITTEN",
     "check_divergence",
     "last_checks",
-    "mark_position",
+    "mark_once",
     "record_checks",
     "repair_command",
     "require_whole",
@@ -188,26 +189,26 @@ def _check_once(
     for source, group in by_source.items():
         position, counts = source_counts(params, source, sorted({t.table for t in group}))
         deadline = time.monotonic() + wait_s
-        marked: list[str] = []
-
-        def mark(source: str = source, marked: list[str] = marked) -> str:
-            if not marked:
-                marked.append(mark_position(params, source))
-            return marked[0]
-
+        mark = mark_once(params, source)
         for table in group:
             out.append(_check_table(params, table, position, counts[table.table], deadline, poll_s, mark))
     return out
 
 
-def mark_position(params: WorkbookParams, source: str) -> str:
+def mark_once(params: WorkbookParams, source: str) -> Callable[[], str]:
+    """:func:`_mark` for ``source``, written at the first call only (once per source system and
+    check, after its snapshot); every call returns that call's text."""
+    return functools.cache(functools.partial(_mark, params, source))
+
+
+def _mark(params: WorkbookParams, source: str) -> str:
     """Write a Debezium ``log`` signal into the source's signal table, after the counted snapshot:
     a change the connector reads like any other, so its stored offset passes the snapshot's
     position even when the counted tables have no new change (an idle PostgreSQL database's slot
     otherwise stays behind the server's WAL position, moved by other databases; an idle MariaDB
     connector's stored binlog offset stays behind a position read after its last change). Both
-    the count check and :func:`helpers.checks.reconcile.reconcile` write it before they wait. The
-    empty text, or why no mark was written."""
+    the count check and :func:`helpers.checks.reconcile.reconcile` write it before they wait
+    (:func:`mark_once`). The empty text, or why no mark was written."""
     sp = params.source(source)
     try:
         with connect(params, source, autocommit=True) as conn:

@@ -29,7 +29,7 @@ from helpers.checks.divergence import (
     BEHIND,
     DIFFERS,
     EQUAL,
-    mark_position,
+    mark_once,
     record_checks,
     repair_command,
     selected_tables,
@@ -65,7 +65,7 @@ def reconcile(
     capture's stored offset / slot reaches it and Silver has taken every Bronze file), ingesting
     on the way when ``ingest``, then compares again. Before it first waits on a source system it
     writes the position mark the count check writes
-    (:func:`helpers.checks.divergence.mark_position`): without a captured change after the
+    (:func:`helpers.checks.divergence.mark_once`): without a captured change after the
     snapshot, capture's stored offset would stay behind a position that other tables' changes
     moved, and a table that really differs would read "not caught up" instead of naming its
     repair. It does not wait when nothing would ingest
@@ -112,13 +112,7 @@ def reconcile(
         snap = source_snapshot(params, source, sorted({t.table for t in group}))
         read_s = time.monotonic() - started
         deadline = time.monotonic() + wait_s
-        marked: list[str] = []
-
-        def mark(source: str = source, marked: list[str] = marked) -> str:
-            if not marked:  # once per source system, after its snapshot
-                marked.append(mark_position(params, source))
-            return marked[0]
-
+        mark = mark_once(params, source)
         for table in group:
             results.append(
                 _reconcile_table(
