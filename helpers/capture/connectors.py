@@ -170,8 +170,12 @@ def postgres_source_config(
 ) -> ConnectorSpec:
     """PostgreSQL source through ``pgoutput`` on an existing publication.
 
-    The heartbeat lets the connector confirm the slot's position even while the captured tables
-    are quiet, so the slot does not pin WAL forever (format notes on slot growth).
+    Debezium confirms the slot's position only as it processes a captured change; heartbeats
+    alone do not move it. While the captured tables are quiet and the rest of the server writes
+    (other databases, vacuum, RDS's own heartbeat), the slot would pin all that WAL until the next
+    captured change. ``lsn.flush.mode=connector_and_driver`` lets the JDBC driver confirm the
+    server's keepalive position too, but only once every change received has been confirmed by
+    the connector (so never past an event not yet in Bronze).
 
     Args:
         name: connector name.
@@ -209,6 +213,7 @@ def postgres_source_config(
         "schema.include.list": _require(schema, "schema"),
         "table.include.list": ",".join(f"{schema}.{t}" for t in tables),
         "heartbeat.interval.ms": str(heartbeat_ms),
+        "lsn.flush.mode": "connector_and_driver",
         # stated, not left to the default: Silver replaces it with the stored value
         "unavailable.value.placeholder": UNAVAILABLE_VALUE,
     }
