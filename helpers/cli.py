@@ -25,7 +25,6 @@ from typing import Any
 import pandas as pd
 from tabulate import tabulate
 
-from helpers.capture.resnapshot import resnapshot
 from helpers.checks import conformance
 from helpers.checks.config_lint import has_errors, lint_files, lint_workbook
 from helpers.checks.divergence import DIFFERS
@@ -38,6 +37,7 @@ from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, parse_over
 from helpers.pipeline import ensure_pipeline, pipeline_status, start_servers, stop_all
 from helpers.proc import ServerStatus
 from helpers.runner import run_workbook
+from helpers.silver.backend import open_silver
 from helpers.silver.streamer_config import write_streamer_config
 from helpers.sources.edge_cases.catalogue import EDGE_CASES, apply_edge_case
 
@@ -189,12 +189,16 @@ def _changes(args: argparse.Namespace) -> int:
 
 def _resnapshot(args: argparse.Namespace) -> int:
     params = _params(args)
-    result = resnapshot(params, args.table, timeout_s=args.timeout)
+    result = open_silver(params).resnapshot(args.table, timeout_s=args.timeout)
+    applied = (
+        "The PySpark engine applied it (HoodieStreamer drops such markers); the streamer goes on from there"
+        if params.silver.engine == "streamer"
+        else "The Silver job applies it in its next round (or: ./workbook run)"
+    )
     print(
         f"{result.table}: incremental snapshot completed in {result.seconds:.1f} s"
         f" (signal {result.signal_id}); marker at {result.position} in {result.marker_file}."
-        " The Silver job applies it in its next round"
-        " (or: ./workbook run); rows deleted at the source while Silver had diverged are removed."
+        f" {applied}; rows deleted at the source while Silver had diverged are removed."
     )
     return 0
 

@@ -26,11 +26,13 @@ from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.proc import descendants
+from helpers.silver.backend import open_silver
 from helpers.silver.ingest import ingest_tables
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once
 from helpers.silver.tables import table_config, table_lock
 from helpers.sources.connect import connect
+from helpers.sources.edge_cases.mariadb import copy_first_day
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -207,6 +209,59 @@ def test_switching_engines_goes_on_from_the_other_engine_s_checkpoint(
     [back] = ingest_tables(pyspark_params, [table], spark=spark)
     assert 0 < back.files < 10  # only the files after the streamer's checkpoint
     assert silver_vs_source(pyspark_params)["equal"].all()
+
+
+def test_resnapshot_repairs_a_table_the_continuous_streamer_left_diverged(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """``date`` written by the streamer, then changes capture never sees (``sql_log_bin = 0``: a
+    row deleted, one updated, one added) while the continuous streamer runs: Silver differs.
+    ``open_silver(params).resnapshot("date")``, what ``./workbook resnapshot date`` runs.
+
+    Expected: Silver equals the source row by row, the unseen delete gone (HoodieStreamer alone
+    drops the marker that removes it: the PySpark engine applied it); the streamer job runs again
+    and takes a later captured change from there.
+    """
+    base = capture.stack.params
+    params, _ = _streamer_params(base, tmp_path, ("date",))
+    # the command's params: capture's state (the running connector) and a Silver root of its own
+    job_params = params.model_copy(update={"spark": params.spark.model_copy(update={"catalog": "none"})})
+    database = base.source("ecomm").database
+    conn = capture.stack.connect_mariadb(database, autocommit=True)
+    admin = capture.stack.connect_mariadb_admin(database)
+    silver = open_silver(job_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT MAX(dateid) + 1 FROM `date`")
+            (key,) = cur.fetchone()
+            copy_first_day(cur, [key, key + 1, key + 3], "streamer re-snapshot")
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+        run_streamer_once(job_params)
+        with admin.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")  # never in the binlog, so never captured
+            cur.execute("DELETE FROM `date` WHERE dateid IN (%s, %s)", (key, key + 3))
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (key + 1,))
+            copy_first_day(cur, [key + 2], "streamer re-snapshot")
+        silver.start_continuous()
+        before = silver_vs_source(params).iloc[0]
+        assert not before["equal"], before.to_dict()
+        result = silver.resnapshot("date", timeout_s=300)
+        assert result.table == "date"
+        after = silver_vs_source(params)
+        assert after["equal"].all(), after.to_dict("records")
+        assert SilverJob(job_params).pid() is not None  # the streamer job runs again
+        with conn.cursor() as cur:
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (key + 2,))
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+        wait_until(
+            lambda: bool(silver_vs_source(params)["equal"].all()),
+            timeout_s=120,
+            what="the streamer to take the change after the re-snapshot",
+        )
+    finally:
+        SilverJob(job_params).stop()
+        admin.close()
+        conn.close()
 
 
 def test_the_continuous_streamer_takes_a_new_column_without_a_restart(

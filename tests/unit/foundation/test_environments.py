@@ -10,6 +10,7 @@ import pytest
 from support.aws import aws_overrides
 
 from helpers.environments import IMPLEMENTATIONS, implementations
+from helpers.errors import CaptureError
 from helpers.params import WorkbookParams, load_params
 from helpers.silver.backend import EmrSilver, EmrStreamerSilver, LocalSilver, StreamerSilver, open_silver
 from helpers.sources.api import LocalSources, RdsSources, open_sources
@@ -32,6 +33,14 @@ def test_the_silver_backend_follows_the_table(engine: str, local: type, aws: typ
     for params, expected in ((_local(tmp_path), local), (load_params("aws", aws_overrides()), aws)):
         chosen = params.model_copy(update={"silver": params.silver.model_copy(update={"engine": engine})})
         assert type(open_silver(chosen)) is expected
+
+
+def test_a_resnapshot_under_the_emr_streamer_steps_is_refused_with_the_repair() -> None:
+    """The EMR streamer steps would drop the marker: the command says so before it signals."""
+    aws = load_params("aws", aws_overrides())
+    streamer = aws.model_copy(update={"silver": aws.silver.model_copy(update={"engine": "streamer"})})
+    with pytest.raises(CaptureError, match=r"drops the re-snapshot marker.*silver\.engine=pyspark"):
+        open_silver(streamer).resnapshot("date")
 
 
 def test_the_sources_follow_the_table(tmp_path: Path) -> None:
