@@ -372,8 +372,9 @@ class EmrStreamerSilver(EmrSilver):
         """
         raise CaptureError(
             f"Failed to re-snapshot {name}: HoodieStreamer drops the re-snapshot marker, so Silver would "
-            "keep the rows the marker voids; run it with --set silver.engine=pyspark while the streamer "
-            "steps are paused, then resume them (docs/streamer.md, Limits)"
+            "keep the rows the marker voids, and this command does not pause EMR steps. By hand, as the "
+            "local command does it: pause the streamer steps, re-snapshot and ingest this table once with "
+            "--set silver.engine=pyspark (notebook 03), then resume the steps (docs/streamer.md, Limits)"
         )
 
 
