@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.engines import engine_kind
+from helpers.engines import engine_kind, quote_spark, spark_string
 from helpers.environments import implementations
 from helpers.errors import HudiError
 from helpers.hudi.api import write_options
@@ -195,7 +195,7 @@ def _json_field(field: Mapping[str, Any]) -> tuple[Any, str]:
     (or, zoned, the text) they are and converted in SQL; decimals are read as their text and cast
     exactly (the JSON-to-Avro path without a transformer would keep a ``bytes`` decimal's text as
     its bytes instead)."""
-    name = f"`{field['name']}`"
+    name = quote_spark(field["name"])
     inner = _avro_type(field["type"])
     optional = isinstance(field["type"], list)
     logical = inner.get("logicalType") if isinstance(inner, dict) else None
@@ -249,27 +249,29 @@ def transform_sql(
     columns = []
     for field in schema["fields"]:
         name = field["name"]
-        if not _AVRO_NAME.fullmatch(name):  # Avro's own rule: the name is safe between backticks
+        if not _AVRO_NAME.fullmatch(name):  # Avro's own rule, which the streamer's schemas need
             raise HudiError(f"Failed to build the streamer's SQL transform: {name!r} is no Avro field name")
         if name == "__deleted":
             continue
-        sql = _json_field(field)[1] if flavour != "avro" else f"`{name}`"
-        columns.append(sql if sql == f"`{name}`" else f"{sql} AS `{name}`")
+        quoted = quote_spark(name)
+        sql = _json_field(field)[1] if flavour != "avro" else quoted
+        columns.append(sql if sql == quoted else f"{sql} AS {quoted}")
     marker = SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
-    ops = ", ".join(f"'{o}'" for o in CHANGE_OPS)
+    ops = ", ".join(spark_string(o) for o in CHANGE_OPS)
     if flavour == "debezium":
         source = f"({_debezium_rows(schema, table)} FROM <SRC>) AS bronze"
     else:
         source = "(SELECT payload.* FROM <SRC>) AS bronze" if flavour == "jsonl" else "<SRC>"
-    # names checked against Avro's rule above, everything else is the workbook's own text
-    select = f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS `{POSITION_COLUMN}`, "
-    deleted = f"coalesce(`__deleted` = 'true', false) AS `{marker}`"
+    select = (
+        f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS {quote_spark(POSITION_COLUMN)}, "
+    )
+    deleted = f"coalesce(`__deleted` = 'true', false) AS {quote_spark(marker)}"
     where = f"`__op` IN ({ops})"
     if min_key is not None:
         column, lowest = min_key
         if not _AVRO_NAME.fullmatch(column):
             raise HudiError(f"Failed to build the streamer's SQL transform: {column!r} is no Avro field name")
-        where += f" AND `{column}` >= {int(lowest)}"
+        where += f" AND {quote_spark(column)} >= {int(lowest)}"
     return f"{select}{deleted} FROM {source} WHERE {where}"
 
 
@@ -304,16 +306,16 @@ def _debezium_rows(schema: Mapping[str, Any], table: str) -> str:
                 "CASE WHEN `_change_operation_type` = 'd' THEN 'true' ELSE 'false' END AS `__deleted`"
             )
         elif name == "__table":
-            columns.append(f"'{table}' AS `__table`")
+            columns.append(f"{spark_string(table)} AS `__table`")
         elif name in _DEBEZIUM_COLUMNS:
-            columns.append(f"`{_DEBEZIUM_COLUMNS[name]}` AS `{name}`")
+            columns.append(f"{quote_spark(_DEBEZIUM_COLUMNS[name])} AS {quote_spark(name)}")
         elif name.startswith("__"):
             raise HudiError(
                 f"Failed to build the streamer's SQL transform: Hudi's Debezium sources give no column "
                 f"for Bronze's {name!r}"
             )
         else:
-            columns.append(f"`{name}`")
+            columns.append(quote_spark(name))
     return f"SELECT {', '.join(columns)}"
 
 
