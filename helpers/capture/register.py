@@ -180,7 +180,8 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
 def embedded_backend(
     params: WorkbookParams, bronze_root: Path | str, bronze_s3: S3Connection | None = None
 ) -> EmbeddedBackend:
-    """Embedded workers with the parameters' capture settings and JVM options, writing Bronze
+    """Embedded workers with the parameters' capture settings and JVM options (``-Xmx`` from
+    ``capture.worker_heap``, after the class's own, so it wins), writing Bronze
     under ``bronze_root`` (the lake's, or a conformance scenario's scratch zone)."""
     cap = params.capture
     return EmbeddedBackend(
@@ -190,7 +191,7 @@ def embedded_backend(
         bronze_format=cap.bronze_format,
         flush_interval_ms=cap.flush_interval_ms,
         max_batch_size=cap.max_batch_size,
-        jvm_opts=(*EmbeddedBackend.jvm_opts, *params.local.jit_options),
+        jvm_opts=(*EmbeddedBackend.jvm_opts, f"-Xmx{cap.worker_heap}", *params.local.jit_options),
     )
 
 

@@ -156,7 +156,10 @@ def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_p
     assert ci.local.jit_options == ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m")
     backend = open_backend(ci)
     assert isinstance(backend, EmbeddedBackend)
-    assert backend.jvm_opts == (*EmbeddedBackend.jvm_opts, *ci.local.jit_options)
+    assert backend.jvm_opts == (*EmbeddedBackend.jvm_opts, "-Xmx512m", *ci.local.jit_options)
+    smaller = ci.capture.model_copy(update={"worker_heap": "256m"})
+    small = open_backend(ci.model_copy(update={"capture": smaller}))
+    assert isinstance(small, EmbeddedBackend) and small.jvm_opts[-3:] == ("-Xmx256m", *ci.local.jit_options)
     with pytest.raises(
         ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered' or 'quick'"
     ):
