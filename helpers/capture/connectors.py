@@ -171,11 +171,9 @@ def postgres_source_config(
     """PostgreSQL source through ``pgoutput`` on an existing publication.
 
     Debezium confirms the slot's position only as it processes a captured change; heartbeats
-    alone do not move it. While the captured tables are quiet and the rest of the server writes
-    (other databases, vacuum, RDS's own heartbeat), the slot would pin all that WAL until the next
-    captured change. ``lsn.flush.mode=connector_and_driver`` lets the JDBC driver confirm the
-    server's keepalive position too, but only once every change received has been confirmed by
-    the connector (so never past an event not yet in Bronze).
+    alone do not move it, so while the captured tables are quiet the slot holds the WAL the rest
+    of the server writes (``docs/architecture.md``, "Retention monitor": why Debezium's
+    ``lsn.flush.mode=connector_and_driver`` is not set).
 
     Args:
         name: connector name.
@@ -213,7 +211,6 @@ def postgres_source_config(
         "schema.include.list": _require(schema, "schema"),
         "table.include.list": ",".join(f"{schema}.{t}" for t in tables),
         "heartbeat.interval.ms": str(heartbeat_ms),
-        "lsn.flush.mode": "connector_and_driver",
         # stated, not left to the default: Silver replaces it with the stored value
         "unavailable.value.placeholder": UNAVAILABLE_VALUE,
     }

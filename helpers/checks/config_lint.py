@@ -125,16 +125,11 @@ RULES: Mapping[str, Rule] = {
             "use the 3.x name shown (the replacement column)",
         ),
         Rule(
-            "postgres-heartbeat",
-            "warning",
-            "PostgreSQL connector whose slot stands still while its tables are quiet",
-            "the connector confirms its replication slot's position only when it processes a captured change "
-            "(a heartbeat alone does not move it): while the captured tables are quiet and the rest of the "
-            "server writes (other databases, vacuum, RDS's own heartbeat), the slot pins WAL, and the disk "
-            "(RDS storage) fills up",
-            "heartbeat.interval.ms=10000 and lsn.flush.mode=connector_and_driver (the driver then confirms "
-            "the server's keepalive position once every change received is confirmed; Debezium 3.6 has "
-            "it), or with an older Debezium heartbeat.action.query writing to a captured table",
+            "postgres-heartbeat", "warning", "PostgreSQL connector without a heartbeat",
+            "with no heartbeat the connector confirms its replication slot's position only when a captured "
+            "table changes: while they are quiet and the rest of the server writes, the slot pins WAL, and "
+            "the disk (RDS storage) fills up",
+            "heartbeat.interval.ms=10000 (plus heartbeat.action.query on a database with no other writes)",
         ),
         Rule(
             "soft-delete-upserted", "error", "soft-delete flattening into a Silver table that upserts it",
@@ -507,11 +502,8 @@ def _single_findings(config: LintConfig) -> list[Finding]:
             out.append(_finding("decimal-double", config, "decimal.handling.mode"))
         if config.engine == "postgresql":
             interval = (config.get("heartbeat.interval.ms") or "0").strip()
-            flush = (config.get("lsn.flush.mode") or "connector").strip().lower()
             if not interval.isdigit() or int(interval) <= 0:
                 out.append(_finding("postgres-heartbeat", config, "heartbeat.interval.ms"))
-            elif flush != "connector_and_driver" and not (config.get("heartbeat.action.query") or "").strip():
-                out.append(_finding("postgres-heartbeat", config, "lsn.flush.mode"))
     if config.kind == "s3-sink":
         schedule = (config.get("rotate.schedule.interval.ms") or "").strip()
         if schedule and schedule != "-1" and schedule != "0":

@@ -66,11 +66,7 @@ FIXES: dict[str, list[tuple[str, str]]] = {
         ),
     ],
     POSTGRES: [
-        (
-            '"plugin.name": "pgoutput",',
-            '"plugin.name": "pgoutput",\n    "heartbeat.interval.ms": "10000",\n'
-            '    "lsn.flush.mode": "connector_and_driver",',
-        ),
+        ('"plugin.name": "pgoutput",', '"plugin.name": "pgoutput",\n    "heartbeat.interval.ms": "10000",'),
         (
             '"transforms.unwrap.add.fields"',
             '"tombstones.on.delete": "false",\n'
@@ -168,33 +164,6 @@ def test_missing_settings_are_flagged_where_they_are_missing(findings: list[Find
         soft = _one(findings, "soft-delete-upserted", "hoodie.payload.delete.field", table)
         assert soft.line is None and soft.severity == "error"
         assert MYSQL in soft.problem  # names the connector that flattens into __deleted
-
-
-@pytest.mark.parametrize(
-    ("extra", "flagged"),
-    [
-        ({}, True),
-        ({"lsn.flush.mode": "connector"}, True),
-        ({"lsn.flush.mode": "Connector_And_Driver"}, False),
-        ({"heartbeat.action.query": "UPDATE ems.heartbeat SET ts = now()"}, False),
-    ],
-)
-def test_a_heartbeat_alone_does_not_move_the_slot(extra: dict[str, str], flagged: bool) -> None:
-    """A heartbeat with the default flush mode and no action query still leaves the slot standing
-    while the captured tables are quiet: flagged on ``lsn.flush.mode``, with the driver's flush as
-    the fix."""
-    config = config_from_mapping("pg", {"connector.class": PG, "heartbeat.interval.ms": "10000", **extra})
-    found = lint_configs([config])
-    if not flagged:
-        assert found == []
-        return
-    [finding] = found
-    assert (finding.rule, finding.key, finding.severity) == (
-        "postgres-heartbeat",
-        "lsn.flush.mode",
-        "warning",
-    )
-    assert "lsn.flush.mode=connector_and_driver" in finding.fix and "heartbeat alone" in finding.problem
 
 
 def test_3x_translation_of_the_old_delete_options(findings: list[Finding]) -> None:
@@ -373,14 +342,13 @@ def test_json_shapes_and_lines(tmp_path: Path) -> None:
                 "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
                 "tasks.max": 1,
                 "heartbeat.interval.ms": 5000,
-                "lsn.flush.mode": "connector_and_driver",
                 "x": True,
             },
             indent=1,
         )
     )
     config = read_config_file(bare)[0]
-    assert config.get("tasks.max") == "1" and config.get("x") == "true" and config.line("x") == 6
+    assert config.get("tasks.max") == "1" and config.get("x") == "true" and config.line("x") == 5
     assert lint_files([bare]) == []
 
 
@@ -467,7 +435,6 @@ def test_old_delete_options_map_to_the_3x_mode(settings: dict[str, str], fix: st
     config = {
         "connector.class": PG,
         "heartbeat.interval.ms": "1000",
-        "lsn.flush.mode": "connector_and_driver",
         "transforms": "u",
         "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
     }
@@ -479,13 +446,7 @@ def test_old_delete_options_map_to_the_3x_mode(settings: dict[str, str], fix: st
 def test_legacy_names_apply_per_engine() -> None:
     """database.dbname is the PostgreSQL name still, and the old SQL Server one."""
     pg = config_from_mapping(
-        "pg",
-        {
-            "connector.class": PG,
-            "database.dbname": "ems",
-            "heartbeat.interval.ms": "1",
-            "lsn.flush.mode": "connector_and_driver",
-        },
+        "pg", {"connector.class": PG, "database.dbname": "ems", "heartbeat.interval.ms": "1"}
     )
     assert lint_configs([pg]) == []
     mssql = config_from_mapping(
@@ -500,20 +461,13 @@ def test_legacy_names_apply_per_engine() -> None:
         {
             "connector.class": PG,
             "heartbeat.interval.ms": "1",
-            "lsn.flush.mode": "connector_and_driver",
             "snapshot.mode": "schema_only",
             "plugin.name": "wal2json_rds",
         },
     )
     assert sorted(f.fix for f in lint_configs([values])) == ["plugin.name=pgoutput", "snapshot.mode=no_data"]
     recovery = config_from_mapping(
-        "r",
-        {
-            "connector.class": PG,
-            "heartbeat.interval.ms": "1",
-            "lsn.flush.mode": "connector_and_driver",
-            "snapshot.mode": "schema_only_recovery",
-        },
+        "r", {"connector.class": PG, "heartbeat.interval.ms": "1", "snapshot.mode": "schema_only_recovery"}
     )
     assert [f.fix for f in lint_configs([recovery])] == ["snapshot.mode=recovery"]
     jdbc_sink = config_from_mapping(
@@ -535,7 +489,6 @@ def test_hard_deletes_not_expected_from_a_soft_silver_table() -> None:
         {
             "connector.class": PG,
             "heartbeat.interval.ms": "1",
-            "lsn.flush.mode": "connector_and_driver",
             "transforms": "u",
             "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
             "transforms.u.delete.tombstone.handling.mode": "drop",
