@@ -47,7 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
 #: (pytest 2,473 s; summed 2,455 s and 1,976 s), all 800 passed.
 #: 2026-11-30 (later): the fresh-clone run at a83ac12 summed 2,104 s on the first worker against 1,721 s
 #: (pytest 2,127 s), and the landing run of the next commit took 2,698 s end to end. The
-#: self-contained JSON-lines Silver flow (159 s, its own stack) moved to the second worker.
+#: self-contained JSON-lines Silver flow (159 s, its own stack) moved to the second worker. The
+#: fresh-clone run at 80bd5d9 then took 2,662 s end to end (pytest 2,425 s), the workers summing
+#: 2,402 s and 2,095 s on a slower day (the Kafka sink file 755 s against 659 s at a83ac12): the
+#: self-contained Spark standalone cluster file (168 s, its own cluster) moved over too.
 SECOND_WORKER = (
     "tests/unit/",
     "tests/integration/test_cluster_s3.py",
@@ -55,6 +58,7 @@ SECOND_WORKER = (
     "tests/notebooks/test_workbook_kafka.py",
     "tests/integration/test_kafka_bronze_sink.py",
     "tests/integration/test_silver_jsonl.py",
+    "tests/integration/test_spark_cluster.py",
 )
 
 
