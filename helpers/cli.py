@@ -190,15 +190,11 @@ def _changes(args: argparse.Namespace) -> int:
 def _resnapshot(args: argparse.Namespace) -> int:
     params = _params(args)
     result = open_silver(params).resnapshot(args.table, timeout_s=args.timeout)
-    applied = (
-        "The PySpark engine applied it (HoodieStreamer drops such markers); the streamer goes on from there"
-        if params.silver.engine == "streamer"
-        else "The Silver job applies it in its next round (or: ./workbook run)"
-    )
     print(
         f"{result.table}: incremental snapshot completed in {result.seconds:.1f} s"
         f" (signal {result.signal_id}); marker at {result.position} in {result.marker_file}."
-        f" {applied}; rows deleted at the source while Silver had diverged are removed."
+        " The Silver job applies it in its next round (or: ./workbook run); rows deleted at the source"
+        " while Silver had diverged are removed then."
     )
     return 0
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from helpers.capture.raw_topics import retire_raw_capture
-from helpers.capture.resnapshot import ResnapshotResult, find_table, resnapshot
+from helpers.capture.resnapshot import ResnapshotResult, resnapshot
 from helpers.environments import implementations
 from helpers.errors import CaptureError, HudiError, WaitTimeoutError
 from helpers.hudi.inspect import table_file_groups
@@ -25,7 +25,7 @@ from helpers.hudi.timeline import completed_instants
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_catalog
-from helpers.silver.ingest import ingest_all, ingest_tables
+from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once, streamer_overview
 from helpers.silver.tables import (
@@ -303,35 +303,6 @@ class StreamerSilver(LocalSilver):
         """The generated properties files and the one-table ``spark-submit`` command."""
         return StreamerFiles(streamer_overview(self.params))
 
-    def resnapshot(self, name: str, timeout_s: float = 900.0) -> ResnapshotResult:
-        """The re-snapshot, with its marker applied by the PySpark engine: HoodieStreamer has no
-        operation for "delete every row written before this position" and would drop it
-        (``docs/streamer.md``, "Limits").
-
-        The continuous streamer job is stopped first (after its round), so the marker and the
-        re-read rows stay in Bronze past its checkpoint. Once the marker is written, one PySpark
-        round of the table takes them from that checkpoint on and commits its own; the job then
-        starts again if it ran, and the streamer goes on from the PySpark round's checkpoint
-        (both engines read each other's, :mod:`helpers.silver.state`). Other tables wait while
-        the snapshot runs; capture keeps writing their changes to Bronze.
-        """
-        table = find_table(self.params, name)
-        job = SilverJob(self.params)
-        was_running = job.pid() is not None
-        job.stop()
-        try:
-            result = resnapshot(self.params, table.name, timeout_s=timeout_s)
-            pyspark = self.params.model_copy(
-                update={"silver": self.params.silver.model_copy(update={"engine": "pyspark"})}
-            )
-            ingest_tables(pyspark, [table])
-            if self.params.silver.sync:
-                sync_catalog(self.params, [table.name])
-        finally:
-            if was_running:
-                self.start_continuous()
-        return result
-
 
 @dataclass
 class EmrSilver(LocalSilver):
@@ -365,7 +336,8 @@ class EmrStreamerSilver(EmrSilver):
         return {"state": "EMR_STEPS", "loops": None, "error": None}
 
     def resnapshot(self, name: str, timeout_s: float = 900.0) -> ResnapshotResult:
-        """Refused: the streamer steps would drop the marker (``docs/streamer.md``, "Limits").
+        """Refused: EMR's DeltaStreamer steps drop the marker; the workbook's own streamer driver,
+        which applies it, runs only locally (``docs/streamer.md``, "Limits").
 
         Raises:
             CaptureError: always, naming the repair that works.

@@ -5,11 +5,10 @@ the same parameters and write options as the PySpark engine
 
 * the source is the table's Bronze topic folder (``AvroDFSSource``, or ``JsonDFSSource`` for
   JSON-lines Bronze), its schema the newest Bronze file's (``FilebasedSchemaProvider``);
-* one SQL transform (``SqlQueryBasedTransformer``) adds the log position ``_cdc_position``
-  (:func:`helpers.silver.tables.position_sql`, the ordering field, compared with the stored row by
-  ``DefaultHoodieRecordPayload``) and the delete marker: ``_hoodie_is_deleted`` in hard mode, so a
-  delete really deletes, or a boolean ``__deleted`` in soft mode; it drops TRUNCATE and re-snapshot
-  markers, which HoodieStreamer cannot apply (``docs/streamer.md``, "Limits");
+* one SQL transform (``SqlQueryBasedTransformer``, :mod:`helpers.silver.streamer_sql`) adds the
+  log position and the delete marker; a second properties file per table
+  (``<table>.truncate.properties``) holds the transform of a round with a TRUNCATE or re-snapshot
+  marker, which the workbook's driver uses (:mod:`helpers.silver.streamer_driver`);
 * JSON-lines Bronze carries decimals as JSON numbers: HoodieStreamer 0.14.0's JSON-to-Avro
   converter would store a ``bytes`` decimal's text as its bytes (10.5 becomes 8252411.41), so the
   source schema reads them as strings and the transform casts them to their exact decimal type;
@@ -27,17 +26,15 @@ How it runs: :mod:`helpers.silver.streamer`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from helpers.engines import engine_kind, quote_spark, spark_string
+from helpers.engines import engine_kind
 from helpers.environments import implementations
-from helpers.errors import HudiError
 from helpers.hudi.api import write_options
-from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
+from helpers.hudi.config import SOFT_DELETE_FIELD
 from helpers.lake_store import join, lake_uri
 from helpers.local.kafka import bootstrap_servers
 from helpers.naming import raw_topic, silver_topic
@@ -46,27 +43,22 @@ from helpers.proc import replace_text
 from helpers.silver.state import read_table_state
 from helpers.silver.streamer_kafka import kafka_checkpoint, kafka_properties, moved_to_bronze, reads_kafka
 from helpers.silver.streamer_resume import newest_bronze_schema, reread_checkpoint, resume_checkpoint
-from helpers.silver.tables import (
-    POSITION_COLUMN,
-    position_fields,
-    position_sql,
-    silver_write_options,
-    table_config,
+from helpers.silver.streamer_sql import (
+    MARKER_ERROR,
+    json_source_schema,
+    reader_schema,
+    transform_sql,
+    truncate_sql,
+    void_view,
 )
+from helpers.silver.tables import POSITION_COLUMN, position_fields, silver_write_options, table_config
 
 __all__ = [
-    "CHANGE_OPS",
-    "reader_schema",
     "StreamerTable",
     "streamer_config",
-    "transform_sql",
     "write_streamer_config",
 ]
 
-#: The streamer's change operations; TRUNCATE (``t``) and re-snapshot markers are dropped.
-CHANGE_OPS = ("c", "u", "d", "r")
-
-_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: Options of the PySpark engine's writer that HoodieStreamer 0.14.0 does not take from a file:
 #: the table version and upgrade (0.14.0 writes version 6, the only one it knows), Hive sync (the
@@ -102,6 +94,9 @@ class StreamerTable:
             or ``MysqlDebeziumSource`` (``silver.streamer.source: kafka``).
         checkpoint: ``--checkpoint`` (None: resume from the table's last commit).
         kafka: a Debezium source's ``bootstrap`` servers and ``topic`` (None: Bronze).
+        truncate_properties: the properties file of a round that holds a TRUNCATE or re-snapshot
+            marker (:func:`truncate_sql`; None: markers are dropped).
+        soft_field: the soft-delete flag (None: hard deletes).
     """
 
     name: str
@@ -114,16 +109,38 @@ class StreamerTable:
     source_class: str
     checkpoint: str | None = None
     kafka: Mapping[str, str] | None = None
+    truncate_properties: str | None = None
+    soft_field: str | None = None
 
     def plan_entry(self) -> dict[str, Any]:
         """The table in a plan of :mod:`helpers.silver.streamer_driver` (locally and on EMR)."""
+        return (
+            {
+                "name": self.name,
+                "source_schema": self.source_schema,
+                "target_schema": self.target_schema,
+                "transform_sql": self.transform_sql,
+                "args": self.args(),
+            }
+            | self._kafka_entry()
+            | self._markers_entry()
+        )
+
+    def _markers_entry(self) -> dict[str, Any]:
+        """What the driver needs to run a round that holds a marker again with
+        :func:`truncate_sql`: the error the first try fails with, the properties file, the view
+        of the stored rows, the table and its soft-delete flag."""
+        if self.truncate_properties is None:
+            return {}
         return {
-            "name": self.name,
-            "source_schema": self.source_schema,
-            "target_schema": self.target_schema,
-            "transform_sql": self.transform_sql,
-            "args": self.args(),
-        } | self._kafka_entry()
+            "markers": {
+                "error": MARKER_ERROR,
+                "properties": self.truncate_properties,
+                "view": void_view(self.name),
+                "base_path": _uri(self.base_path),
+                "soft_field": self.soft_field,
+            }
+        }
 
     def _kafka_entry(self) -> dict[str, Any]:
         """A table read from a Kafka topic: no target schema file (HoodieStreamer takes the transformed
@@ -171,193 +188,6 @@ class StreamerTable:
 
 def _uri(path: str) -> str:
     return path if "://" in path else f"file://{path}"
-
-
-def _avro_type(field_type: Any) -> Any:
-    """The non-null branch of a field's type."""
-    if isinstance(field_type, list):
-        branches = [b for b in field_type if b != "null"]
-        return branches[0] if len(branches) == 1 else field_type
-    return field_type
-
-
-def _is_decimal(field_type: Any) -> bool:
-    inner = _avro_type(field_type)
-    return isinstance(inner, dict) and inner.get("logicalType") == "decimal"
-
-
-def _json_field(field: Mapping[str, Any]) -> tuple[Any, str]:
-    """How a field of JSON-lines Bronze is read and turned into its Silver type: the type in the
-    source schema and the SQL expression. With a transformer, HoodieStreamer 0.14.0 reads JSON
-    through Spark's JSON reader with the source schema, which takes a number for a timestamp as
-    epoch *seconds* (Debezium writes milli- or microseconds: measured, listing.listtime came out
-    after year 9999) and cannot take a number for a date. So temporal values are read as the numbers
-    (or, zoned, the text) they are and converted in SQL; decimals are read as their text and cast
-    exactly (the JSON-to-Avro path without a transformer would keep a ``bytes`` decimal's text as
-    its bytes instead)."""
-    name = quote_spark(field["name"])
-    inner = _avro_type(field["type"])
-    optional = isinstance(field["type"], list)
-    logical = inner.get("logicalType") if isinstance(inner, dict) else None
-    zoned = isinstance(inner, dict) and inner.get("connect.name") == "zoned"
-    if logical == "decimal":
-        exact = f"DECIMAL({int(inner['precision'])}, {int(inner.get('scale', 0))})"
-        return "string", f"CAST({name} AS {exact})"
-    if zoned:
-        return "string", f"to_timestamp({name})"
-    conversions = {
-        "date": ("int", f"date_from_unix_date({name})"),
-        "timestamp-millis": ("long", f"timestamp_millis({name})"),
-        "timestamp-micros": ("long", f"timestamp_micros({name})"),
-    }
-    if logical in conversions:
-        plain, sql = conversions[logical]
-        return (["null", plain] if optional else plain), sql
-    return field["type"], name
-
-
-def transform_sql(
-    schema: Mapping[str, Any],
-    engine: str,
-    positions: tuple[str, ...],
-    delete_mode: str,
-    *,
-    flavour: str = "avro",
-    table: str = "",
-    min_key: tuple[str, int] | None = None,
-) -> str:
-    """The table's SQL transform over the source rows (``<SRC>``): every data and Debezium column
-    of the Bronze ``schema`` but ``__deleted``, ``_cdc_position`` and the delete marker; TRUNCATE and
-    re-snapshot markers dropped. ``flavour`` is what the source rows are:
-
-    * ``avro``: Avro Bronze rows, as they are;
-    * ``jsonl``: JSON-lines Bronze, the converter's ``payload``, converted to their Silver types
-      (:func:`_json_field`);
-    * ``debezium``: the rows of Hudi's Debezium Kafka sources (``after.*`` or, for a delete,
-      ``before.*``, beside Hudi's ``_change_operation_type``, ``_event_lsn``...): renamed to the
-      Bronze names first (:func:`_debezium_rows`, ``table`` is the source table's name), then
-      converted as JSON lines are (Debezium's own numbers for dates and timestamps).
-
-    ``min_key`` (key column, lowest key) keeps a sliced table's rows only
-    (:attr:`helpers.params.SilverTableParams.min_key`).
-
-    Raises:
-        HudiError: for an unknown source engine or flavour, or a field name outside Avro's rule.
-    """
-    if flavour not in ("avro", "jsonl", "debezium"):
-        raise HudiError(f"Failed to build the streamer's SQL transform: unknown source flavour {flavour!r}")
-    columns = []
-    for field in schema["fields"]:
-        name = field["name"]
-        if not _AVRO_NAME.fullmatch(name):  # Avro's own rule, which the streamer's schemas need
-            raise HudiError(f"Failed to build the streamer's SQL transform: {name!r} is no Avro field name")
-        if name == "__deleted":
-            continue
-        quoted = quote_spark(name)
-        sql = _json_field(field)[1] if flavour != "avro" else quoted
-        columns.append(sql if sql == quoted else f"{sql} AS {quoted}")
-    marker = SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
-    ops = ", ".join(spark_string(o) for o in CHANGE_OPS)
-    if flavour == "debezium":
-        source = f"({_debezium_rows(schema, table)} FROM <SRC>) AS bronze"
-    else:
-        source = "(SELECT payload.* FROM <SRC>) AS bronze" if flavour == "jsonl" else "<SRC>"
-    select = (
-        f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS {quote_spark(POSITION_COLUMN)}, "
-    )
-    deleted = f"coalesce(`__deleted` = 'true', false) AS {quote_spark(marker)}"
-    where = f"`__op` IN ({ops})"
-    if min_key is not None:
-        column, lowest = min_key
-        if not _AVRO_NAME.fullmatch(column):
-            raise HudiError(f"Failed to build the streamer's SQL transform: {column!r} is no Avro field name")
-        where += f" AND {quote_spark(column)} >= {int(lowest)}"
-    return f"{select}{deleted} FROM {source} WHERE {where}"
-
-
-#: Bronze's Debezium fields (``ExtractNewRecordState``'s ``add.fields`` with the ``__`` prefix) as the
-#: columns Hudi 0.14.0's Debezium sources give (``DebeziumConstants``): the operation, the source
-#: timestamp, PostgreSQL's LSN, MySQL's binlog file, position and row.
-_DEBEZIUM_COLUMNS = {
-    "__op": "_change_operation_type",
-    "__source_ts_ms": "_event_origin_ts_ms",
-    "__lsn": "_event_lsn",
-    "__file": "_event_bin_file",
-    "__pos": "_event_pos",
-    "__row": "_event_row",
-}
-
-
-def _debezium_rows(schema: Mapping[str, Any], table: str) -> str:
-    """``SELECT`` of the Bronze-shaped rows from a Debezium source's rows: data columns as they are,
-    the Debezium fields renamed (:data:`_DEBEZIUM_COLUMNS`), ``__table`` the source table's name and
-    ``__deleted`` ``'true'`` for a delete (whose row is Debezium's ``before``).
-
-    Raises:
-        HudiError: for a Bronze field the Debezium sources do not give.
-    """
-    if not _AVRO_NAME.fullmatch(table):
-        raise HudiError(f"Failed to build the streamer's SQL transform: {table!r} is no Avro name")
-    columns = []
-    for field in schema["fields"]:
-        name = field["name"]
-        if name == "__deleted":
-            columns.append(
-                "CASE WHEN `_change_operation_type` = 'd' THEN 'true' ELSE 'false' END AS `__deleted`"
-            )
-        elif name == "__table":
-            columns.append(f"{spark_string(table)} AS `__table`")
-        elif name in _DEBEZIUM_COLUMNS:
-            columns.append(f"{quote_spark(_DEBEZIUM_COLUMNS[name])} AS {quote_spark(name)}")
-        elif name.startswith("__"):
-            raise HudiError(
-                f"Failed to build the streamer's SQL transform: Hudi's Debezium sources give no column "
-                f"for Bronze's {name!r}"
-            )
-        else:
-            columns.append(quote_spark(name))
-    return f"SELECT {', '.join(columns)}"
-
-
-def reader_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The reader schema of Bronze: ``schema`` with every field optional (``["null", T]``, default
-    null), also inside the JSON envelope's ``payload``. Bronze holds files this schema's writer
-    did not write: TRUNCATE and re-snapshot markers (no data columns) and files from before a
-    column was added. A required field missing in such a file fails the whole read
-    ("AvroTypeException: Found tickit.ecomm.date.Value, expecting tickit.ecomm.date.Value,
-    missing required field year":
-    measured in CI, on a topic holding a TRUNCATE marker); optional, it reads as null and the
-    transform drops the marker rows. The target schema stays the strict one
-    (:mod:`helpers.silver.streamer_driver`)."""
-
-    def optional(field: Mapping[str, Any]) -> dict[str, Any]:
-        kind = field["type"]
-        if isinstance(kind, dict) and kind.get("type") == "record" and field["name"] == "payload":
-            return {**field, "type": reader_schema(kind)}
-        if isinstance(kind, list):
-            branches = kind if "null" in kind else ["null", *kind]
-            return {**field, "type": ["null", *[b for b in branches if b != "null"]], "default": None}
-        return {**field, "type": ["null", kind], "default": None}
-
-    return {**schema, "fields": [optional(f) for f in schema["fields"]]}
-
-
-def _json_source_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The reader schema of JSON-lines Bronze: the converter's envelope, ``payload`` holding the
-    row with each field as :func:`_json_field` reads it."""
-    fields = []
-    for field in schema["fields"]:
-        read_as = _json_field(field)[0]
-        if read_as == "string":
-            fields.append({"name": field["name"], "type": ["null", "string"], "default": None})
-        else:
-            fields.append({**field, "type": read_as})
-    payload = {"type": "record", "name": "payload", "fields": fields}
-    return {
-        "type": "record",
-        "name": schema.get("name", "envelope").replace(".", "_") + "_envelope",
-        "fields": [{"name": "payload", "type": payload}],
-    }
 
 
 def streamer_config(params: WorkbookParams) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -425,6 +255,7 @@ def write_streamer_config(
     )
     replace_text(conf / "base.properties", _properties_text(base, header))
     jsonl = params.capture.bronze_format == "jsonl"
+    local = implementations(params).silver != "emr"
     out = []
     for table in params.silver.tables:
         schema = newest_bronze_schema(params, table)
@@ -446,16 +277,19 @@ def write_streamer_config(
             source_class = "org.apache.hudi.utilities.sources." + (
                 "JsonDFSSource" if jsonl else "AvroDFSSource"
             )
-        sql = transform_sql(
-            schema,
-            engine,
-            position_fields(params, table),
-            config.delete_mode,
-            flavour=flavour,
-            table=table.table,
-            min_key=None if table.min_key is None else (table.record_key[0], table.min_key),
-        )
-        source_schema = _json_source_schema(schema) if jsonl else schema
+        shape: dict[str, Any] = {
+            "engine": engine,
+            "positions": position_fields(params, table),
+            "delete_mode": config.delete_mode,
+            "flavour": flavour,
+            "table": table.table,
+            "min_key": None if table.min_key is None else (table.record_key[0], table.min_key),
+        }
+        # the workbook's driver applies markers (a round that holds one runs again with the
+        # truncate file); EMR's DeltaStreamer steps and Hudi's Debezium sources drop them
+        applies = local and flavour != "debezium"
+        sql = transform_sql(schema, **shape, markers="fail" if applies else "drop")
+        source_schema = json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)
         if flavour != "debezium":
             checkpoint = reread_checkpoint(params, table, conf, schema_text, state) or resume_checkpoint(
@@ -476,6 +310,21 @@ def write_streamer_config(
             props,
             _properties_text(values, f"Silver table {table.name}: HoodieStreamer 0.14.0", "base.properties"),
         )
+        truncate = None
+        if applies:
+            replace_text(
+                conf / f"{table.name}.truncate.properties",
+                _properties_text(
+                    {
+                        "hoodie.streamer.transformer.sql": truncate_sql(
+                            schema, **shape, view=void_view(table.name)
+                        )
+                    },
+                    f"Silver table {table.name}: a round that holds a TRUNCATE or re-snapshot marker",
+                    props.name,
+                ),
+            )
+            truncate = _uri(join(where, f"{table.name}.truncate.properties"))
         out.append(
             StreamerTable(
                 name=table.name,
@@ -492,6 +341,8 @@ def write_streamer_config(
                     if flavour == "debezium"
                     else None
                 ),
+                truncate_properties=truncate,
+                soft_field=SOFT_DELETE_FIELD if config.delete_mode == "soft" else None,
             )
         )
     return out

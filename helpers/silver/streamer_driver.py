@@ -30,6 +30,14 @@ datasource writer gives the same rows (decimals as ``fixed``, record ``hoodie.<t
 ``FilebasedSchemaProvider`` would otherwise use the Bronze schema as the target and drop the
 transform's columns.
 
+TRUNCATE and re-snapshot markers (a table's plan ``markers``): HoodieStreamer has no operation for
+"delete every row written before position T", so the table's transform fails a round that holds a
+marker, and the driver runs that round again from the same checkpoint with the table's truncate
+properties (:func:`helpers.silver.streamer_sql.truncate_sql`), after registering the stored rows
+as a global temporary view: the stored rows from before the marker become deletes in the round's
+one commit, beside the changes after it, as the PySpark engine applies markers. The stored rows
+are read on the executors; the driver sees only the error text.
+
 Modes (the plan's ``mode``): ``once`` (each table's ``sync()`` in turn), ``continuous`` (rounds of
 those until the process is stopped) and ``schemas`` (only the target schemas: the
 first step on EMR, before one ``HoodieDeltaStreamer`` step per table).
@@ -83,22 +91,74 @@ def _write_text(spark: Any, uri: str, text: str) -> None:
         stream.close()
 
 
-def _target_schema(spark: Any, table: dict[str, Any]) -> None:
-    """Write the table's target Avro schema: the transform applied to an empty frame of the source
-    schema, converted by Hudi (metadata only, no rows)."""
+def _transformed(spark: Any, table: dict[str, Any]) -> Any:
+    """The transform applied to an empty frame of the table's source schema (a Java ``Dataset``:
+    its schema only, no rows)."""
     jvm = spark.sparkContext._jvm
     source = jvm.org.apache.avro.Schema.Parser().parse(_read_text(spark, table["source_schema"]))
     struct = jvm.org.apache.hudi.AvroConversionUtils.convertAvroSchemaToStructType(source)
     empty = spark._jsparkSession.createDataFrame(jvm.java.util.ArrayList(), struct)
     view = f"workbook_src_{table['name']}"
     empty.createOrReplaceTempView(view)
-    sql = table["transform_sql"].replace("<SRC>", view)
-    schema = spark._jsparkSession.sql(sql).schema()
+    return spark._jsparkSession.sql(table["transform_sql"].replace("<SRC>", view))
+
+
+def _target_schema(spark: Any, table: dict[str, Any]) -> None:
+    """Write the table's target Avro schema: the transform's output, converted by Hudi (metadata
+    only, no rows)."""
+    jvm = spark.sparkContext._jvm
+    schema = _transformed(spark, table).schema()
     record = f"{table['name']}_record"
     avro = jvm.org.apache.hudi.AvroConversionUtils.convertStructTypeToAvroSchema(
         schema, record, f"hoodie.{table['name']}"
     )
     _write_text(spark, table["target_schema"], avro.toString(True))
+
+
+def _stored_rows_view(spark: Any, table: dict[str, Any]) -> None:
+    """Register the global temporary view the truncate transform reads the stored rows through
+    (the plan's ``markers``): the Silver table as Hudi reads it (soft deletes: the rows not yet
+    flagged), shaped as the transform's output (a column the table lacks is null); an empty frame
+    of that shape while the table has no completed commit. Lazy: the rows are read on the executors when the
+    streamer's round runs."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    markers = table["markers"]
+    shape = DataFrame(_transformed(spark, table), spark).schema
+    completed = _completed_commits(spark, markers["base_path"])
+    if completed is None or not completed.lastInstant().isPresent():  # nothing stored yet
+        spark.createDataFrame([], shape).createOrReplaceGlobalTempView(markers["view"])
+        return
+    stored = spark.read.format("hudi").load(markers["base_path"])
+    soft = markers.get("soft_field")
+    if soft and soft in stored.columns:
+        stored = stored.where(~F.coalesce(F.col(soft).cast("boolean"), F.lit(False)))
+    columns = [
+        (F.col(f.name) if f.name in stored.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in shape.fields
+    ]
+    stored.select(*columns).createOrReplaceGlobalTempView(markers["view"])
+
+
+def _sync(spark: Any, table: dict[str, Any]) -> str:
+    """One ``sync()`` of the table: ``DONE``, or ``MARKERS_APPLIED`` when the round held a TRUNCATE
+    or re-snapshot marker. The table's transform fails such a round with the plan's
+    ``markers.error`` before anything commits (Hudi rolls back what a failed write left); it then
+    runs again, from the same checkpoint, with the truncate properties file, whose transform turns
+    the stored rows from before the marker into deletes in the round's one commit."""
+    try:
+        _streamer(spark, table["args"]).sync()
+        return "DONE"
+    except Exception as exc:  # noqa: BLE001 - Py4J errors of any kind
+        markers = table.get("markers")
+        if not markers or markers["error"] not in str(exc):
+            raise
+    _stored_rows_view(spark, table)
+    args = list(table["args"])
+    args[args.index("--props") + 1] = markers["properties"]
+    _streamer(spark, args).sync()
+    return "MARKERS_APPLIED"
 
 
 def _streamer(spark: Any, args: list[str]) -> Any:
@@ -120,9 +180,8 @@ def _streamer(spark: Any, args: list[str]) -> Any:
     return jvm.org.apache.hudi.utilities.streamer.HoodieStreamer(config, spark.sparkContext._jsc)
 
 
-def _last_checkpoint(spark: Any, base_path: str) -> str | None:
-    """HoodieStreamer's checkpoint in the table's newest completed commit (None: no table, no
-    commit, or none recorded), through Hudi's own timeline API."""
+def _completed_commits(spark: Any, base_path: str) -> Any:
+    """The table's completed commits timeline, through Hudi's own timeline API (None: no table)."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     path = jvm.org.apache.hadoop.fs.Path(base_path)
@@ -130,9 +189,16 @@ def _last_checkpoint(spark: Any, base_path: str) -> str | None:
         return None
     client = jvm.org.apache.hudi.common.table.HoodieTableMetaClient.builder()
     timeline = client.setConf(conf).setBasePath(base_path).build().getActiveTimeline()
-    completed = timeline.getCommitsTimeline().filterCompletedInstants()
-    last = completed.lastInstant()
-    if not last.isPresent():
+    return timeline.getCommitsTimeline().filterCompletedInstants()
+
+
+def _last_checkpoint(spark: Any, base_path: str) -> str | None:
+    """HoodieStreamer's checkpoint in the table's newest completed commit (None: no table, no
+    commit, or none recorded)."""
+    jvm = spark.sparkContext._jvm
+    completed = _completed_commits(spark, base_path)
+    last = None if completed is None else completed.lastInstant()
+    if last is None or not last.isPresent():
         return None
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where --jars are
     metadata_class = jvm.java.lang.Class.forName(
@@ -202,8 +268,10 @@ def run(plan_path: str) -> int:
                 status["tables"][table["name"]] = {"state": "NOTHING_NEW", "seconds": 0.0}
                 failures.pop(table["name"], None)
                 return
-            _streamer(spark, table["args"]).sync()
-            status["tables"][table["name"]] = {"state": "DONE", "seconds": round(time.time() - started, 3)}
+            state = _sync(spark, table)
+            status["tables"][table["name"]] = {"state": state, "seconds": round(time.time() - started, 3)}
+            if state == "MARKERS_APPLIED":
+                status["markers_applied"] = status.get("markers_applied", 0) + 1
             failures.pop(table["name"], None)
         except Exception as exc:  # noqa: BLE001 - Py4J errors of any kind
             failures[table["name"]] = str(exc)[:4000]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.pipeline import Capture
 
-from helpers.bronze.events import MARKER_OPS, UNAVAILABLE_VALUE
+from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.bronze.read import read_bronze
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.errors import HudiLockError
@@ -79,10 +79,10 @@ def _change_sales(capture: Capture, count: int, offset: int = 0) -> None:
 
 
 def _beyond_the_streamer(capture: Capture, params: WorkbookParams, table: Any) -> bool:
-    """Whether the table's Bronze holds what the streamer cannot apply: a TRUNCATE / re-snapshot
-    marker or Debezium's TOAST placeholder in any column."""
+    """Whether the table's Bronze holds what the streamer cannot apply: Debezium's TOAST
+    placeholder in any column (TRUNCATE and re-snapshot markers it applies)."""
     rows = read_bronze(capture.bronze, silver_topic(params, table))
-    return any(r.get("__op") in MARKER_OPS or UNAVAILABLE_VALUE in r.values() for r in rows)
+    return any(UNAVAILABLE_VALUE in r.values() for r in rows)
 
 
 def test_the_streamer_writes_every_table_equal_to_its_source_and_deletes_really_delete(
@@ -93,9 +93,9 @@ def test_the_streamer_writes_every_table_equal_to_its_source_and_deletes_really_
     params, job = _streamer_params(base, tmp_path)
     first = run_streamer_once(job)
     assert first["instant"].notna().all(), first  # every table got its first commit
-    # tables whose topics hold TRUNCATE / re-snapshot markers or TOAST placeholders (other tests of
-    # this session made them) differ by design: the streamer applies neither (docs/streamer.md,
-    # "Limits"); CI at cea0368 failed on `event`, whose TOAST updates the streamer stored as is
+    # tables whose topics hold TOAST placeholders (other tests of this session made them) differ by
+    # design: the streamer stores the placeholder (docs/streamer.md, "Limits"); CI at cea0368 failed
+    # on `event`, whose TOAST updates the streamer stored as is. Markers it applies.
     limited = {t.name for t in params.silver.tables if _beyond_the_streamer(capture, params, t)}
     check = silver_vs_source(params)
     clean = check[~check["table"].isin(limited)]
@@ -211,6 +211,11 @@ def test_switching_engines_goes_on_from_the_other_engine_s_checkpoint(
     assert silver_vs_source(pyspark_params)["equal"].all()
 
 
+def _driver_status(job_params: WorkbookParams) -> dict[str, Any]:
+    """The continuous streamer driver's status file (``helpers.silver.streamer_driver``)."""
+    return json.loads((job_params.state_path / "silver" / "streamer" / "driver-status.json").read_text())
+
+
 def test_resnapshot_repairs_a_table_the_continuous_streamer_left_diverged(
     capture: Capture, tmp_path: Path
 ) -> None:
@@ -218,9 +223,9 @@ def test_resnapshot_repairs_a_table_the_continuous_streamer_left_diverged(
     row deleted, one updated, one added) while the continuous streamer runs: Silver differs.
     ``open_silver(params).resnapshot("date")``, what ``./workbook resnapshot date`` runs.
 
-    Expected: Silver equals the source row by row, the unseen delete gone (HoodieStreamer alone
-    drops the marker that removes it: the PySpark engine applied it); the streamer job runs again
-    and takes a later captured change from there.
+    Expected: the continuous streamer job, never stopped, applies the re-snapshot's marker in one
+    of its rounds (the workbook's driver runs that round with the truncate transform): Silver equals
+    the source row by row, the unseen delete gone, and a later captured change is taken.
     """
     base = capture.stack.params
     params, _ = _streamer_params(base, tmp_path, ("date",))
@@ -243,13 +248,18 @@ def test_resnapshot_repairs_a_table_the_continuous_streamer_left_diverged(
             cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (key + 1,))
             copy_first_day(cur, [key + 2], "streamer re-snapshot")
         silver.start_continuous()
+        pid = SilverJob(job_params).pid()
         before = silver_vs_source(params).iloc[0]
         assert not before["equal"], before.to_dict()
         result = silver.resnapshot("date", timeout_s=300)
         assert result.table == "date"
-        after = silver_vs_source(params)
-        assert after["equal"].all(), after.to_dict("records")
-        assert SilverJob(job_params).pid() is not None  # the streamer job runs again
+        wait_until(
+            lambda: bool(silver_vs_source(params)["equal"].all()),
+            timeout_s=180,
+            what="the continuous streamer to apply the re-snapshot's marker",
+        )
+        assert SilverJob(job_params).pid() == pid  # the same job throughout
+        assert _driver_status(job_params).get("markers_applied", 0) >= 1
         with conn.cursor() as cur:
             cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (key + 2,))
         assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
@@ -261,6 +271,67 @@ def test_resnapshot_repairs_a_table_the_continuous_streamer_left_diverged(
     finally:
         SilverJob(job_params).stop()
         admin.close()
+        conn.close()
+
+
+def test_the_continuous_streamer_applies_a_truncate_and_the_reload_after_it(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """``TRUNCATE TABLE date`` at the source while the continuous streamer writes ``date`` (CoW,
+    hard deletes) and a Merge-on-Read copy with soft deletes, then a reload without one row that
+    Silver holds, and an update after it.
+
+    Expected: both tables equal the source row by row (the left-out row gone, flagged in the soft
+    copy), the driver reports a round that applied a marker, and the job keeps running.
+    """
+    base = capture.stack.params
+    params, job_params = _streamer_params(base, tmp_path, ("date",))
+    [date] = params.silver.tables
+    soft = date.model_copy(
+        update={"name": "date_mor_soft", "table_type": "MERGE_ON_READ", "delete_mode": "soft"}
+    )
+    params, job_params = (
+        p.model_copy(update={"silver": p.silver.model_copy(update={"tables": (date, soft)})})
+        for p in (params, job_params)
+    )
+    database = base.source("ecomm").database
+    conn = capture.stack.connect_mariadb(database, autocommit=True)
+    job = SilverJob(job_params)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT MAX(dateid) + 1 FROM `date`")
+            (key,) = cur.fetchone()
+            first = copy_first_day(cur, [key, key + 1], "streamer truncate")
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+        run_streamer_once(job_params)  # Bronze from its first file: markers of earlier tests too
+        check = silver_vs_source(params)
+        assert check["equal"].all(), check.to_dict("records")
+        job.start()
+        wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
+        with conn.cursor() as cur:
+            cur.execute(
+                "CREATE TEMPORARY TABLE wb_streamer_truncate AS SELECT * FROM `date` WHERE dateid <> %s",
+                (key,),
+            )
+            try:
+                cur.execute("TRUNCATE TABLE `date`")
+                cur.execute("INSERT INTO `date` SELECT * FROM wb_streamer_truncate")
+            finally:
+                cur.execute("DROP TEMPORARY TABLE wb_streamer_truncate")
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (first,))
+        assert bronze_vs_source(base, [capture.specs["ecomm"]], wait_s=90)["equal"].all()
+        wait_until(
+            lambda: bool(silver_vs_source(params)["equal"].all()),
+            timeout_s=240,
+            what="both copies of date to equal the source after the TRUNCATE and the reload",
+        )
+        assert _driver_status(job_params).get("markers_applied", 0) >= 1
+        assert job.status()["state"] == "RUNNING"
+        stored = read_snapshot(table_config(params, soft).base_path).to_pydict()
+        flagged = {k for k, d in zip(stored["dateid"], stored["__deleted"], strict=True) if d}
+        assert key in flagged, "the soft copy keeps the left-out row, flagged deleted"
+    finally:
+        job.stop()
         conn.close()
 
 

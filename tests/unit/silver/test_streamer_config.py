@@ -15,7 +15,8 @@ from helpers.params import load_params
 from helpers.silver.backend import EmrSilver, EmrStreamerSilver, LocalSilver, StreamerSilver, open_silver
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
 from helpers.silver.state import STREAMER_CHECKPOINT_KEY, state_from_metadata
-from helpers.silver.streamer_config import StreamerTable, streamer_config, transform_sql
+from helpers.silver.streamer_config import StreamerTable, streamer_config
+from helpers.silver.streamer_sql import MARKER_ERROR, transform_sql, truncate_sql, void_view
 
 SALE = {
     "type": "record",
@@ -48,6 +49,52 @@ def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() 
     assert "AS `_cdc_position`" in sql
     assert "coalesce(`__deleted` = 'true', false) AS `_hoodie_is_deleted`" in sql
     assert sql.endswith("FROM <SRC> WHERE `__op` IN ('c', 'u', 'd', 'r')")  # not 't', not 'resnapshot'
+
+
+def test_where_the_driver_applies_markers_a_round_holding_one_fails_with_the_marker_error() -> None:
+    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", markers="fail")
+    assert sql.endswith(
+        "WHERE CASE WHEN coalesce(`__op` IN ('t', 'resnapshot'), false) THEN raise_error("
+        f"'{MARKER_ERROR} a TRUNCATE or re-snapshot marker in this round') "
+        "ELSE `__op` IN ('c', 'u', 'd', 'r') END"
+    )
+    with pytest.raises(HudiError, match="unknown marker handling"):
+        transform_sql(SALE, "mariadb", ("__file",), "hard", markers="keep")
+
+
+def test_the_truncate_transform_keeps_changes_after_the_newest_marker_and_deletes_older_rows() -> None:
+    """As the PySpark engine (helpers.silver.truncate): T is the newest marker's position; the
+    round's changes after T; every stored row from before T as a delete at T (soft: flagged)."""
+    sql = truncate_sql(
+        SALE, "mariadb", ("__file", "__pos", "__row"), "soft", min_key=("salesid", 5), view="v_sale"
+    )
+    assert "WHERE (`__op` IN ('c', 'u', 'd', 'r') AND `salesid` >= 5) OR coalesce(`__op` IN" in sql
+    assert "SELECT max(coalesce(`_cdc_position`, raise_error(" in sql  # a marker without a position fails
+    assert "events.`_cdc_position` > cut.`workbook_cut`" in sql
+    assert (
+        "UNION ALL SELECT stored.`salesid`, stored.`pricepaid`, 'd' AS `__op`, stored.`__file`, "
+        "stored.`__pos`, stored.`__row`, cut.`workbook_cut` AS `_cdc_position`, true AS `__deleted` "
+        "FROM global_temp.`v_sale` AS stored CROSS JOIN cut "
+        "WHERE cut.`workbook_cut` IS NOT NULL AND stored.`_cdc_position` < cut.`workbook_cut`"
+    ) in sql
+    assert "_hoodie_is_deleted" in truncate_sql(SALE, "mariadb", ("__file",), "hard", view="v")
+    assert void_view("sale_mor") == "workbook_void_sale_mor"
+    with pytest.raises(HudiError, match="no Avro name"):
+        void_view("a`b")
+
+
+def test_a_table_whose_driver_applies_markers_tells_it_the_truncate_file() -> None:
+    table = StreamerTable(
+        "sale", "/c/sale.properties", "/c/s.avsc", "/c/t.avsc", "q", "/s/sale", "COPY_ON_WRITE",
+        "x.AvroDFSSource", truncate_properties="file:///c/sale.truncate.properties", soft_field="__deleted",
+    )  # fmt: skip
+    assert table.plan_entry()["markers"] == {
+        "error": MARKER_ERROR,
+        "properties": "file:///c/sale.truncate.properties",
+        "view": "workbook_void_sale",
+        "base_path": "file:///s/sale",
+        "soft_field": "__deleted",
+    }
 
 
 def test_a_sliced_table_keeps_the_keys_from_its_lowest_on() -> None:
