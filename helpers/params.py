@@ -428,6 +428,10 @@ class CaptureParams(_Strict):
     flush_interval_ms: Annotated[int, Field(ge=10, le=60_000)] = 250
     max_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 8192
     heartbeat_ms: Annotated[int, Field(ge=1000)] = 10_000
+    #: PostgreSQL: the table in each captured schema that every heartbeat updates, so a connector
+    #: whose tables are quiet still processes a change and confirms its slot; "" for none
+    #: (``docs/architecture.md``, "Retention monitor")
+    heartbeat_table: Annotated[str, Field(pattern=r"^([a-z_][a-z0-9_]*)?$")] = "debezium_heartbeat"
     #: the embedded capture worker JVM's -Xmx (its batches are bounded by ``max_batch_size``)
     worker_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "512m"
     mysql_server_id: Annotated[int, Field(ge=2)] = 184_054

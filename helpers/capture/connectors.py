@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.errors import CaptureError
 from helpers.naming import topic_name
+from helpers.sources.signals import heartbeat_query
 
 __all__ = [
     "BINLOG_CONNECTORS",
@@ -167,13 +168,16 @@ def postgres_source_config(
     slot: str,
     heartbeat_ms: int = 10_000,
     signal_table: str | None = None,
+    heartbeat_table: str | None = None,
 ) -> ConnectorSpec:
     """PostgreSQL source through ``pgoutput`` on an existing publication.
 
-    Debezium confirms the slot's position only as it processes a captured change; heartbeats
-    alone do not move it, so while the captured tables are quiet the slot holds the WAL the rest
-    of the server writes (``docs/architecture.md``, "Retention monitor": why Debezium's
-    ``lsn.flush.mode=connector_and_driver`` is not set).
+    Debezium confirms the slot's position only as it processes a change of the publication;
+    heartbeats alone do not move it. So each heartbeat updates ``heartbeat_table``
+    (``heartbeat.action.query``, :func:`helpers.sources.signals.heartbeat_query`), a table of the
+    publication outside ``table.include.list``: without it, while the captured tables are quiet
+    the slot holds the WAL the rest of the server writes (``docs/architecture.md``, "Retention
+    monitor": also why Debezium's ``lsn.flush.mode=connector_and_driver`` is not set).
 
     Args:
         name: connector name.
@@ -189,6 +193,7 @@ def postgres_source_config(
         slot: replication slot name (created by the connector, kept on stop).
         heartbeat_ms: heartbeat interval.
         signal_table: the signal table's name in ``schema`` (None: no signalling).
+        heartbeat_table: the heartbeat table's name in ``schema`` (None: heartbeats write nothing).
 
     Returns:
         The connector spec.
@@ -211,6 +216,7 @@ def postgres_source_config(
         "schema.include.list": _require(schema, "schema"),
         "table.include.list": ",".join(f"{schema}.{t}" for t in tables),
         "heartbeat.interval.ms": str(heartbeat_ms),
+        **({"heartbeat.action.query": heartbeat_query(schema, heartbeat_table)} if heartbeat_table else {}),
         # stated, not left to the default: Silver replaces it with the stored value
         "unavailable.value.placeholder": UNAVAILABLE_VALUE,
     }

@@ -100,6 +100,7 @@ def connector_specs(params: WorkbookParams, endpoints: Mapping[str, SourceEndpoi
                     slot=slot_name(params, source),
                     heartbeat_ms=params.capture.heartbeat_ms,
                     signal_table=SIGNAL_TABLE,
+                    heartbeat_table=params.capture.heartbeat_table or None,
                 )
             )
         elif kind == "mysql":

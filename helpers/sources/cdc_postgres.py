@@ -19,6 +19,7 @@ from helpers.naming import publication_name
 from helpers.params import SourceParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.cdc_report import FIXED_BY_ENABLE, Check, PreflightReport
+from helpers.sources.signals import create_heartbeat_table
 
 __all__ = ["FullRowImages", "enable_postgres", "preflight_postgres"]
 
@@ -300,9 +301,11 @@ def enable_postgres(
     """Apply the prerequisites :func:`preflight_postgres` checks, as far as they apply at runtime.
 
     Resets ``ALTER SYSTEM`` overrides of restart-only settings (applied with ``restart``), grants
-    ``LOGIN REPLICATION``, creates or corrects the publications and sets ``REPLICA IDENTITY FULL``.
+    ``LOGIN REPLICATION``, creates or corrects the publications, sets ``REPLICA IDENTITY FULL`` and
+    creates the heartbeat table (``capture.heartbeat_table``) in each captured schema.
 
     Raises:
+        SourceError: if the heartbeat table cannot be created.
         psycopg.Error: if a statement fails (:func:`helpers.sources.cdc.enable_cdc_local` wraps it).
     """
     pg = params.local.postgres
@@ -377,3 +380,5 @@ def enable_postgres(
                     conn.execute(
                         sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(schema, table))
                     )
+            if params.capture.heartbeat_table:  # in the schema's publication, so each heartbeat is a change
+                create_heartbeat_table(conn, schema, params.capture.heartbeat_table, APP_USER)

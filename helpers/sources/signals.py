@@ -1,6 +1,9 @@
 """Debezium's signal table on a source: how the workbook asks a running connector for an
 incremental snapshot of one table (``execute-snapshot``, the source signalling channel), and the
-source's current log position, which bounds what that snapshot re-reads.
+source's current log position, which bounds what that snapshot re-reads. Also PostgreSQL's
+heartbeat table, which every connector heartbeat updates (:func:`heartbeat_query`): a change in
+the publication that Debezium processes, and confirms its replication slot with, while the
+captured tables are quiet.
 
 The table (``debezium_signal``, in the captured schema or database) has the three columns
 Debezium's signalling channel reads; the connectors name it in ``signal.data.collection``
@@ -23,7 +26,9 @@ from helpers.errors import SourceError
 
 __all__ = [
     "SIGNAL_TABLE",
+    "create_heartbeat_table",
     "create_signal_table",
+    "heartbeat_query",
     "current_position",
     "request_snapshot",
     "send_signal",
@@ -60,6 +65,42 @@ def create_signal_table(conn: Any, engine: str, namespace: str) -> None:
                 cur.execute(f"CREATE TABLE IF NOT EXISTS {_mariadb_name(namespace)} {_COLUMNS}")
     except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
         raise SourceError(f"Failed to create the signal table {signal_collection(namespace)}: {exc}") from exc
+
+
+def heartbeat_query(schema: str, table: str) -> str:
+    """Debezium's ``heartbeat.action.query`` for PostgreSQL: one row of ``schema.table`` upserted
+    with the time. The table is in the schema's publication (``FOR TABLES IN SCHEMA``) but not in
+    the connector's ``table.include.list``: Debezium receives the change, writes nothing to Bronze,
+    and its next heartbeat carries the change's position, which it confirms to the slot. Without
+    it a slot whose tables are quiet holds the WAL the rest of the server writes
+    (``docs/architecture.md``, "Retention monitor")."""
+    return (
+        sql.SQL(
+            "INSERT INTO {} (id, beat) VALUES (1, now()) ON CONFLICT (id) DO UPDATE SET beat = EXCLUDED.beat"
+        )
+        .format(sql.Identifier(schema, table))
+        .as_string(None)
+    )
+
+
+def create_heartbeat_table(conn: Any, schema: str, table: str, login: str) -> None:
+    """Create the heartbeat table in ``schema`` when it is missing and let ``login`` (the
+    connectors' login) write it (idempotent; ``conn`` in autocommit mode, as the table's owner or
+    an administrator).
+
+    Raises:
+        SourceError: when it cannot be created (the database's message).
+    """
+    name = sql.Identifier(schema, table)
+    try:
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} (id int PRIMARY KEY, beat timestamptz NOT NULL)").format(
+                name
+            )
+        )
+        conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE ON {} TO {}").format(name, sql.Identifier(login)))
+    except Exception as exc:  # noqa: BLE001 - the driver's message names the cause
+        raise SourceError(f"Failed to create the heartbeat table {schema}.{table}: {exc}") from exc
 
 
 def current_position(conn: Any, engine: str) -> dict[str, Any]:

@@ -69,6 +69,18 @@ def test_postgres_config_uses_pgoutput_publication_slot_heartbeat_and_3_6_flatte
     assert redacted(c)["database.password"] == "********" and "s3cret" not in json.dumps(redacted(c))
 
 
+def test_each_postgres_heartbeat_updates_the_heartbeat_table_in_the_captured_schema() -> None:
+    """A change in the publication (``FOR TABLES IN SCHEMA``) but outside the include list: Debezium
+    processes it and confirms the slot, so a quiet connector does not hold the server's WAL."""
+    c = postgres_source_config(**PG, heartbeat_table="debezium_heartbeat").config
+    assert c["heartbeat.action.query"] == (
+        'INSERT INTO "ems"."debezium_heartbeat" (id, beat) VALUES (1, now()) '
+        "ON CONFLICT (id) DO UPDATE SET beat = EXCLUDED.beat"
+    )
+    assert "debezium_heartbeat" not in c["table.include.list"]
+    assert "heartbeat.action.query" not in postgres_source_config(**PG).config
+
+
 def test_mysql_and_sqlserver_configs() -> None:
     my = mysql_source_config(
         name="tickit-ecomm",
