@@ -129,7 +129,8 @@ RULES: Mapping[str, Rule] = {
             "with no heartbeat the connector confirms its replication slot's position only when a captured "
             "table changes: while they are quiet and the rest of the server writes, the slot pins WAL, and "
             "the disk (RDS storage) fills up",
-            "heartbeat.interval.ms=10000 (plus heartbeat.action.query on a database with no other writes)",
+            "heartbeat.interval.ms=10000, plus heartbeat.action.query writing a table of the publication: "
+            "heartbeats alone do not move the slot",
         ),
         Rule(
             "soft-delete-upserted", "error", "soft-delete flattening into a Silver table that upserts it",

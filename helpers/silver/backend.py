@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from helpers.capture.raw_topics import retire_raw_capture
-from helpers.capture.resnapshot import ResnapshotResult, resnapshot
+from helpers.capture.resnapshot import ResnapshotResult, find_table, resnapshot
 from helpers.environments import implementations
 from helpers.errors import CaptureError, HudiError, WaitTimeoutError
 from helpers.hudi.inspect import table_file_groups
@@ -28,6 +28,7 @@ from helpers.silver.catalog import catalog_frame, catalog_tables, missing_from_c
 from helpers.silver.ingest import ingest_all
 from helpers.silver.job import SilverJob
 from helpers.silver.streamer import run_streamer_once, streamer_overview
+from helpers.silver.streamer_kafka import moved_to_bronze, reads_kafka
 from helpers.silver.tables import (
     silver_write_options,
     table_config,
@@ -303,6 +304,27 @@ class StreamerSilver(LocalSilver):
         """The generated properties files and the one-table ``spark-submit`` command."""
         return StreamerFiles(streamer_overview(self.params))
 
+    def resnapshot(self, name: str, timeout_s: float = 900.0) -> ResnapshotResult:
+        """As :meth:`LocalSilver.resnapshot`: the continuous streamer job applies the marker in its
+        next round (:mod:`helpers.silver.streamer_driver`). Refused for a table read from its
+        Debezium topic (``silver.streamer.source: kafka``): Hudi's Debezium sources never see the
+        Bronze marker.
+
+        Raises:
+            CaptureError: for a table read from its Debezium topic, naming the repair.
+        """
+        table = find_table(self.params, name)
+        conf = self.params.state_path / "streamer" / "conf"
+        if reads_kafka(self.params, table) and not moved_to_bronze(self.params, table, conf):
+            raise CaptureError(
+                f"Failed to re-snapshot {table.name}: it is read from its Debezium topic "
+                "(silver.streamer.source: kafka), and Hudi's Debezium sources never see the Bronze marker "
+                "that voids the rows the snapshot does not re-read. Switch the streamer to Bronze first "
+                "(--set silver.streamer.source=bronze, for this command and the Silver job: it goes on from "
+                "the table's Bronze checkpoint), then re-snapshot (docs/streamer.md, Limits)"
+            )
+        return super().resnapshot(table.name, timeout_s)
+
 
 @dataclass
 class EmrSilver(LocalSilver):
@@ -343,9 +365,9 @@ class EmrStreamerSilver(EmrSilver):
             CaptureError: always, naming the repair that works.
         """
         raise CaptureError(
-            f"Failed to re-snapshot {name}: HoodieStreamer drops the re-snapshot marker, so Silver would "
-            "keep the rows the marker voids, and this command does not pause EMR steps. By hand, as the "
-            "local command does it: pause the streamer steps, re-snapshot and ingest this table once with "
+            f"Failed to re-snapshot {name}: EMR's DeltaStreamer steps drop the re-snapshot marker, so "
+            "Silver would keep the rows the marker voids, and this command does not pause EMR steps. By "
+            "hand: pause the streamer steps, re-snapshot and ingest this table once with "
             "--set silver.engine=pyspark (notebook 03), then resume the steps (docs/streamer.md, Limits)"
         )
 

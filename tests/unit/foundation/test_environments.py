@@ -39,8 +39,22 @@ def test_a_resnapshot_under_the_emr_streamer_steps_is_refused_with_the_repair() 
     """The EMR streamer steps would drop the marker: the command says so before it signals."""
     aws = load_params("aws", aws_overrides())
     streamer = aws.model_copy(update={"silver": aws.silver.model_copy(update={"engine": "streamer"})})
-    with pytest.raises(CaptureError, match=r"drops the re-snapshot marker.*silver\.engine=pyspark"):
+    with pytest.raises(CaptureError, match=r"drop the re-snapshot marker.*silver\.engine=pyspark"):
         open_silver(streamer).resnapshot("date")
+
+
+def test_a_resnapshot_of_a_table_the_streamer_reads_from_kafka_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hudi's Debezium sources never see the Bronze marker: the command says so before it signals,
+    and names the switch that lets the streamer's driver apply it."""
+    params = load_params(
+        "local-kafka",
+        {"state_dir": str(tmp_path), "silver.engine": "streamer", "silver.streamer.source": "kafka"},
+    )
+    monkeypatch.setattr("helpers.silver.backend.moved_to_bronze", lambda *_: False)  # still read from Kafka
+    with pytest.raises(CaptureError, match=r"category: it is read from its Debezium topic.*source=bronze"):
+        open_silver(params).resnapshot("ems.category")
 
 
 def test_the_sources_follow_the_table(tmp_path: Path) -> None:
