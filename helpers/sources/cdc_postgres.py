@@ -214,7 +214,47 @@ def _pg_source_checks(
             fix = f"add a primary key to {qualified} or ALTER TABLE {qualified} REPLICA IDENTITY FULL"
         actual = identity_names.get(ident, ident) + ("" if has_pk else " (no primary key)")
         checks.append(Check(f"table {qualified} replica identity", ok, actual, expected, "" if ok else fix))
+    if params.capture.heartbeat_table:
+        checks.append(_heartbeat_check(conn, schema, params.capture.heartbeat_table))
     return checks
+
+
+def _heartbeat_check(conn: psycopg.Connection[Any], schema: str, table: str) -> Check:
+    """The heartbeat table the connectors' ``heartbeat.action.query`` writes: present with its two
+    columns and writable by the capture login (a connector whose query fails stops)."""
+    columns = {
+        r[0]
+        for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s",
+            (schema, table),
+        ).fetchall()
+    }
+    writable = bool(columns) and bool(
+        conn.execute(
+            "SELECT has_table_privilege(%s, format('%%I.%%I', %s::text, %s::text), 'INSERT, UPDATE')",
+            (APP_USER, schema, table),
+        ).fetchone()[0]  # type: ignore[index]
+    )
+    shaped = {"id", "beat"} <= columns
+    if not columns:
+        actual, fix = "missing", f"create it ({FIXED_BY_ENABLE})"
+    elif not shaped:
+        actual = "columns " + ", ".join(sorted(columns))
+        fix = f"drop {schema}.{table}: enable_cdc_local creates it again with (id, beat)"
+    else:
+        actual = f"writable by {APP_USER}" if writable else f"not writable by {APP_USER}"
+        fix = (
+            ""
+            if writable
+            else f"GRANT SELECT, INSERT, UPDATE ON {schema}.{table} TO {APP_USER} ({FIXED_BY_ENABLE})"
+        )
+    return Check(
+        f"heartbeat table {schema}.{table}",
+        shaped and writable,
+        actual,
+        f"(id, beat), writable by {APP_USER}",
+        fix,
+    )
 
 
 def preflight_postgres(

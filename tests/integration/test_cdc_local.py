@@ -79,6 +79,8 @@ def test_preflight_before_enable_names_the_fixes(stack: LocalStack) -> None:
     ident = _check(reports, "ems", "table ems.category replica identity")
     assert not ident.passed and ident.actual == "default"
     assert "ALTER TABLE ems.category REPLICA IDENTITY FULL" in ident.fix
+    beat = _check(reports, "ems", "heartbeat table ems.debezium_heartbeat")
+    assert (beat.passed, beat.actual) == (False, "missing") and "enable" in beat.fix
     # MariaDB comes up right from the generated my.cnf
     assert next(r for r in reports if r.source == "ecomm").passed
 
@@ -111,6 +113,23 @@ def test_enable_then_preflight_passes(stack: LocalStack) -> None:
     assert identities == [("f",)]
     # idempotent
     assert preflight_frame(enable_cdc_local(stack, stack.params))["passed"].all()
+
+
+def test_a_heartbeat_table_of_another_shape_fails_preflight_and_names_the_fix(stack: LocalStack) -> None:
+    """A ``debezium_heartbeat`` the workbook did not make (its query would stop the connector):
+    preflight fails naming its columns and the fix; dropped, enable makes it again and passes."""
+    with stack.connect_postgres_admin("ems") as conn:
+        conn.execute("DROP TABLE IF EXISTS ems.debezium_heartbeat")
+        conn.execute("CREATE TABLE ems.debezium_heartbeat (id int PRIMARY KEY, note text)")
+    try:
+        beat = _check(preflight(stack, stack.params), "ems", "heartbeat table ems.debezium_heartbeat")
+        assert (beat.passed, beat.actual) == (False, "columns id, note"), beat
+        assert "drop ems.debezium_heartbeat" in beat.fix
+        assert not _check(enable_cdc_local(stack, stack.params), "ems", beat.name).passed
+    finally:
+        with stack.connect_postgres_admin("ems") as conn:
+            conn.execute("DROP TABLE ems.debezium_heartbeat")
+    assert _check(enable_cdc_local(stack, stack.params), "ems", beat.name).passed
 
 
 def test_full_row_images_per_table(stack: LocalStack) -> None:
