@@ -21,6 +21,7 @@ __all__ = [
     "DeleteMode",
     "HudiTableConfig",
     "TableType",
+    "delete_field",
 ]
 
 COPY_ON_WRITE = "COPY_ON_WRITE"
@@ -33,6 +34,13 @@ SOFT_DELETE_FIELD = "__deleted"
 
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 DeleteMode = Literal["hard", "soft"]
+
+
+def delete_field(delete_mode: str) -> str:
+    """The column that says a row is deleted: :data:`SOFT_DELETE_FIELD` in soft mode (the row
+    stays, flagged), else Hudi's :data:`DELETE_MARKER_FIELD` (the upsert deletes it)."""
+    return SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
+
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

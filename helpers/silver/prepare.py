@@ -15,7 +15,7 @@ from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
 from helpers.engines import quote_spark, spark_string
 from helpers.errors import ParamsError
 from helpers.hudi.api import read_hudi_df
-from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
+from helpers.hudi.config import HudiTableConfig, delete_field
 from helpers.hudi.keys import RECORD_KEY_COL, record_key_column
 from helpers.params import SilverTableParams
 from helpers.silver.tables import POSITION_COLUMN, position_sql
@@ -78,7 +78,7 @@ def prepare_events(
     if config.precombine_field == POSITION_COLUMN:
         events = events.withColumn(POSITION_COLUMN, position_column(engine, positions))
     deleted = f"coalesce(CAST({quote_spark('__deleted')} AS STRING) = 'true', false)"
-    marker = SOFT_DELETE_FIELD if config.delete_mode == "soft" else DELETE_MARKER_FIELD
+    marker = delete_field(config.delete_mode)
     return (
         events.withColumns({DELETED: F.expr(deleted), KEY: record_key_column(config)})
         .withColumns({marker: F.col(DELETED)})

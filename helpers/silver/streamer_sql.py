@@ -21,7 +21,7 @@ from typing import Any
 from helpers.bronze.events import MARKER_OPS
 from helpers.engines import quote_spark, spark_string
 from helpers.errors import HudiError
-from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD
+from helpers.hudi.config import delete_field
 from helpers.silver.tables import POSITION_COLUMN, position_sql
 
 __all__ = [
@@ -146,22 +146,19 @@ def truncate_sql(
     applies them (:mod:`helpers.silver.truncate`), in the round's one commit: ``T`` is the newest
     marker's log position; the round's changes after ``T`` apply; every stored row from before
     ``T`` (the driver's global temporary ``view``, :func:`void_view`, shaped as the transform's
-    output) comes back as a
-    delete at ``T``, which ``DefaultHoodieRecordPayload`` orders after it. A key changed after
-    ``T`` keeps that change. A marker without a log position (a table ordered by a column of its
-    own) fails the round, named.
+    output) comes back as a delete at ``T``, which ``DefaultHoodieRecordPayload`` orders after it. A
+    key changed after ``T`` keeps that change. A marker without a log position fails the round,
+    named, rather than cut nothing (a table ordered by a column of its own gets no truncate
+    transform: :func:`helpers.silver.streamer_config.write_streamer_config`).
 
     Raises:
         HudiError: as :func:`transform_sql`.
     """
     select, source, kept = _transform_parts(schema, engine, positions, delete_mode, flavour, table, min_key)
     position = quote_spark(POSITION_COLUMN)
-    deleted = quote_spark(SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD)
+    deleted = quote_spark(delete_field(delete_mode))
     names = [quote_spark(f["name"]) for f in schema["fields"] if f["name"] != "__deleted"]
-    unordered = spark_string(
-        "workbook: a TRUNCATE or re-snapshot marker has no log position (its table is ordered by "
-        "a column of its own)"
-    )
+    unordered = spark_string("workbook: a TRUNCATE or re-snapshot marker has no log position")
     # every name below is quote_spark'ed and every literal spark_string'ed
     cut = f"SELECT max(coalesce({position}, raise_error({unordered}))) AS `workbook_cut` FROM events"  # noqa: S608
     cut += f" WHERE {_IS_MARKER}"
@@ -208,7 +205,7 @@ def _transform_parts(
         quoted = quote_spark(name)
         sql = _json_field(field)[1] if flavour != "avro" else quoted
         columns.append(sql if sql == quoted else f"{sql} AS {quoted}")
-    marker = SOFT_DELETE_FIELD if delete_mode == "soft" else DELETE_MARKER_FIELD
+    marker = delete_field(delete_mode)
     ops = ", ".join(spark_string(o) for o in CHANGE_OPS)
     if flavour == "debezium":
         source = f"({_debezium_rows(schema, table)} FROM <SRC>) AS bronze"

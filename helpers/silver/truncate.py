@@ -25,7 +25,7 @@ from helpers.bronze.events import MARKER_OPS
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
 from helpers.engines import quote_spark, spark_string
 from helpers.hudi.api import read_hudi_df
-from helpers.hudi.config import DELETE_MARKER_FIELD, SOFT_DELETE_FIELD, HudiTableConfig
+from helpers.hudi.config import SOFT_DELETE_FIELD, HudiTableConfig, delete_field
 from helpers.hudi.keys import RECORD_KEY_COL
 from helpers.silver.prepare import DELETED, KEY
 from helpers.silver.tables import POSITION_COLUMN
@@ -93,7 +93,7 @@ def truncated_rows(
     stored = read_hudi_df(spark, config.base_path).where(position < F.lit(truncate_at))
     if config.delete_mode == "soft" and SOFT_DELETE_FIELD in stored.columns:
         stored = stored.where(~F.coalesce(F.col(SOFT_DELETE_FIELD).cast("boolean"), F.lit(False)))
-    marker = SOFT_DELETE_FIELD if config.delete_mode == "soft" else DELETE_MARKER_FIELD
+    marker = delete_field(config.delete_mode)
     fixed: dict[str, Column] = {
         KEY: F.col(RECORD_KEY_COL),
         DELETED: F.lit(True),
