@@ -158,6 +158,10 @@ class BronzeWriter:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, directory / name)
+            # dated when it became visible, not when its bytes were written: readers take files by
+            # modification time (the streamer's checkpoint, the PySpark engine's), and a second
+            # writer of the topic (the re-snapshot's marker) renames between capture's files
+            os.utime(directory / name)
             _fsync_dir(directory)
         except OSError as exc:
             if exc.errno in _NOT_WRITABLE:

@@ -24,7 +24,6 @@ to the source, deleted rows included. ``docs/operations.md``, "Re-snapshot one t
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -194,8 +193,4 @@ def resnapshot(params: WorkbookParams, name: str, *, timeout_s: float = 900.0) -
     files = writer.write_batch(
         [marker_event(topic, RESNAPSHOT_OP, table.table, position, int(time.time() * 1000))]
     )
-    if not is_s3(root):
-        # dated when it became visible: the marker is a second writer of the topic beside capture,
-        # and the streamer engine takes files by modification time (docs/streamer.md, "Limits")
-        os.utime(files[0].path)
     return ResnapshotResult(table.name, position, signal_id, str(files[0].path), time.time() - started)
