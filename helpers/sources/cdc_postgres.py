@@ -19,7 +19,7 @@ from helpers.naming import publication_name
 from helpers.params import SourceParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.sources.cdc_report import FIXED_BY_ENABLE, Check, PreflightReport
-from helpers.sources.signals import create_heartbeat_table
+from helpers.sources.signals import HEARTBEAT_COLUMNS, create_heartbeat_table
 
 __all__ = ["FullRowImages", "enable_postgres", "preflight_postgres"]
 
@@ -235,12 +235,14 @@ def _heartbeat_check(conn: psycopg.Connection[Any], schema: str, table: str) -> 
             (APP_USER, schema, table),
         ).fetchone()[0]  # type: ignore[index]
     )
-    shaped = {"id", "beat"} <= columns
+    shaped = set(HEARTBEAT_COLUMNS) <= columns
     if not columns:
         actual, fix = "missing", f"create it ({FIXED_BY_ENABLE})"
     elif not shaped:
         actual = "columns " + ", ".join(sorted(columns))
-        fix = f"drop {schema}.{table}: enable_cdc_local creates it again with (id, beat)"
+        fix = (
+            f"drop {schema}.{table}: enable_cdc_local creates it again with ({', '.join(HEARTBEAT_COLUMNS)})"
+        )
     else:
         actual = f"writable by {APP_USER}" if writable else f"not writable by {APP_USER}"
         fix = (
@@ -252,7 +254,7 @@ def _heartbeat_check(conn: psycopg.Connection[Any], schema: str, table: str) -> 
         f"heartbeat table {schema}.{table}",
         shaped and writable,
         actual,
-        f"(id, beat), writable by {APP_USER}",
+        f"({', '.join(HEARTBEAT_COLUMNS)}), writable by {APP_USER}",
         fix,
     )
 

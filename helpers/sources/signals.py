@@ -25,6 +25,7 @@ from helpers.engines import engine_kind, quote_mariadb
 from helpers.errors import SourceError
 
 __all__ = [
+    "HEARTBEAT_COLUMNS",
     "SIGNAL_TABLE",
     "create_heartbeat_table",
     "create_signal_table",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 SIGNAL_TABLE = "debezium_signal"
+#: The heartbeat table's columns (:func:`create_heartbeat_table`), which preflight checks for.
+HEARTBEAT_COLUMNS = ("id", "beat")
 #: The columns Debezium's signalling channel reads, in its order.
 _COLUMNS = "(id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))"
 

@@ -361,7 +361,7 @@ def test_the_continuous_streamer_takes_a_new_column_without_a_restart(
             timeout_s=120,
             what="venue with its new column in Silver",
         )
-        driver = json.loads((tmp_path / "state" / "silver" / "streamer" / "driver-status.json").read_text())
+        driver = _driver_status(job_params)
         assert driver.get("plan_reloads", 0) >= 1 and job.status()["state"] == "RUNNING"
         stored = read_snapshot(table_config(params, params.silver.tables[0]).base_path).to_pydict()
         assert stored[column][stored["venueid"].index(1)] == "streamed"
