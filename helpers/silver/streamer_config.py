@@ -45,6 +45,7 @@ from helpers.silver.streamer_kafka import kafka_checkpoint, kafka_properties, mo
 from helpers.silver.streamer_resume import newest_bronze_schema, reread_checkpoint, resume_checkpoint
 from helpers.silver.streamer_sql import (
     MARKER_ERROR,
+    TransformShape,
     json_source_schema,
     reader_schema,
     transform_sql,
@@ -277,20 +278,21 @@ def write_streamer_config(
             source_class = "org.apache.hudi.utilities.sources." + (
                 "JsonDFSSource" if jsonl else "AvroDFSSource"
             )
-        shape: dict[str, Any] = {
-            "engine": engine,
-            "positions": position_fields(params, table),
-            "delete_mode": config.delete_mode,
-            "flavour": flavour,
-            "table": table.table,
-            "min_key": None if table.min_key is None else (table.record_key[0], table.min_key),
-        }
+        shape = TransformShape(
+            schema,
+            engine,
+            position_fields(params, table),
+            config.delete_mode,
+            flavour=flavour,
+            table=table.table,
+            min_key=None if table.min_key is None else (table.record_key[0], table.min_key),
+        )
         # the workbook's driver applies markers (a round that holds one runs again with the
         # truncate file); EMR's DeltaStreamer steps and Hudi's Debezium sources drop them, and so
         # does a table ordered by a column of its own, whose markers have no position to cut at
         # (as in the PySpark engine: docs/streamer.md, "Limits")
         applies = local and flavour != "debezium" and not table.ordering
-        sql = transform_sql(schema, **shape, markers="fail" if applies else "drop")
+        sql = transform_sql(shape, markers="fail" if applies else "drop")
         source_schema = json_source_schema(schema) if jsonl else schema
         schema_text = json.dumps(source_schema, indent=2)
         if flavour != "debezium":
@@ -317,11 +319,7 @@ def write_streamer_config(
             replace_text(
                 conf / f"{table.name}.truncate.properties",
                 _properties_text(
-                    {
-                        "hoodie.streamer.transformer.sql": truncate_sql(
-                            schema, **shape, view=void_view(table.name)
-                        )
-                    },
+                    {"hoodie.streamer.transformer.sql": truncate_sql(shape, view=void_view(table.name))},
                     f"Silver table {table.name}: a round that holds a TRUNCATE or re-snapshot marker",
                     props.name,
                 ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from helpers.bronze.events import MARKER_OPS
@@ -27,6 +28,7 @@ from helpers.silver.tables import POSITION_COLUMN, position_sql
 __all__ = [
     "CHANGE_OPS",
     "MARKER_ERROR",
+    "TransformShape",
     "json_source_schema",
     "reader_schema",
     "transform_sql",
@@ -87,36 +89,50 @@ def _json_field(field: Mapping[str, Any]) -> tuple[Any, str]:
     return field["type"], name
 
 
-def transform_sql(
-    schema: Mapping[str, Any],
-    engine: str,
-    positions: tuple[str, ...],
-    delete_mode: str,
-    *,
-    flavour: str = "avro",
-    table: str = "",
-    min_key: tuple[str, int] | None = None,
-    markers: str = "drop",
-) -> str:
+@dataclass(frozen=True)
+class TransformShape:
+    """What a Silver table's transforms are built from (:func:`transform_sql`, :func:`truncate_sql`).
+
+    Attributes:
+        schema: the table's Bronze Avro schema (its ``fields``).
+        engine: the source's engine (``postgres``, ``mariadb``...), which sets the log position.
+        positions: the Bronze fields the log position is built from
+            (:func:`helpers.silver.tables.position_sql`).
+        delete_mode: ``hard`` or ``soft`` (:func:`helpers.hudi.config.delete_field`).
+        flavour: what the source rows are: ``avro``, ``jsonl`` or ``debezium`` (:func:`transform_sql`).
+        table: the source table's name (the ``debezium`` flavour's renaming needs it).
+        min_key: (key column, lowest key) of a sliced table
+            (:attr:`helpers.params.SilverTableParams.min_key`), or None.
+    """
+
+    schema: Mapping[str, Any]
+    engine: str
+    positions: tuple[str, ...]
+    delete_mode: str
+    flavour: str = "avro"
+    table: str = ""
+    min_key: tuple[str, int] | None = None
+
+
+def transform_sql(shape: TransformShape, *, markers: str = "drop") -> str:
     """The table's SQL transform over the source rows (``<SRC>``): every data and Debezium column
-    of the Bronze ``schema`` but ``__deleted``, ``_cdc_position`` and the delete marker. ``flavour``
-    is what the source rows are:
+    of the Bronze schema but ``__deleted``, ``_cdc_position`` and the delete marker. The shape's
+    ``flavour`` is what the source rows are:
 
     * ``avro``: Avro Bronze rows, as they are;
     * ``jsonl``: JSON-lines Bronze, the converter's ``payload``, converted to their Silver types
       (:func:`_json_field`);
     * ``debezium``: the rows of Hudi's Debezium Kafka sources (``after.*`` or, for a delete,
       ``before.*``, beside Hudi's ``_change_operation_type``, ``_event_lsn``...): renamed to the
-      Bronze names first (:func:`_debezium_rows`, ``table`` is the source table's name), then
-      converted as JSON lines are (Debezium's own numbers for dates and timestamps).
+      Bronze names first (:func:`_debezium_rows`), then converted as JSON lines are (Debezium's own
+      numbers for dates and timestamps).
 
     TRUNCATE and re-snapshot markers (``markers``): ``drop`` (EMR's DeltaStreamer steps and the
     Debezium sources: ``docs/streamer.md``, "Limits"), or ``fail``: a round that holds one fails
     with :data:`MARKER_ERROR`, and the workbook's driver runs that round again with
     :func:`truncate_sql` (:mod:`helpers.silver.streamer_driver`).
 
-    ``min_key`` (key column, lowest key) keeps a sliced table's rows only
-    (:attr:`helpers.params.SilverTableParams.min_key`).
+    A sliced table (``min_key``) keeps its slice's rows only.
 
     Raises:
         HudiError: for an unknown source engine, flavour or marker handling, or a field name
@@ -124,24 +140,14 @@ def transform_sql(
     """
     if markers not in ("drop", "fail"):
         raise HudiError(f"Failed to build the streamer's SQL transform: unknown marker handling {markers!r}")
-    select, source, kept = _transform_parts(schema, engine, positions, delete_mode, flavour, table, min_key)
+    select, source, kept = _transform_parts(shape)
     if markers == "drop":
         return f"{select} FROM {source} WHERE {kept}"
     failed = f"raise_error({spark_string(MARKER_ERROR + ' a TRUNCATE or re-snapshot marker in this round')})"
     return f"{select} FROM {source} WHERE CASE WHEN {_IS_MARKER} THEN {failed} ELSE {kept} END"
 
 
-def truncate_sql(
-    schema: Mapping[str, Any],
-    engine: str,
-    positions: tuple[str, ...],
-    delete_mode: str,
-    *,
-    flavour: str = "avro",
-    table: str = "",
-    min_key: tuple[str, int] | None = None,
-    view: str,
-) -> str:
+def truncate_sql(shape: TransformShape, *, view: str) -> str:
     """The transform of a round that holds TRUNCATE or re-snapshot markers, as the PySpark engine
     applies them (:mod:`helpers.silver.truncate`), in the round's one commit: ``T`` is the newest
     marker's log position; the round's changes after ``T`` apply; every stored row from before
@@ -154,10 +160,10 @@ def truncate_sql(
     Raises:
         HudiError: as :func:`transform_sql`.
     """
-    select, source, kept = _transform_parts(schema, engine, positions, delete_mode, flavour, table, min_key)
+    select, source, kept = _transform_parts(shape)
     position = quote_spark(POSITION_COLUMN)
-    deleted = quote_spark(delete_field(delete_mode))
-    names = [quote_spark(f["name"]) for f in schema["fields"] if f["name"] != "__deleted"]
+    deleted = quote_spark(delete_field(shape.delete_mode))
+    names = [quote_spark(f["name"]) for f in shape.schema["fields"] if f["name"] != "__deleted"]
     unordered = spark_string("workbook: a TRUNCATE or re-snapshot marker has no log position")
     # every name below is quote_spark'ed and every literal spark_string'ed
     cut = f"SELECT max(coalesce({position}, raise_error({unordered}))) AS `workbook_cut` FROM events"  # noqa: S608
@@ -182,21 +188,14 @@ def void_view(name: str) -> str:
     return f"workbook_void_{name}"
 
 
-def _transform_parts(
-    schema: Mapping[str, Any],
-    engine: str,
-    positions: tuple[str, ...],
-    delete_mode: str,
-    flavour: str,
-    table: str,
-    min_key: tuple[str, int] | None,
-) -> tuple[str, str, str]:
+def _transform_parts(shape: TransformShape) -> tuple[str, str, str]:
     """The transform's ``SELECT`` list (through the delete marker), its ``FROM`` and the condition
     that keeps a change event (not a marker)."""
+    flavour = shape.flavour
     if flavour not in ("avro", "jsonl", "debezium"):
         raise HudiError(f"Failed to build the streamer's SQL transform: unknown source flavour {flavour!r}")
     columns = []
-    for field in schema["fields"]:
+    for field in shape.schema["fields"]:
         name = field["name"]
         if not _AVRO_NAME.fullmatch(name):  # Avro's own rule, which the streamer's schemas need
             raise HudiError(f"Failed to build the streamer's SQL transform: {name!r} is no Avro field name")
@@ -205,19 +204,18 @@ def _transform_parts(
         quoted = quote_spark(name)
         sql = _json_field(field)[1] if flavour != "avro" else quoted
         columns.append(sql if sql == quoted else f"{sql} AS {quoted}")
-    marker = delete_field(delete_mode)
+    marker = delete_field(shape.delete_mode)
     ops = ", ".join(spark_string(o) for o in CHANGE_OPS)
     if flavour == "debezium":
-        source = f"({_debezium_rows(schema, table)} FROM <SRC>) AS bronze"
+        source = f"({_debezium_rows(shape.schema, shape.table)} FROM <SRC>) AS bronze"
     else:
         source = "(SELECT payload.* FROM <SRC>) AS bronze" if flavour == "jsonl" else "<SRC>"
-    select = (
-        f"SELECT {', '.join(columns)}, {position_sql(engine, positions)} AS {quote_spark(POSITION_COLUMN)}, "
-    )
+    position = position_sql(shape.engine, shape.positions)
+    select = f"SELECT {', '.join(columns)}, {position} AS {quote_spark(POSITION_COLUMN)}, "
     select += f"coalesce(`__deleted` = 'true', false) AS {quote_spark(marker)}"
     kept = f"`__op` IN ({ops})"
-    if min_key is not None:
-        column, lowest = min_key
+    if shape.min_key is not None:
+        column, lowest = shape.min_key
         if not _AVRO_NAME.fullmatch(column):
             raise HudiError(f"Failed to build the streamer's SQL transform: {column!r} is no Avro field name")
         kept += f" AND {quote_spark(column)} >= {int(lowest)}"

@@ -16,7 +16,7 @@ from helpers.silver.backend import EmrSilver, EmrStreamerSilver, LocalSilver, St
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
 from helpers.silver.state import STREAMER_CHECKPOINT_KEY, state_from_metadata
 from helpers.silver.streamer_config import StreamerTable, streamer_config
-from helpers.silver.streamer_sql import MARKER_ERROR, transform_sql, truncate_sql, void_view
+from helpers.silver.streamer_sql import MARKER_ERROR, TransformShape, transform_sql, truncate_sql, void_view
 
 SALE = {
     "type": "record",
@@ -42,7 +42,7 @@ def params(tmp_path: Path) -> Any:
 
 
 def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard")
+    sql = transform_sql(TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "hard"))
     assert sql.startswith("SELECT `salesid`, `pricepaid`, `__op`, `__file`, `__pos`, `__row`, ")
     assert "`__deleted`," not in sql.split(" FROM ")[0].split("coalesce")[0]  # the flag itself is not kept
     assert "substring_index(CAST(`__file` AS STRING), '.', -1)" in sql
@@ -52,21 +52,22 @@ def test_the_transform_orders_by_log_position_marks_deletes_and_drops_markers() 
 
 
 def test_where_the_driver_applies_markers_a_round_holding_one_fails_with_the_marker_error() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", markers="fail")
+    sql = transform_sql(TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "hard"), markers="fail")
     assert sql.endswith(
         "WHERE CASE WHEN coalesce(`__op` IN ('t', 'resnapshot'), false) THEN raise_error("
         f"'{MARKER_ERROR} a TRUNCATE or re-snapshot marker in this round') "
         "ELSE `__op` IN ('c', 'u', 'd', 'r') END"
     )
     with pytest.raises(HudiError, match="unknown marker handling"):
-        transform_sql(SALE, "mariadb", ("__file",), "hard", markers="keep")
+        transform_sql(TransformShape(SALE, "mariadb", ("__file",), "hard"), markers="keep")
 
 
 def test_the_truncate_transform_keeps_changes_after_the_newest_marker_and_deletes_older_rows() -> None:
     """As the PySpark engine (helpers.silver.truncate): T is the newest marker's position; the
     round's changes after T; every stored row from before T as a delete at T (soft: flagged)."""
     sql = truncate_sql(
-        SALE, "mariadb", ("__file", "__pos", "__row"), "soft", min_key=("salesid", 5), view="v_sale"
+        TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "soft", min_key=("salesid", 5)),
+        view="v_sale",
     )
     assert "WHERE (`__op` IN ('c', 'u', 'd', 'r') AND `salesid` >= 5) OR coalesce(`__op` IN" in sql
     assert "SELECT max(coalesce(`_cdc_position`, raise_error(" in sql  # a marker without a position fails
@@ -77,7 +78,9 @@ def test_the_truncate_transform_keeps_changes_after_the_newest_marker_and_delete
         "FROM global_temp.`v_sale` AS stored CROSS JOIN cut "
         "WHERE cut.`workbook_cut` IS NOT NULL AND stored.`_cdc_position` < cut.`workbook_cut`"
     ) in sql
-    assert "_hoodie_is_deleted" in truncate_sql(SALE, "mariadb", ("__file",), "hard", view="v")
+    assert "_hoodie_is_deleted" in truncate_sql(
+        TransformShape(SALE, "mariadb", ("__file",), "hard"), view="v"
+    )
     assert void_view("sale_mor") == "workbook_void_sale_mor"
     with pytest.raises(HudiError, match="no Avro name"):
         void_view("a`b")
@@ -99,19 +102,23 @@ def test_a_table_whose_driver_applies_markers_tells_it_the_truncate_file() -> No
 
 def test_a_sliced_table_keeps_the_keys_from_its_lowest_on() -> None:
     """``min_key``: the same slice as the Spark engine's (helpers.silver.prepare.slice_column)."""
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", min_key=("salesid", 1_000))
+    sql = transform_sql(
+        TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", min_key=("salesid", 1_000))
+    )
     assert sql.endswith("WHERE `__op` IN ('c', 'u', 'd', 'r') AND `salesid` >= 1000")
     with pytest.raises(HudiError, match="no Avro field name"):
-        transform_sql(SALE, "mariadb", ("__file",), "hard", min_key=("salesid` OR 1=1 --", 1))
+        transform_sql(TransformShape(SALE, "mariadb", ("__file",), "hard", min_key=("salesid` OR 1=1 --", 1)))
 
 
 def test_soft_deletes_keep_the_row_with_a_boolean_flag() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "soft")
+    sql = transform_sql(TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "soft"))
     assert "AS `__deleted`" in sql and "_hoodie_is_deleted" not in sql
 
 
 def test_json_lines_bronze_reads_the_payload_and_casts_decimals_from_text() -> None:
-    sql = transform_sql(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="jsonl")
+    sql = transform_sql(
+        TransformShape(SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="jsonl")
+    )
     assert "CAST(`pricepaid` AS DECIMAL(8, 2)) AS `pricepaid`" in sql
     assert "FROM (SELECT payload.* FROM <SRC>) AS bronze" in sql
 
@@ -120,7 +127,9 @@ def test_a_debezium_source_s_rows_are_renamed_to_bronze_s_columns_then_converted
     """Hudi's Debezium sources give ``_change_operation_type``, ``_event_bin_file``...: renamed to
     Bronze's ``__op``, ``__file``..., ``__deleted`` from the operation, then the same transform."""
     sql = transform_sql(
-        SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+        TransformShape(
+            SALE, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+        )
     )
     inner = sql.split("FROM (", 1)[1]
     for bronze, hudi in (
@@ -135,7 +144,9 @@ def test_a_debezium_source_s_rows_are_renamed_to_bronze_s_columns_then_converted
     unknown = {"fields": [*SALE["fields"], {"name": "__txid", "type": "long"}]}
     with pytest.raises(HudiError, match="no column for Bronze's '__txid'"):
         transform_sql(
-            unknown, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+            TransformShape(
+                unknown, "mariadb", ("__file", "__pos", "__row"), "hard", flavour="debezium", table="sale"
+            )
         )
 
 
@@ -156,7 +167,7 @@ def test_a_table_read_from_its_topic_has_no_schema_provider_and_tells_the_driver
 def test_a_field_name_that_is_not_an_avro_name_is_refused() -> None:
     bad = {"fields": [{"name": "a`b", "type": "int"}]}
     with pytest.raises(HudiError, match="no Avro field name"):
-        transform_sql(bad, "postgres", ("__lsn",), "hard")
+        transform_sql(TransformShape(bad, "postgres", ("__lsn",), "hard"))
 
 
 def test_properties_share_a_base_file_and_keep_each_table_s_own_keys(params: Any) -> None:
