@@ -32,9 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
+from helpers.memory import descendants, process_parents, process_rss  # noqa: E402
 from helpers.params import WorkbookParams, load_params  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
-from helpers.proc import descendants, live_pid, process_parents, process_rss  # noqa: E402
+from helpers.proc import live_pid  # noqa: E402
 from helpers.runner import run_workbook  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 

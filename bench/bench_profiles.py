@@ -81,17 +81,12 @@ from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E4
 from helpers.local.kafka import LocalKafka  # noqa: E402
 from helpers.local.registry import LocalRegistry  # noqa: E402
 from helpers.local.stack import LocalStack  # noqa: E402
+from helpers.memory import descendants, process_parents, process_rss  # noqa: E402
 from helpers.naming import table_topic  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
 from helpers.pipeline import start_servers  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
-from helpers.proc import (  # noqa: E402
-    descendants,
-    free_port,
-    live_pid,
-    process_parents,
-    process_rss,
-)
+from helpers.proc import free_port, live_pid  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 

@@ -38,8 +38,8 @@ from _common import Case, commit_to_silver, quantiles, silver_base, single_row_u
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
+from helpers.memory import descendants, process_rss  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
-from helpers.proc import descendants, process_rss  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.silver.streamer import streamer_job_argv  # noqa: E402
 from helpers.silver.streamer_config import write_streamer_config  # noqa: E402

@@ -29,7 +29,6 @@ from helpers.poll import wait_until
 
 __all__ = [
     "ModuleJob",
-    "PeakMemory",
     "STATUS_FILE",
     "ServerStatus",
     "kill_process",
@@ -37,10 +36,7 @@ __all__ = [
     "log_tail",
     "pid_alive",
     "port_in_use",
-    "process_rss",
     "read_pid",
-    "descendants",
-    "process_parents",
     "read_status",
     "replace_text",
     "stop_on_signal",
@@ -49,7 +45,6 @@ __all__ = [
     "spawn_server",
     "stop_process",
     "wait_started",
-    "workbook_processes",
     "write_status",
 ]
 
@@ -439,104 +434,3 @@ def read_status(directory: Path) -> dict[str, Any]:
         return dict(json.loads((directory / STATUS_FILE).read_text(encoding="utf-8")))
     except (FileNotFoundError, ValueError):
         return {}
-
-
-def process_rss(pid: int) -> int:
-    """Resident memory of a process in bytes (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def process_parents() -> dict[int, int]:
-    """Every process's parent, from ``/proc``."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return parents
-
-
-def descendants(root_pid: int, parents: Mapping[int, int] | None = None) -> set[int]:
-    """``root_pid`` and every process below it in the process tree."""
-    parents = process_parents() if parents is None else parents
-    found, frontier = {root_pid}, [root_pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [p for p, pp in parents.items() if pp == parent and p not in found]
-        found.update(children)
-        frontier.extend(children)
-    return found
-
-
-def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
-    """The processes of a workbook run: ``root_pid`` and its :func:`descendants`, plus every
-    process that runs in or names ``state_dir`` (the database servers, capture workers, the Silver
-    job and the metastore detach from the process tree)."""
-    marker = str(Path(state_dir).resolve())
-    found: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(entry / "cwd") if marker not in cmdline else marker
-        except OSError:
-            continue
-        if marker in cmdline or cwd.startswith(marker):
-            found.add(int(entry.name))
-    return found | descendants(root_pid)
-
-
-class PeakMemory:
-    """Samples the summed resident memory of :func:`workbook_processes` in a background thread.
-
-    ``peak_bytes`` is the highest sum seen since the start; ``mark()`` starts a new section and
-    returns the previous section's peak (one section per notebook).
-    """
-
-    def __init__(self, state_dir: Path, interval_s: float = 0.5, root_pid: int | None = None) -> None:
-        self.state_dir = state_dir
-        self.interval_s = interval_s
-        self.root_pid = root_pid or os.getpid()
-        self.peak_bytes = 0
-        self._section = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
-
-    def sample(self) -> int:
-        """One measurement now: the summed resident memory in bytes."""
-        total = sum(process_rss(pid) for pid in workbook_processes(self.root_pid, self.state_dir))
-        with self._lock:
-            self.peak_bytes = max(self.peak_bytes, total)
-            self._section = max(self._section, total)
-        return total
-
-    def mark(self) -> int:
-        """The peak of the section that ends now (bytes); a new section starts."""
-        self.sample()
-        with self._lock:
-            peak, self._section = self._section, 0
-        return peak
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def __enter__(self) -> PeakMemory:
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.sample()

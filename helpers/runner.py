@@ -31,8 +31,8 @@ from helpers.artefacts import RUN_STAMP_FORMAT, RUN_SUMMARY
 from helpers.environments import implementations
 from helpers.errors import RunnerError, StackError
 from helpers.local.trino import LocalTrino
+from helpers.memory import PeakMemory
 from helpers.params import WorkbookParams, load_params, project_root
-from helpers.proc import PeakMemory
 from helpers.spark import RunDriver
 
 GIB = 1024**3
@@ -92,6 +92,7 @@ class NotebookResult:
     error: str | None = None
     peak_rss_bytes: int | None = None  # summed resident memory of the run's processes, this notebook
     skipped: str | None = None  # why the notebook did not run in this environment (its metadata)
+    peak_pss_bytes: int | None = None  # the same, each shared page split between its sharers
 
 
 @dataclass
@@ -102,6 +103,8 @@ class RunResult:
     run_dir: Path
     notebooks: list[NotebookResult] = field(default_factory=list)
     peak_rss_bytes: int | None = None  # summed resident memory of all the run's processes
+    #: summed proportional set size (helpers.memory.process_pss): what the processes use together
+    peak_pss_bytes: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -121,14 +124,23 @@ class RunResult:
                 lines.append(f"  skip {nb.name:<40} not run on {self.env}: {nb.skipped}")
                 continue
             mark = "ok  " if nb.ok else "FAIL"
-            memory = f"  peak {nb.peak_rss_bytes / GIB:5.2f} GiB" if nb.peak_rss_bytes else ""
+            memory = f"  peak {_memory(nb.peak_pss_bytes, nb.peak_rss_bytes)}" if nb.peak_rss_bytes else ""
             lines.append(f"  {mark} {nb.name:<40} {nb.seconds:7.1f} s{memory}")
             if nb.error:
                 lines.extend("       " + line for line in nb.error.splitlines())
         if self.notebooks:
-            memory = f", peak memory {self.peak_rss_bytes / GIB:.2f} GiB" if self.peak_rss_bytes else ""
+            memory = (
+                f", peak memory {_memory(self.peak_pss_bytes, self.peak_rss_bytes)}"
+                if self.peak_rss_bytes
+                else ""
+            )
             lines.append(f"  total {self.seconds:.1f} s{memory} (all processes of the run together)")
         return "\n".join(lines)
+
+
+def _memory(pss: int | None, rss: int | None) -> str:
+    """A peak as the summary shows it: proportional set size, then summed resident memory."""
+    return f"{(pss or 0) / GIB:5.2f} GiB ({(rss or 0) / GIB:.2f} GiB resident)"
 
 
 def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> list[Path]:
@@ -254,7 +266,7 @@ def run_workbook(
             driver.close()
         trino.release()
         memory.__exit__()
-        result.peak_rss_bytes = memory.peak_bytes
+        result.peak_rss_bytes, result.peak_pss_bytes = memory.peak
     bar.close()
     write_run_summary(result)
     return result
@@ -291,10 +303,15 @@ def _run_notebooks(
                 detail += f"\nthe cell starts with:\n{source}"
             detail += f"\nexecuted notebook: {output}"
             seconds = time.monotonic() - start
-            result.notebooks.append(NotebookResult(nb.name, output, seconds, False, detail, memory.mark()))
+            peak = memory.mark()
+            result.notebooks.append(
+                NotebookResult(nb.name, output, seconds, False, detail, peak.rss, peak_pss_bytes=peak.pss)
+            )
             break
+        peak = memory.mark()
+        seconds = time.monotonic() - start
         result.notebooks.append(
-            NotebookResult(nb.name, output, time.monotonic() - start, True, None, memory.mark())
+            NotebookResult(nb.name, output, seconds, True, None, peak.rss, peak_pss_bytes=peak.pss)
         )
         trino.after(nb)
 
@@ -376,6 +393,7 @@ def write_run_summary(result: RunResult) -> Path:
                 "ok": result.ok,
                 "seconds": round(result.seconds, 2),
                 "peak_rss_bytes": result.peak_rss_bytes,
+                "peak_pss_bytes": result.peak_pss_bytes,
                 "notebooks": [
                     {
                         "name": n.name,
@@ -383,6 +401,7 @@ def write_run_summary(result: RunResult) -> Path:
                         "ok": n.ok,
                         "error": n.error,
                         "peak_rss_bytes": n.peak_rss_bytes,
+                        "peak_pss_bytes": n.peak_pss_bytes,
                         "skipped": n.skipped,
                     }
                     for n in result.notebooks

@@ -39,10 +39,11 @@ from helpers.capture.topics import read_topic
 from helpers.errors import CaptureError
 from helpers.local.kafka import CONNECTOR_CLASSES, LocalKafka
 from helpers.local.stack import LocalStack
+from helpers.memory import process_rss
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
-from helpers.proc import free_port, process_rss
+from helpers.proc import free_port
 from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -34,8 +34,9 @@ from helpers.errors import StackError
 from helpers.hudi.read import read_snapshot
 from helpers.lake_store import open_store, s3_client, use_lake_s3
 from helpers.local.s3 import LocalS3Server, boto3_s3_client
+from helpers.memory import process_rss
 from helpers.params import WorkbookParams, load_params
-from helpers.proc import free_port, process_rss
+from helpers.proc import free_port
 from helpers.silver.tables import bronze_store, table_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

@@ -22,10 +22,10 @@ from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.errors import HudiLockError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, pending_instants, read_commit_metadata, write_stats
+from helpers.memory import descendants
 from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
 from helpers.poll import wait_until
-from helpers.proc import descendants
 from helpers.silver.backend import open_silver
 from helpers.silver.ingest import ingest_tables
 from helpers.silver.job import SilverJob

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from helpers.hudi.api import read_hudi_df
+from helpers.memory import workbook_processes
 from helpers.params import load_params
-from helpers.proc import workbook_processes
 from helpers.silver.ingest import ingest_table
 from helpers.silver.tables import table_config
 from helpers.spark import build_spark_session

@@ -60,6 +60,7 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
     assert "FAIL 02_second.ipynb" in result.summary()
     # the run's memory: the kernels count (they are children of the runner), per notebook and in all
     assert summary["peak_rss_bytes"] >= max(n["peak_rss_bytes"] for n in summary["notebooks"]) > 20 << 20
+    assert 0 < summary["peak_pss_bytes"] <= summary["peak_rss_bytes"]
     assert "peak memory" in result.summary() and summary["seconds"] > 0
 
 

@@ -1,4 +1,4 @@
-"""Peak memory of a workbook run's processes (helpers.proc)."""
+"""Peak memory of a workbook run's processes (helpers.memory)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.memory import PeakMemory, process_pss, process_rss, workbook_processes
 from helpers.poll import wait_until
-from helpers.proc import PeakMemory, process_rss, workbook_processes
 
 
 def test_processes_of_the_run_are_its_children_and_those_naming_the_state_dir(tmp_path: Path) -> None:
@@ -29,9 +29,38 @@ def test_processes_of_the_run_are_its_children_and_those_naming_the_state_dir(tm
         assert unrelated == {detached.pid}
         with PeakMemory(state, interval_s=0.05, root_pid=detached.pid) as memory:
             first = memory.mark()
-        assert first >= 64 << 20 and memory.peak_bytes >= first
+        assert first.rss >= 64 << 20 and memory.peak_bytes >= first.rss
+        assert 0 < first.pss <= first.rss
     finally:
         for proc in (child, detached, stranger):
             proc.kill()
             proc.wait()
     assert process_rss(child.pid) == 0
+
+
+def test_pages_a_forked_process_shares_count_once_in_the_proportional_sum(tmp_path: Path) -> None:
+    """A parent touches 64 MiB, then forks: each process's resident memory holds the 64 MiB
+    (the summed resident memory counts them twice), the proportional set sizes split them."""
+    state = tmp_path / "state"
+    state.mkdir()
+    code = "import os, time; x = bytearray(64 << 20); os.fork(); time.sleep(30)"
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=state, start_new_session=True)
+    try:
+        wait_until(
+            lambda: (
+                len(workbook_processes(parent.pid, state)) == 2
+                and min(process_rss(p) for p in workbook_processes(parent.pid, state)) >= 64 << 20
+            ),
+            timeout_s=30,
+            what="the fork",
+        )
+        with PeakMemory(state, interval_s=0.05, root_pid=parent.pid, pss_every=2) as memory:
+            peak = memory.mark()
+        assert peak.rss >= 128 << 20
+        assert 64 << 20 <= peak.pss <= peak.rss - (48 << 20)
+        assert memory.peak == peak and memory.peak_bytes == peak.rss
+        assert 0 < process_pss(parent.pid) < process_rss(parent.pid)
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait()
+    assert process_pss(parent.pid) == 0
