@@ -204,9 +204,11 @@ def mark_once(params: WorkbookParams, source: str) -> Callable[[], str]:
 def _mark(params: WorkbookParams, source: str) -> str:
     """Write a Debezium ``log`` signal into the source's signal table, after the counted snapshot:
     a change the connector reads like any other, so its stored offset passes the snapshot's
-    position even when the counted tables have no new change (an idle PostgreSQL database's slot
-    otherwise stays behind the server's WAL position, moved by other databases; an idle MariaDB
-    connector's stored binlog offset stays behind a position read after its last change). Both
+    position even when the counted tables have no new change, without waiting for the next
+    heartbeat (an idle PostgreSQL connector's offset otherwise passes the server's WAL position,
+    moved by other databases, only at its next heartbeat's write to ``capture.heartbeat_table``, or
+    never when that is off; an idle MariaDB connector's stored binlog offset stays behind a position
+    read after its last change). Both
     the count check and :func:`helpers.checks.reconcile.reconcile` write it before they wait
     (:func:`mark_once`). The empty text, or why no mark was written."""
     sp = params.source(source)

@@ -284,8 +284,9 @@ class StreamerFiles:
 @dataclass
 class StreamerSilver(LocalSilver):
     """``silver.engine: streamer`` on this machine: Hudi's HoodieStreamer 0.14.0 on the project's
-    pyspark 3.4.1 runtime (:mod:`helpers.silver.streamer`); the continuous job runs it with
-    ``--continuous``. The overview, the catalog and SQL are the same as for the PySpark engine."""
+    pyspark 3.4.1 runtime (:mod:`helpers.silver.streamer`); the continuous job runs it in rounds of
+    run-once syncs (:mod:`helpers.silver.streamer_driver`). The overview, the catalog and SQL are
+    the same as for the PySpark engine."""
 
     def ingest(self) -> pd.DataFrame:
         """One run-once HoodieStreamer of every table, then Hudi's Hive sync of the tables it
