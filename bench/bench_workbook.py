@@ -47,7 +47,8 @@ from helpers.params import load_params, parse_overrides  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.runner import GIB, RunResult, run_workbook  # noqa: E402
 
-TARGET_S = 300.0
+TARGET_S = 300.0  # issue 25: the whole first run
+TARGET_FIRST_S = 240.0  # issue 30, target 1: the whole first run on a quiet machine
 TARGET_RERUN_S = 60.0
 TARGET_GIB = 6.0
 
@@ -166,14 +167,20 @@ def main() -> None:
         first,
         second,
         ("first run", "re-run"),
-        f"first <= {TARGET_S:.0f} s, re-run <= {TARGET_RERUN_S:.0f} s",
+        f"first <= {TARGET_S:.0f} s (issue 25), <= {TARGET_FIRST_S:.0f} s (issue 30); "
+        f"re-run <= {TARGET_RERUN_S:.0f} s",
     )
-    verdict = first.seconds <= TARGET_S and second.seconds <= TARGET_RERUN_S
+    verdicts = {
+        f"first run <= {TARGET_S:.0f} s": first.seconds <= TARGET_S,
+        f"first run <= {TARGET_FIRST_S:.0f} s": first.seconds <= TARGET_FIRST_S,
+        f"re-run <= {TARGET_RERUN_S:.0f} s": second.seconds <= TARGET_RERUN_S,
+    }
+    print("\n" + "; ".join(f"{what}: {'met' if ok else 'NOT met'}" for what, ok in verdicts.items()))
     peak = max(first.peak_pss_bytes or 0, second.peak_pss_bytes or 0)
     resident = max(first.peak_rss_bytes or 0, second.peak_rss_bytes or 0)
     memory = "met" if peak <= TARGET_GIB * GIB else "NOT met"
     print(
-        f"\ntime targets {'met' if verdict else 'NOT met'}; memory target {memory} "
+        f"memory target {memory} "
         f"({peak / GIB:.2f} GiB proportional; summed resident {resident / GIB:.2f} GiB, "
         f"{'within' if resident <= TARGET_GIB * GIB else 'over'} the target)"
     )
