@@ -24,20 +24,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
 from helpers.local.metastore import LocalMetastore  # noqa: E402
 from helpers.local.trino import LocalTrino  # noqa: E402
+from helpers.memory import PeakMemory  # noqa: E402
 from helpers.params import WorkbookParams, load_params  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.query.engines import QueryEngine, open_engine  # noqa: E402
@@ -50,32 +47,6 @@ _ARGS: dict[str, list[Any]] = {"top_events": ["Shows"]}
 
 def _with_engine(params: WorkbookParams, engine: str) -> WorkbookParams:
     return params.model_copy(update={"local": params.local.model_copy(update={"query_engine": engine})})
-
-
-@contextmanager
-def _peak_rss(pids: Callable[[], list[int]]) -> Iterator[list[int]]:
-    """Samples the summed resident memory of ``pids()`` four times a second; the peak in ``[0]``."""
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            total = 0
-            for pid in pids():
-                try:
-                    total += psutil.Process(pid).memory_info().rss
-                except psutil.Error:
-                    pass
-            peak[0] = max(peak[0], total)
-            done.wait(0.25)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        yield peak
-    finally:
-        done.set()
-        thread.join()
 
 
 def _server_pids(params: WorkbookParams) -> list[int]:
@@ -132,14 +103,14 @@ def main() -> int:
         for kind in ("trino", "duckdb"):
             if kind == "duckdb":  # DuckDB needs no Trino: the stack of that engine runs none
                 LocalTrino(params).stop()
-            with _peak_rss(lambda: _server_pids(params)) as servers:
+            with PeakMemory(interval_s=0.25, pids=lambda: _server_pids(params)) as servers:
                 run = run_workbook(
                     args.env, {**overrides, "local.query_engine": kind}, only=("05",), progress=False
                 )
             if not run.ok:
                 print(run.summary())
                 return 1
-            notebook[kind] = (run.seconds, (run.peak_rss_bytes or 0) / GIB, servers[0] / GIB)
+            notebook[kind] = (run.seconds, (run.peak_rss_bytes or 0) / GIB, servers.peak.rss / GIB)
     finally:
         stop_all(params)
         shutil.rmtree(work, ignore_errors=True)

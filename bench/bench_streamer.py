@@ -23,11 +23,11 @@ Run::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from _common import Case, commit_to_silver, quantiles, silver_base, single_row_u
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
-from helpers.memory import descendants, process_rss  # noqa: E402
+from helpers.memory import PeakMemory, descendants  # noqa: E402
 from helpers.params import WorkbookParams  # noqa: E402
 from helpers.silver.job import SilverJob  # noqa: E402
 from helpers.silver.streamer import streamer_job_argv  # noqa: E402
@@ -46,23 +46,15 @@ from helpers.silver.streamer_config import write_streamer_config  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 
 
-class Peak:
-    """Peak resident memory of a process and its descendants, sampled every 0.2 s."""
+def _peak(pid: int) -> PeakMemory:
+    """The memory of a process and its descendants, sampled every 0.2 s (stop with ``__exit__``)."""
+    return PeakMemory(interval_s=0.2, pids=functools.partial(descendants, pid)).__enter__()
 
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, sum(process_rss(p) for p in descendants(self.pid)))
-            time.sleep(0.2)
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return self.peak / 2**30
+def _stop(peak: PeakMemory) -> float:
+    """Stop sampling: the peak summed resident memory in GiB."""
+    peak.__exit__()
+    return peak.peak.rss / 2**30
 
 
 def _engine(params: WorkbookParams, engine: str, silver: Path) -> WorkbookParams:
@@ -91,10 +83,10 @@ def _full_load(params: WorkbookParams, engine: str, work: Path) -> tuple[float, 
         )
     started = time.monotonic()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
-    peak = Peak(proc.pid)
+    peak = _peak(proc.pid)
     if proc.wait() != 0:
         raise SystemExit(f"{engine}: the full load failed (exit code {proc.returncode})")
-    return time.monotonic() - started, peak.stop()
+    return time.monotonic() - started, _stop(peak)
 
 
 def main() -> int:
@@ -143,7 +135,7 @@ def main() -> int:
                 if time.monotonic() > deadline or job.status().get("state") in ("DEAD", "FAILED"):
                     raise SystemExit(f"{engine}: the continuous job did not run: {job.status()}")
                 time.sleep(0.5)
-            peak = Peak(job.pid() or 0)
+            peak = _peak(job.pid() or 0)
             try:
                 cases = (
                     ("ems", "tickit.ems.category", ("category", "catid", "catdesc"),
@@ -169,11 +161,11 @@ def main() -> int:
                         f"{p50:.2f}",
                         f"{p95:.2f}",
                         f"{top:.2f}",
-                        f"{peak.peak / 2**30:.2f}",
+                        f"{peak.peak.rss / 2**30:.2f}",
                     ]
                     print(f"| {' | '.join(cells)} |", flush=True)
             finally:
-                peak.stop()
+                _stop(peak)
                 job.stop()
     return 0
 

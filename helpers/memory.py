@@ -6,9 +6,10 @@ background (the runner's per-notebook and whole-run peaks, the benchmarks').
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -96,11 +97,25 @@ class PeakMemory:
     """
 
     def __init__(
-        self, state_dir: Path, interval_s: float = 0.5, root_pid: int | None = None, pss_every: int = 8
+        self,
+        state_dir: Path | None = None,
+        interval_s: float = 0.5,
+        root_pid: int | None = None,
+        pss_every: int = 8,
+        pids: Callable[[], Iterable[int]] | None = None,
     ) -> None:
-        self.state_dir = state_dir
+        """Sample ``pids()`` if given, else :func:`workbook_processes` of ``root_pid`` (default: this
+        process) and ``state_dir``.
+
+        Raises:
+            ValueError: with neither ``pids`` nor ``state_dir``.
+        """
+        if pids is None:
+            if state_dir is None:
+                raise ValueError("PeakMemory needs a state directory or a function giving the processes")
+            pids = functools.partial(workbook_processes, root_pid or os.getpid(), state_dir)
+        self.pids = pids
         self.interval_s = interval_s
-        self.root_pid = root_pid or os.getpid()
         self.pss_every = pss_every
         self.peak = MemoryPeak(0, 0)
         self._section = MemoryPeak(0, 0)
@@ -117,7 +132,7 @@ class PeakMemory:
     def sample(self, pss: bool | None = None) -> int:
         """One measurement now (with the proportional set size when ``pss``, by default every
         ``pss_every``-th call): returns the summed resident memory in bytes."""
-        pids = workbook_processes(self.root_pid, self.state_dir)
+        pids = list(self.pids())
         total = sum(process_rss(pid) for pid in pids)
         with self._lock:
             self._samples += 1

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers.memory import PeakMemory, process_pss, process_rss, workbook_processes
 from helpers.poll import wait_until
 
@@ -64,3 +66,11 @@ def test_pages_a_forked_process_shares_count_once_in_the_proportional_sum(tmp_pa
         os.killpg(parent.pid, 9)
         parent.wait()
     assert process_pss(parent.pid) == 0
+
+
+def test_a_sampler_takes_the_processes_it_is_given_or_needs_a_state_directory() -> None:
+    with PeakMemory(interval_s=0.05, pids=lambda: [os.getpid()]) as memory:
+        pass
+    assert 0 < memory.peak.pss <= memory.peak.rss == memory.peak_bytes
+    with pytest.raises(ValueError, match="state directory"):
+        PeakMemory()
