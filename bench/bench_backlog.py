@@ -93,12 +93,23 @@ def backlog(events: int) -> Path:
 
 
 def baseline_tree(commit: str) -> Path:
-    """A detached git worktree of ``commit`` (the old path), created once under ``.cache/``."""
+    """A detached git worktree of ``commit`` (the old path), created once under ``.cache/``, with
+    the jars that commit pins: this tree's jars linked into its own ``.jars`` (the same files), and
+    what only it pins (the Derby jars of its metastore) fetched by its own ``scripts/fetch_jars.sh``
+    from Maven Central, checked against its ``scripts/jars.tsv``."""
     tree = CACHE / f"tree-{commit}"
     if not (tree / "helpers").exists():
         subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True)
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True)
-        (tree / ".jars").symlink_to(ROOT / ".jars")  # the same pinned jars
+    jars = tree / ".jars"
+    if jars.is_symlink():  # a worktree made before the old tree fetched its own jars
+        jars.unlink()
+    jars.mkdir(exist_ok=True)
+    for entry in (ROOT / ".jars").iterdir():
+        if not (jars / entry.name).exists() and not (jars / entry.name).is_symlink():
+            (jars / entry.name).symlink_to(entry)
+    env = {**os.environ, "WORKBOOK_M2": str(ROOT / ".cache" / "m2")}
+    subprocess.run(["bash", "scripts/fetch_jars.sh", "spark", "metastore"], cwd=tree, env=env, check=True)
     return tree
 
 
