@@ -103,7 +103,7 @@ def main() -> int:
         for kind in ("trino", "duckdb"):
             if kind == "duckdb":  # DuckDB needs no Trino: the stack of that engine runs none
                 LocalTrino(params).stop()
-            with PeakMemory(interval_s=0.25, pids=lambda: _server_pids(params)) as servers:
+            with PeakMemory(interval_s=0.25, pss_every=None, pids=lambda: _server_pids(params)) as servers:
                 run = run_workbook(
                     args.env, {**overrides, "local.query_engine": kind}, only=("05",), progress=False
                 )

@@ -48,7 +48,7 @@ from helpers.sources.api import LocalSources  # noqa: E402
 
 def _peak(pid: int) -> PeakMemory:
     """The memory of a process and its descendants, sampled every 0.2 s (stop with ``__exit__``)."""
-    return PeakMemory(interval_s=0.2, pids=functools.partial(descendants, pid)).__enter__()
+    return PeakMemory(interval_s=0.2, pss_every=None, pids=functools.partial(descendants, pid)).__enter__()
 
 
 def _stop(peak: PeakMemory) -> float:

@@ -8,7 +8,8 @@ Peak memory is the memory every process of the run (kernels, Spark, the database
 workers, the Silver job, the metastore) uses together: the sum of their proportional set sizes,
 where a page that several processes share (Spark's forked Python workers, PostgreSQL's shared
 buffers and backends, the shared libraries of the four capture JVMs) counts once, split between
-them (``helpers.memory``), sampled every 4 s and at each notebook's end. The summed resident
+them (``helpers.memory``), sampled every 4 s, when the resident sum reaches a new high and at
+each notebook's end. The summed resident
 memory, sampled twice a second, is printed beside it: it counts a shared page once for each
 process that maps it, as every figure before 2026-12-01 did.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -87,10 +88,11 @@ class MemoryPeak(NamedTuple):
 
 
 class PeakMemory:
-    """Samples the summed memory of :func:`workbook_processes` in a background thread: resident
-    memory every ``interval_s`` and the proportional set size every ``pss_every``-th sample and at
-    each ``mark()``: it costs more to read (:func:`process_pss`; about 80 ms of CPU for a running
-    pipeline's 5 GiB, so every 4 s is 2 % of one core).
+    """Samples the summed memory of a set of processes in a background thread: resident memory
+    every ``interval_s``, and the proportional set size every ``pss_every``-th sample, whenever the
+    resident sum passes its highest so far (at most every 2 s), and at each ``mark()``.
+    The proportional set size costs more to read (:func:`process_pss`: about 80 ms of CPU for a
+    running pipeline's 5 GiB, so every 4 s is 2 % of one core); ``pss_every=None`` reads none.
 
     ``peak`` is the highest of each since the start; ``mark()`` starts a new section and returns
     the previous section's peak (one section per notebook).
@@ -101,26 +103,29 @@ class PeakMemory:
         state_dir: Path | None = None,
         interval_s: float = 0.5,
         root_pid: int | None = None,
-        pss_every: int = 8,
+        pss_every: int | None = 8,
         pids: Callable[[], Iterable[int]] | None = None,
     ) -> None:
         """Sample ``pids()`` if given, else :func:`workbook_processes` of ``root_pid`` (default: this
         process) and ``state_dir``.
 
         Raises:
-            ValueError: with neither ``pids`` nor ``state_dir``.
+            ValueError: with neither ``pids`` nor ``state_dir``, or ``pss_every`` below 1.
         """
         if pids is None:
             if state_dir is None:
                 raise ValueError("PeakMemory needs a state directory or a function giving the processes")
             pids = functools.partial(workbook_processes, root_pid or os.getpid(), state_dir)
+        if pss_every is not None and pss_every < 1:
+            raise ValueError(f"PeakMemory's pss_every must be 1 or more (or None), not {pss_every}")
         self.pids = pids
         self.interval_s = interval_s
         self.pss_every = pss_every
         self.peak = MemoryPeak(0, 0)
         self._section = MemoryPeak(0, 0)
         self._samples = 0
-        self._lock = threading.Lock()
+        self._last_pss = 0.0
+        self._lock = threading.Lock()  # one sample at a time, so none straddles a mark()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-memory", daemon=True)
 
@@ -130,23 +135,33 @@ class PeakMemory:
         return self.peak.rss
 
     def sample(self, pss: bool | None = None) -> int:
-        """One measurement now (with the proportional set size when ``pss``, by default every
-        ``pss_every``-th call): returns the summed resident memory in bytes."""
+        """One measurement now, with the proportional set size when ``pss`` (by default: see the
+        class); returns the summed resident memory in bytes."""
+        with self._lock:
+            return self._sample(pss)
+
+    def _sample(self, pss: bool | None) -> int:
         pids = list(self.pids())
-        total = sum(process_rss(pid) for pid in pids)
-        with self._lock:
-            self._samples += 1
-            pss = (self._samples - 1) % self.pss_every == 0 if pss is None else pss
-        proportional = sum(process_pss(pid) for pid in pids) if pss else 0
-        with self._lock:
-            self.peak = MemoryPeak(max(self.peak.rss, total), max(self.peak.pss, proportional))
-            self._section = MemoryPeak(max(self._section.rss, total), max(self._section.pss, proportional))
+        resident = {pid: process_rss(pid) for pid in pids}
+        total = sum(resident.values())
+        self._samples += 1
+        if pss is None and self.pss_every is not None:
+            due = (self._samples - 1) % self.pss_every == 0
+            high = total > self.peak.rss and time.monotonic() - self._last_pss >= 2.0
+            pss = due or high
+        proportional = 0
+        if pss and self.pss_every is not None:
+            self._last_pss = time.monotonic()
+            # a process whose proportional size cannot be read counts with its resident memory
+            proportional = sum(process_pss(pid) or resident[pid] for pid in pids)
+        self.peak = MemoryPeak(max(self.peak.rss, total), max(self.peak.pss, proportional))
+        self._section = MemoryPeak(max(self._section.rss, total), max(self._section.pss, proportional))
         return total
 
     def mark(self) -> MemoryPeak:
         """The peak of the section that ends now; a new section starts."""
-        self.sample(pss=True)
         with self._lock:
+            self._sample(pss=True)
             peak, self._section = self._section, MemoryPeak(0, 0)
         return peak
 

@@ -140,7 +140,7 @@ class RunResult:
 
 def _memory(pss: int | None, rss: int | None) -> str:
     """A peak as the summary shows it: proportional set size, then summed resident memory."""
-    return f"{(pss or 0) / GIB:5.2f} GiB ({(rss or 0) / GIB:.2f} GiB resident)"
+    return f"{(pss or 0) / GIB:5.2f} GiB proportional ({(rss or 0) / GIB:.2f} GiB resident)"
 
 
 def discover_notebooks(folder: Path | None = None, only: Sequence[str] = ()) -> list[Path]:
@@ -292,8 +292,8 @@ def _run_notebooks(
         if skipped is not None:
             result.notebooks.append(skipped)
             continue
+        memory.mark()  # the section before this notebook ends (not timed with it)
         start = time.monotonic()
-        memory.mark()
         try:
             _execute(nb, output, nb_params, kernel_name, progress, driver)
         except Exception as exc:  # papermill wraps kernel errors; anything else is also a failure
@@ -308,8 +308,8 @@ def _run_notebooks(
                 NotebookResult(nb.name, output, seconds, False, detail, peak.rss, peak_pss_bytes=peak.pss)
             )
             break
-        peak = memory.mark()
         seconds = time.monotonic() - start
+        peak = memory.mark()
         result.notebooks.append(
             NotebookResult(nb.name, output, seconds, True, None, peak.rss, peak_pss_bytes=peak.pss)
         )

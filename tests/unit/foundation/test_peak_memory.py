@@ -74,3 +74,11 @@ def test_a_sampler_takes_the_processes_it_is_given_or_needs_a_state_directory() 
     assert 0 < memory.peak.pss <= memory.peak.rss == memory.peak_bytes
     with pytest.raises(ValueError, match="state directory"):
         PeakMemory()
+
+
+def test_a_sampler_without_proportional_sizes_reads_none_and_bad_settings_are_refused() -> None:
+    with PeakMemory(interval_s=0.05, pss_every=None, pids=lambda: [os.getpid()]) as memory:
+        pass
+    assert memory.peak.pss == 0 < memory.peak.rss
+    with pytest.raises(ValueError, match="pss_every"):
+        PeakMemory(pss_every=0, pids=lambda: [os.getpid()])
