@@ -161,6 +161,16 @@ def components(
     return {label: int(pid) for label, pid in out.items() if pid is not None}
 
 
+def _stop_spark() -> None:
+    """Stop this process's Spark session: its metastore and lake settings are the profile's that
+    built it (static settings), and the next profile runs on servers of its own."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
 def run_profile(name: str, args: argparse.Namespace) -> tuple[Figures, dict[str, str]]:
     """Every figure of one profile, and per memory row what was summed."""
     env, overrides = profile_overrides(name)
@@ -277,7 +287,10 @@ def main() -> int:
         f"{args.silver_changes}  cores {os.cpu_count()}  commit {commit or '?'}  load {load}",
         flush=True,
     )
-    results = {name: run_profile(name, args) for name in (BASELINE, OTHER)}
+    results = {}
+    for name in (BASELINE, OTHER):
+        results[name] = run_profile(name, args)
+        _stop_spark()
     labels = list(dict.fromkeys(label for figures, _ in results.values() for label in figures))
     # memory: both profiles' capture components, then the Silver job, then the totals
     labels.sort(key=lambda label: (label in TOTALS, label == "RSS silver job MiB"))
