@@ -208,6 +208,16 @@ def main() -> int:
     return 0
 
 
+def _confine(pid: int, cpus: set[int]) -> None:
+    """Set the CPU affinity of every thread of process ``pid`` (an affinity is a thread's own; the
+    executors the worker launches are forked by one of its threads, and inherit that one's)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except (ProcessLookupError, FileNotFoundError):  # a thread that ended meanwhile
+            continue
+
+
 def spread_run(work: Path, bronze: Path) -> None:
     """The 2.25 M backlog on the local standalone cluster: one executor core, then two; twice.
 
@@ -237,7 +247,7 @@ def spread_run(work: Path, bronze: Path) -> None:
         for pinned in (False, True):
             for cores in (1, 2):
                 if worker is not None:
-                    os.sched_setaffinity(worker, set(cpus[:cores]) if pinned else set(cpus))
+                    _confine(worker, set(cpus[:cores]) if pinned else set(cpus))
                 extra = {
                     **overrides,
                     "spark.master": cluster.url,
