@@ -46,9 +46,11 @@ Run::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -161,14 +163,17 @@ def components(
     return {label: int(pid) for label, pid in out.items() if pid is not None}
 
 
-def _stop_spark() -> None:
-    """Stop this process's Spark session: its metastore and lake settings are the profile's that
-    built it (static settings), and the next profile runs on servers of its own."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+def _in_own_process(name: str, args: argparse.Namespace) -> tuple[Figures, dict[str, str]]:
+    """:func:`run_profile` in a Python process of its own: each profile runs on servers of its own,
+    and a Spark session keeps the metastore it was built with for the life of its JVM (a second
+    session in the same process reconnected to the first profile's stopped metastore)."""
+    with tempfile.TemporaryDirectory(prefix="bench_profiles_out_") as out:
+        result = Path(out) / "figures.json"
+        argv = [sys.executable, __file__, "--scale", str(args.scale), "--changes", str(args.changes)]
+        argv += ["--silver-changes", str(args.silver_changes), "--profile", name, "--out", str(result)]
+        subprocess.run([*argv, *(["--keep"] if args.keep else [])], check=True)
+        data = json.loads(result.read_text())
+    return {k: (v[0], v[1]) for k, v in data["figures"].items()}, data["summed"]
 
 
 def run_profile(name: str, args: argparse.Namespace) -> tuple[Figures, dict[str, str]]:
@@ -276,7 +281,13 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=50, help="commit-to-Bronze commits per source")
     parser.add_argument("--silver-changes", type=int, default=20, help="commit-to-Silver updates per source")
     parser.add_argument("--keep", action="store_true", help="keep the temporary state and lakes")
+    parser.add_argument("--profile", choices=(BASELINE, OTHER), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.profile:  # one profile, in the process _in_own_process started
+        figures, summed = run_profile(args.profile, args)
+        args.out.write_text(json.dumps({"figures": figures, "summed": summed}))
+        return 0
 
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
@@ -287,10 +298,7 @@ def main() -> int:
         f"{args.silver_changes}  cores {os.cpu_count()}  commit {commit or '?'}  load {load}",
         flush=True,
     )
-    results = {}
-    for name in (BASELINE, OTHER):
-        results[name] = run_profile(name, args)
-        _stop_spark()
+    results = {name: _in_own_process(name, args) for name in (BASELINE, OTHER)}
     labels = list(dict.fromkeys(label for figures, _ in results.values() for label in figures))
     # memory: both profiles' capture components, then the Silver job, then the totals
     labels.sort(key=lambda label: (label in TOTALS, label == "RSS silver job MiB"))
