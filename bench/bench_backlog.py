@@ -224,8 +224,8 @@ def spread_run(work: Path, bronze: Path) -> None:
     First as Spark counts cores (``spark.cores.max`` task slots, the executors free to use the
     whole machine), then with each executor confined to as many of the machine's CPUs as it has
     task slots: the worker's CPU affinity is set before the round, and the executor JVMs it
-    launches, with their Python workers, inherit it. On two cores the first way cannot show a
-    spread: one task slot's JVM thread and its Python worker already keep both CPUs busy. The
+    launches, with their Python workers, inherit it, so that one executor core also means one CPU
+    (free, a task's JVM thread and its Python worker use both CPUs of a two-core machine). The
     driver (metadata only) is not confined either way."""
     port = free_port()
     overrides = {
