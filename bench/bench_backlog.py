@@ -178,9 +178,10 @@ def main() -> int:
                     f"python {_gib(report['python_peak'])}  jvm heap {_gib(report['jvm_heap_peak'])}",
                     flush=True,
                 )
-        print("\n## Backlog scaling: first load of sale into an empty Silver table (local[2])\n")
-        print("| events | path | seconds | events/s | driver Python peak | driver JVM heap peak |")
-        print("|---|---|---|---|---|---|")
+        if rows:
+            print("\n## Backlog scaling: first load of sale into an empty Silver table (local[2])\n")
+            print("| events | path | seconds | events/s | driver Python peak | driver JVM heap peak |")
+            print("|---|---|---|---|---|---|")
         for events, label, r in rows:
             print(
                 f"| {events:,} | {label} | {r['seconds']:.1f} | {r['events'] / r['seconds']:,.0f} | "
