@@ -47,14 +47,8 @@ from helpers.sources.api import LocalSources  # noqa: E402
 
 
 def _peak(pid: int) -> PeakMemory:
-    """The memory of a process and its descendants, sampled every 0.2 s (stop with ``__exit__``)."""
-    return PeakMemory(interval_s=0.2, pss_every=None, pids=functools.partial(descendants, pid)).__enter__()
-
-
-def _stop(peak: PeakMemory) -> float:
-    """Stop sampling: the peak summed resident memory in GiB."""
-    peak.__exit__()
-    return peak.peak.rss / 2**30
+    """The memory of a process and its descendants, sampled every 0.2 s until ``stop()``."""
+    return PeakMemory(interval_s=0.2, pss_every=None, pids=functools.partial(descendants, pid)).start()
 
 
 def _engine(params: WorkbookParams, engine: str, silver: Path) -> WorkbookParams:
@@ -86,7 +80,7 @@ def _full_load(params: WorkbookParams, engine: str, work: Path) -> tuple[float, 
     peak = _peak(proc.pid)
     if proc.wait() != 0:
         raise SystemExit(f"{engine}: the full load failed (exit code {proc.returncode})")
-    return time.monotonic() - started, _stop(peak)
+    return time.monotonic() - started, peak.stop().rss / 2**30
 
 
 def main() -> int:
@@ -165,7 +159,7 @@ def main() -> int:
                     ]
                     print(f"| {' | '.join(cells)} |", flush=True)
             finally:
-                _stop(peak)
+                peak.stop()
                 job.stop()
     return 0
 

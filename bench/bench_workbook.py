@@ -9,9 +9,8 @@ workers, the Silver job, the metastore) uses together: the sum of their proporti
 where a page that several processes share (Spark's forked Python workers, PostgreSQL's shared
 buffers and backends, the shared libraries of the four capture JVMs) counts once, split between
 them (``helpers.memory``), sampled every 4 s, when the resident sum reaches a new high and at
-each notebook's end. The summed resident
-memory, sampled twice a second, is printed beside it: it counts a shared page once for each
-process that maps it, as every figure before 2026-12-01 did.
+each notebook's end. The summed resident memory, sampled twice a second, is printed beside it: it
+counts a shared page once for each process that maps it, as every figure before 2026-12-01 did.
 
 With ``--busy-cores N`` (issue 30, target 2, steady under load) it measures first runs instead:
 one from an empty state on the quiet machine (the baseline), then one from another empty state

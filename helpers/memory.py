@@ -70,12 +70,14 @@ def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
     job and the metastore detach from the process tree)."""
     marker = str(Path(state_dir).resolve())
     found: set[int] = set()
-    for proc in psutil.process_iter(["cmdline", "cwd"]):
+    parents: dict[int, int] = {}
+    for proc in psutil.process_iter(["ppid", "cmdline", "cwd"]):  # one pass: the tree comes from it too
+        parents[proc.pid] = proc.info["ppid"]
         cmdline = " ".join(proc.info["cmdline"] or ())
         cwd = proc.info["cwd"] or ""
         if marker in cmdline or cwd.startswith(marker):
             found.add(proc.pid)
-    return found | descendants(root_pid)
+    return found | descendants(root_pid, parents)
 
 
 class MemoryPeak(NamedTuple):
@@ -169,12 +171,21 @@ class PeakMemory:
         while not self._stop.wait(self.interval_s):
             self.sample()
 
-    def __enter__(self) -> PeakMemory:
+    def start(self) -> PeakMemory:
+        """Take the first sample and start sampling in the background."""
         self.sample(pss=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> MemoryPeak:
+        """Stop sampling after one last sample; the peak since the start."""
         self._stop.set()
         self._thread.join(timeout=5)
         self.sample(pss=True)
+        return self.peak
+
+    def __enter__(self) -> PeakMemory:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -251,8 +251,7 @@ def run_workbook(
         "run_dir": str(out_dir),
     }
     bar = tqdm(notebooks, desc="workbook", unit="notebook", disable=not progress, file=sys.stderr)
-    memory = PeakMemory(params.state_path)
-    memory.__enter__()
+    memory = PeakMemory(params.state_path).start()
     trino = _TrinoForTheRun(params, notebooks)
     driver = RunDriver(params, notebooks[0].parent) if RunDriver.wanted(params) else None
     lent = driver.start() if driver is not None else {}
@@ -265,8 +264,7 @@ def run_workbook(
         if driver is not None:
             driver.close()
         trino.release()
-        memory.__exit__()
-        result.peak_rss_bytes, result.peak_pss_bytes = memory.peak
+        result.peak_rss_bytes, result.peak_pss_bytes = memory.stop()
     bar.close()
     write_run_summary(result)
     return result
