@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from helpers.isolation import isolated_folder, isolated_overrides
+from helpers.memory import describe_makeup  # noqa: E402
 from helpers.params import load_params, parse_overrides  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.runner import GIB, RunResult, run_workbook  # noqa: E402
@@ -150,6 +151,7 @@ def main() -> None:
         )
         _table(quiet, loaded, ("quiet", f"{args.busy_cores} core(s) busy"), "finishes, correct: met")
         print(f"\nunder load: {loaded.seconds / quiet.seconds:.2f}x the quiet first run's time")
+        _makeups(quiet, loaded, ("quiet", "under load"))
         return
     if args.against:
         [baseline] = _runs(overrides, 1, args.keep)
@@ -160,6 +162,7 @@ def main() -> None:
             f"and with {changed}; both finished with every notebook's checks passed\n"
         )
         _table(baseline, variant, ("as set", changed), f"first <= {TARGET_S:.0f} s")
+        _makeups(baseline, variant, ("as set", changed))
         return
     first, second = _runs(overrides, 2, args.keep)
     print(f"\nWhole workbook at {settings} (first run from an empty state; re-run: nothing new)\n")
@@ -184,6 +187,13 @@ def main() -> None:
         f"({peak / GIB:.2f} GiB proportional; summed resident {resident / GIB:.2f} GiB, "
         f"{'within' if resident <= TARGET_GIB * GIB else 'over'} the target)"
     )
+    _makeups(first, second, ("first run", "re-run"))
+
+
+def _makeups(first: RunResult, second: RunResult, columns: tuple[str, str]) -> None:
+    """What each run's processes held at its proportional peak (:attr:`PeakMemory.makeup`)."""
+    for label, run in zip(columns, (first, second), strict=True):
+        print(f"{label}'s peak, by process: {describe_makeup(run.peak_makeup, top=8)}")
 
 
 if __name__ == "__main__":

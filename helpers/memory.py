@@ -20,7 +20,9 @@ __all__ = [
     "MemoryPeak",
     "PeakMemory",
     "descendants",
+    "describe_makeup",
     "process_parents",
+    "process_label",
     "process_pss",
     "process_rss",
     "workbook_processes",
@@ -45,6 +47,42 @@ def process_pss(pid: int) -> int:
         return int(psutil.Process(pid).memory_full_info().pss)
     except psutil.Error:
         return 0
+
+
+#: a JVM's options whose value is the next argument (the main class is the first argument after them)
+_JAVA_OPTIONS_WITH_VALUE = frozenset(
+    {"-cp", "-classpath", "--class-path", "-jar", "--add-opens", "--add-exports"}
+)
+
+
+def process_label(pid: int) -> str:
+    """A short name for what a process is, to group a run's memory by: a JVM's main class
+    (``SparkSubmit``, ``CoarseGrainedExecutorBackend``, ``HiveMetaStore``, ``TrinoServer``), a
+    Python process's module (``helpers.capture.worker``, ``pyspark.daemon``, ``ipykernel_launcher``)
+    or script, else the executable's name (``postgres``, ``mariadbd``); ``"gone"`` if it ended."""
+    try:
+        proc = psutil.Process(pid)
+        name, args = str(proc.name()), [str(arg) for arg in proc.cmdline()]
+    except psutil.Error:
+        return "gone"
+    program = Path(args[0]).name if args else name
+    if program == "java":
+        after: str | None = None  # the option whose value this argument is
+        for arg in args[1:]:
+            if after == "-jar":
+                return Path(arg).stem
+            if after is None and not arg.startswith("-"):
+                return arg.rsplit(".", 1)[-1]
+            after = arg if after is None and arg in _JAVA_OPTIONS_WITH_VALUE else None
+        return "java"
+    if program.startswith("python"):
+        if "-m" in args[1:-1]:
+            return args[args.index("-m") + 1]
+        if "-c" in args:
+            return "python -c"
+        scripts = [arg for arg in args[1:] if not arg.startswith("-")]
+        return Path(scripts[0]).name if scripts else "python"
+    return name
 
 
 def process_parents() -> dict[int, int]:
@@ -80,6 +118,25 @@ def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
     return found | descendants(root_pid, parents)
 
 
+def _makeup(memory: Mapping[int, int]) -> list[tuple[str, int, int]]:
+    """``memory`` (bytes per process) summed per :func:`process_label`: (label, processes, bytes),
+    largest first."""
+    groups: dict[str, list[int]] = {}
+    for pid, size in memory.items():
+        groups.setdefault(process_label(pid), []).append(size)
+    return sorted(((label, len(sizes), sum(sizes)) for label, sizes in groups.items()), key=lambda g: -g[2])
+
+
+def describe_makeup(makeup: Iterable[tuple[str, int, int]], top: int = 6) -> str:
+    """A :attr:`PeakMemory.makeup` in one line: the ``top`` largest groups, then the rest."""
+    groups = list(makeup)
+    shown = [f"{label}{f' x{n}' if n > 1 else ''} {size / 2**30:.2f}" for label, n, size in groups[:top]]
+    rest = groups[top:]
+    if rest:
+        shown.append(f"{sum(c for _, c, _ in rest)} others {sum(s for _, _, s in rest) / 2**30:.2f}")
+    return ", ".join(shown) + " GiB"
+
+
 class MemoryPeak(NamedTuple):
     """The highest summed memory of a run's processes over a stretch of time, in bytes."""
 
@@ -97,7 +154,9 @@ class PeakMemory:
     running pipeline's 5 GiB, so every 4 s is 2 % of one core); ``pss_every=None`` reads none.
 
     ``peak`` is the highest of each since the start; ``mark()`` starts a new section and returns
-    the previous section's peak (one section per notebook).
+    the previous section's peak (one section per notebook). ``makeup`` is the highest
+    proportional sample taken apart: its sum for each :func:`process_label`, with how many
+    processes have that label, largest first.
     """
 
     def __init__(
@@ -124,6 +183,7 @@ class PeakMemory:
         self.interval_s = interval_s
         self.pss_every = pss_every
         self.peak = MemoryPeak(0, 0)
+        self.makeup: list[tuple[str, int, int]] = []  # (label, processes, bytes) at the peak
         self._section = MemoryPeak(0, 0)
         self._samples = 0
         self._last_pss = 0.0
@@ -155,7 +215,10 @@ class PeakMemory:
         if pss and self.pss_every is not None:
             self._last_pss = time.monotonic()
             # a process whose proportional size cannot be read counts with its resident memory
-            proportional = sum(process_pss(pid) or resident[pid] for pid in pids)
+            each = {pid: process_pss(pid) or resident[pid] for pid in pids}
+            proportional = sum(each.values())
+            if proportional > self.peak.pss:
+                self.makeup = _makeup(each)
         self.peak = MemoryPeak(max(self.peak.rss, total), max(self.peak.pss, proportional))
         self._section = MemoryPeak(max(self._section.rss, total), max(self._section.pss, proportional))
         return total

@@ -31,7 +31,7 @@ from helpers.artefacts import RUN_STAMP_FORMAT, RUN_SUMMARY
 from helpers.environments import implementations
 from helpers.errors import RunnerError, StackError
 from helpers.local.trino import LocalTrino
-from helpers.memory import PeakMemory
+from helpers.memory import PeakMemory, describe_makeup
 from helpers.params import WorkbookParams, load_params, project_root
 from helpers.spark import RunDriver
 
@@ -105,6 +105,8 @@ class RunResult:
     peak_rss_bytes: int | None = None  # summed resident memory of all the run's processes
     #: summed proportional set size (helpers.memory.process_pss): what the processes use together
     peak_pss_bytes: int | None = None
+    #: that peak taken apart: (what the processes are, how many, bytes), largest first
+    peak_makeup: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -135,6 +137,8 @@ class RunResult:
                 else ""
             )
             lines.append(f"  total {self.seconds:.1f} s{memory} (all processes of the run together)")
+            if self.peak_makeup:
+                lines.append(f"  at the peak: {describe_makeup(self.peak_makeup)}")
         return "\n".join(lines)
 
 
@@ -265,6 +269,7 @@ def run_workbook(
             driver.close()
         trino.release()
         result.peak_rss_bytes, result.peak_pss_bytes = memory.stop()
+        result.peak_makeup = memory.makeup
     bar.close()
     write_run_summary(result)
     return result
@@ -392,6 +397,10 @@ def write_run_summary(result: RunResult) -> Path:
                 "seconds": round(result.seconds, 2),
                 "peak_rss_bytes": result.peak_rss_bytes,
                 "peak_pss_bytes": result.peak_pss_bytes,
+                "peak_makeup": [
+                    {"processes": label, "count": count, "pss_bytes": size}
+                    for label, count, size in result.peak_makeup
+                ],
                 "notebooks": [
                     {
                         "name": n.name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -10,6 +11,7 @@ import pytest
 
 from helpers import runner
 from helpers.errors import ParamsError, RunnerError
+from helpers.memory import process_label
 from helpers.params import load_params
 from helpers.runner import discover_notebooks, run_workbook, skip_reason
 
@@ -62,6 +64,11 @@ def test_run_stops_at_first_failure_with_readable_summary(tmp_path: Path) -> Non
     assert summary["peak_rss_bytes"] >= max(n["peak_rss_bytes"] for n in summary["notebooks"]) > 20 << 20
     assert 0 < summary["peak_pss_bytes"] <= summary["peak_rss_bytes"]
     assert "peak memory" in result.summary() and summary["seconds"] > 0
+    # that peak taken apart by process: the runner's own process is among them, the parts add up
+    makeup = {part["processes"]: part for part in summary["peak_makeup"]}
+    assert process_label(os.getpid()) in makeup
+    assert sum(part["pss_bytes"] for part in makeup.values()) == summary["peak_pss_bytes"]
+    assert "at the peak: " in result.summary()
 
 
 def test_a_notebook_marked_for_other_environments_is_skipped_and_said_so(tmp_path: Path) -> None:

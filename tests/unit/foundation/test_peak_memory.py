@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.memory import PeakMemory, process_pss, process_rss, workbook_processes
+from helpers.memory import (
+    PeakMemory,
+    describe_makeup,
+    process_label,
+    process_pss,
+    process_rss,
+    workbook_processes,
+)
 from helpers.poll import wait_until
 
 
@@ -61,6 +68,9 @@ def test_pages_a_forked_process_shares_count_once_in_the_proportional_sum(tmp_pa
         assert peak.rss >= 128 << 20
         assert 64 << 20 <= peak.pss <= peak.rss - (48 << 20)
         assert memory.peak == peak and memory.peak_bytes == peak.rss
+        [(label, count, size)] = memory.makeup  # the peak taken apart: both processes, one label
+        assert (label, count, size) == ("python -c", 2, peak.pss)
+        assert describe_makeup(memory.makeup) == f"python -c x2 {peak.pss / 2**30:.2f} GiB"
         assert 0 < process_pss(parent.pid) < process_rss(parent.pid)
     finally:
         os.killpg(parent.pid, 9)
@@ -82,3 +92,24 @@ def test_a_sampler_without_proportional_sizes_reads_none_and_bad_settings_are_re
     assert memory.peak.pss == 0 < memory.peak.rss
     with pytest.raises(ValueError, match="pss_every"):
         PeakMemory(pss_every=0, pids=lambda: [os.getpid()])
+
+
+def test_a_process_is_labelled_by_its_module_script_or_program(tmp_path: Path) -> None:
+    script = tmp_path / "sleeper.py"
+    script.write_text("import time; time.sleep(30)")
+    procs = {
+        "timeit": subprocess.Popen([sys.executable, "-m", "timeit", "-n1", "__import__('time').sleep(30)"]),
+        "sleeper.py": subprocess.Popen([sys.executable, "-u", str(script)]),
+        "sleep": subprocess.Popen(["sleep", "30"]),
+    }
+    try:
+        assert {label: process_label(proc.pid) for label, proc in procs.items()} == {
+            label: label for label in procs
+        }
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+    assert process_label(procs["sleep"].pid) == "gone"
+    groups = [("SparkSubmit", 1, 3 << 30), ("postgres", 9, 1 << 29), ("a", 1, 1 << 20), ("b", 2, 1 << 20)]
+    assert describe_makeup(groups, top=2) == "SparkSubmit 3.00, postgres x9 0.50, 3 others 0.00 GiB"
