@@ -17,8 +17,10 @@ across the sizes; >= 40,000 events/s at 9 M events.
 
 **Spread** (unless ``--no-spread``): the 2.25 M backlog on the local standalone cluster
 (:mod:`helpers.local.spark_cluster`) with one executor core, then two; goal: a speed-up >= 1.6x.
+Two slots as one executor of two cores (the goal's figure) and as two executors of one core.
 Measured twice: with the executors free on the machine, and confined to as many CPUs as they have
-task slots (:func:`spread_run`).
+task slots (:func:`spread_run`). Each round keeps Spark's event log, read back to show how long
+0, 1 and 2 tasks ran at once, and the driver's and the machine's CPU seconds (:class:`RunProfile`).
 
 Run::
 
@@ -37,7 +39,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,6 +61,7 @@ CACHE = ROOT / ".cache" / "bench"
 #: The driver of one round, run with ``python -c`` in the tree under test (old and new alike).
 ROUND = r"""
 import json, resource, sys, time
+import psutil
 import helpers
 from helpers.params import load_params
 from helpers.silver.ingest import ingest_table
@@ -66,17 +71,27 @@ params = load_params("local", overrides=overrides)
 spark = build_spark_session(params, app_name="bench-backlog")
 jvm = spark.sparkContext._jvm
 table = next(t for t in params.silver.tables if t.name == "sale")
+def cpu():  # (this driver's Python and JVM, the whole machine): CPU seconds so far
+    procs = [psutil.Process()] + psutil.Process().children(recursive=True)
+    machine = psutil.cpu_times()
+    return (sum(p.cpu_times().user + p.cpu_times().system for p in procs),
+            machine.user + machine.nice + machine.system + machine.irq + machine.softirq)
+cpu_before, window_from = cpu(), time.time()
 started = time.monotonic()
 result = ingest_table(params, table, spark=spark)
 seconds = time.monotonic() - started
+cpu_after, window_to = cpu(), time.time()
 heap = 0
 for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
     if str(pool.getType()) == "Heap memory":
         heap += pool.getPeakUsage().getUsed()
+spark.stop()  # closes the event log, when the round keeps one
 print(json.dumps({"events": result.events, "seconds": seconds, "instant": result.instant,
                   "helpers": helpers.__file__,
                   "python_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "jvm_heap_peak": heap}))
+                  "jvm_heap_peak": heap, "window_ms": [window_from * 1000, window_to * 1000],
+                  "driver_cpu": cpu_after[0] - cpu_before[0],
+                  "machine_cpu": cpu_after[1] - cpu_before[1]}))
 """
 
 
@@ -219,15 +234,27 @@ def _confine(pid: int, cpus: set[int]) -> None:
             continue
 
 
+#: the spread's executor layouts: (task slots, executors); one slot, then two in one executor
+#: (the goal's figure: an executor's cores, as on EMR), then two executors of one slot each
+LAYOUTS = ((1, 1), (2, 1), (2, 2))
+
+
+def _layout(slots: int, executors: int) -> str:
+    if executors == 1:
+        return f"one executor of {slots} core{'s' if slots > 1 else ''}"
+    return f"{executors} executors of {slots // executors} core each"
+
+
 def spread_run(work: Path, bronze: Path) -> None:
-    """The 2.25 M backlog on the local standalone cluster: one executor core, then two; twice.
+    """The 2.25 M backlog on the local standalone cluster in each of :data:`LAYOUTS`; twice.
 
     First as Spark counts cores (``spark.cores.max`` task slots, the executors free to use the
-    whole machine), then with each executor confined to as many of the machine's CPUs as it has
+    whole machine), then with the executors confined to as many of the machine's CPUs as they have
     task slots: the worker's CPU affinity is set before the round, and the executor JVMs it
     launches, with their Python workers, inherit it, so that one executor core also means one CPU
     (free, a task's JVM thread and its Python worker use both CPUs of a two-core machine). The
-    driver (metadata only) is not confined either way."""
+    driver is not confined either way. Each round keeps Spark's event log, and
+    :func:`print_profiles` shows where its time went."""
     port = free_port()
     overrides = {
         "state_dir": str(work / "cluster-st"),
@@ -243,36 +270,145 @@ def spread_run(work: Path, bronze: Path) -> None:
     cluster.start()
     worker = cluster.pids()["worker"]
     cpus = sorted(os.sched_getaffinity(0))
-    timings: dict[tuple[int, bool], float] = {}
+    profiles: dict[tuple[int, int, bool], RunProfile] = {}
     try:
         for pinned in (False, True):
-            for cores in (1, 2):
+            for slots, executors in LAYOUTS:
                 if worker is not None:
-                    _confine(worker, set(cpus[:cores]) if pinned else set(cpus))
+                    _confine(worker, set(cpus[:slots]) if pinned else set(cpus))
+                name = f"{slots}-{executors}-{int(pinned)}"
+                events = work / f"events-{name}"
+                events.mkdir(parents=True)
                 extra = {
                     **overrides,
                     "spark.master": cluster.url,
-                    "spark.conf": {"spark.cores.max": str(cores), "spark.executor.cores": "1"},
+                    "spark.conf": {
+                        "spark.cores.max": str(slots),
+                        "spark.executor.cores": str(slots // executors),
+                        "spark.eventLog.enabled": "true",
+                        "spark.eventLog.dir": events.as_uri(),
+                    },
                 }
-                report = one_round(ROOT, bronze, work / f"spread-{cores}-{int(pinned)}", extra)
-                timings[cores, pinned] = report["seconds"]
-                how = f"confined to {cores} CPU(s)" if pinned else "free on the machine"
-                print(f"  cluster, {cores} executor core(s), {how}: {report['seconds']:.1f} s", flush=True)
+                report = one_round(ROOT, bronze, work / f"spread-{name}", extra)
+                profiles[slots, executors, pinned] = RunProfile.read(events, report)
+                how = f"confined to {slots} CPU(s)" if pinned else "free on the machine"
+                print(f"  cluster, {_layout(slots, executors)}, {how}: {report['seconds']:.1f} s", flush=True)
     finally:
         cluster.stop()
     print("\n## Spread: 2.25 M events on the local standalone cluster\n")
     print(
-        f"| executor cores | executors free on the {len(cpus)} CPUs | speed-up | executors confined "
-        "to as many CPUs | speed-up |"
+        f"| task slots | executors | free on the {len(cpus)} CPUs | speed-up | confined to as many CPUs "
+        "as slots | speed-up |"
     )
-    print("|---|---|---|---|---|")
-    print(f"| 1 (baseline) | {timings[1, False]:.1f} s | 1.00x | {timings[1, True]:.1f} s | 1.00x |")
-    free, confined = timings[1, False] / timings[2, False], timings[1, True] / timings[2, True]
-    verdict = "met" if confined >= GOAL_SPREAD else "NOT met"
+    print("|---|---|---|---|---|---|")
+    for slots, executors in LAYOUTS:
+        free, confined = profiles[slots, executors, False], profiles[slots, executors, True]
+        gains = [profiles[1, 1, pinned].wall_s / p.wall_s for pinned, p in ((False, free), (True, confined))]
+        goal = ""
+        if (slots, executors) == (2, 1):
+            goal = f" (goal >= {GOAL_SPREAD}x: {'met' if gains[1] >= GOAL_SPREAD else 'NOT met'})"
+        print(
+            f"| {slots}{' (baseline)' if slots == 1 else ''} | {_layout(slots, executors)} | "
+            f"{free.wall_s:.1f} s | {gains[0]:.2f}x | {confined.wall_s:.1f} s | {gains[1]:.2f}x{goal} |"
+        )
+    bound = [
+        len(cpus) / (profiles[1, 1, pinned].machine_cpu_s / profiles[1, 1, pinned].wall_s)
+        for pinned in (False, True)
+    ]
     print(
-        f"| 2 | {timings[2, False]:.1f} s | {free:.2f}x | {timings[2, True]:.1f} s | "
-        f"{confined:.2f}x (goal >= {GOAL_SPREAD}x: {verdict}) |"
+        f"\nThe most {len(cpus)} CPUs allow, if the work stayed the same: the one-slot round's CPU seconds "
+        f"(driver and executors) over {len(cpus)} CPUs: free {bound[0]:.2f}x, confined {bound[1]:.2f}x"
     )
+    print_profiles(profiles, len(cpus))
+
+
+@dataclass(frozen=True)
+class RunProfile:
+    """Where one cluster round's wall time went, from Spark's own event log and ``/proc``.
+
+    The round's window is the driver's ``ingest_table`` call. From the event log's task ends
+    (launch and finish time of each task): how long 0, 1, 2 ... tasks were running at once, and
+    how much of the window had no Spark job at all (the driver alone, between jobs). From ``/proc``
+    (the round's own figures): the CPU seconds of the driver (its Python and JVM) and of the
+    whole machine over the window; the machine's less the driver's is the executors' (their JVMs
+    and Python workers), on a machine with nothing else running."""
+
+    wall_s: float
+    running: dict[int, float]  # tasks running at once -> seconds of the window
+    no_job_s: float  # seconds of the window with no Spark job running
+    driver_cpu_s: float
+    machine_cpu_s: float
+    stages: list[tuple[float, int, str]]  # (seconds, tasks, name), longest first
+
+    @classmethod
+    def read(cls, folder: Path, report: dict[str, Any]) -> RunProfile:
+        start, end = report["window_ms"]
+        logs = [f for f in folder.iterdir() if f.is_file()]
+        if len(logs) != 1:
+            raise SystemExit(f"expected one Spark event log in {folder}, found {[f.name for f in logs]}")
+        edges: list[tuple[float, int]] = []
+        jobs: dict[int, list[float]] = {}
+        stages: list[tuple[float, int, str]] = []
+        with logs[0].open(encoding="utf-8") as lines:
+            for line in lines:
+                event = json.loads(line)
+                kind = event["Event"]
+                if kind == "SparkListenerTaskEnd":
+                    info = event["Task Info"]
+                    edges += [(info["Launch Time"], 1), (info["Finish Time"], -1)]
+                elif kind == "SparkListenerJobStart":
+                    jobs[event["Job ID"]] = [event["Submission Time"], end]
+                elif kind == "SparkListenerJobEnd":
+                    jobs[event["Job ID"]][1] = event["Completion Time"]
+                elif kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    seconds = (info["Completion Time"] - info["Submission Time"]) / 1000
+                    stages.append((seconds, info["Number of Tasks"], info["Stage Name"].split(" at ")[0]))
+        running: dict[int, float] = {}
+        level, previous = 0, start
+        for at, step in sorted(edges):
+            at = min(max(at, start), end)
+            running[level] = running.get(level, 0.0) + (at - previous) / 1000
+            level, previous = level + step, at
+        running[level] = running.get(level, 0.0) + (end - previous) / 1000
+        covered, reach = 0.0, start
+        for begin, finish in sorted(jobs.values()):
+            begin, finish = max(begin, reach), min(finish, end)
+            if finish > begin:
+                covered, reach = covered + finish - begin, finish
+        return cls(
+            wall_s=(end - start) / 1000,
+            running=running,
+            no_job_s=(end - start - covered) / 1000,
+            driver_cpu_s=float(report["driver_cpu"]),
+            machine_cpu_s=float(report["machine_cpu"]),
+            stages=sorted(stages, reverse=True),
+        )
+
+
+def print_profiles(profiles: dict[tuple[int, int, bool], RunProfile], cpus: int) -> None:
+    """The spread's rounds side by side: what ran in parallel, and what the CPUs did."""
+    print("\n## Where the spread's time went (Spark's event log; CPU from /proc)\n")
+    print(
+        "| task slots | executors | CPUs | wall | no Spark job (driver alone) | 0 tasks | 1 task | "
+        "2 tasks | busy CPUs, whole machine | of which the driver | the executors | CPU seconds |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = sorted(profiles.items(), key=lambda item: (item[0][2], item[0][0], item[0][1]))
+    for (slots, executors, pinned), p in rows:
+        shares = [p.running.get(n, 0.0) / p.wall_s for n in (0, 1)]
+        shares.append(sum(s for n, s in p.running.items() if n >= 2) / p.wall_s)
+        where = f"confined to {slots}" if pinned else f"free on {cpus}"
+        print(
+            f"| {slots} | {_layout(slots, executors)} | {where} | "
+            f"{p.wall_s:.1f} s | {p.no_job_s:.1f} s | {shares[0]:.0%} | {shares[1]:.0%} | {shares[2]:.0%} | "
+            f"{p.machine_cpu_s / p.wall_s:.2f} | {p.driver_cpu_s / p.wall_s:.2f} | "
+            f"{(p.machine_cpu_s - p.driver_cpu_s) / p.wall_s:.2f} | {p.machine_cpu_s:.0f} |"
+        )
+    for (slots, executors, pinned), p in rows:
+        longest = "; ".join(f"{name} {sec:.1f} s ({tasks} tasks)" for sec, tasks, name in p.stages[:5])
+        how = "confined" if pinned else "free"
+        print(f"\n{_layout(slots, executors)}, {how}: longest stages: {longest}")
 
 
 if __name__ == "__main__":
