@@ -82,6 +82,9 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
+    # a read of many files lists them in a few tasks here, in one task per file on a cluster
+    listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    assert local[listing] == ci[listing] == "4" and listing not in cluster
 
 
 @pytest.mark.usefixtures("jars_in_place")
