@@ -118,12 +118,12 @@ def workbook_processes(root_pid: int, state_dir: Path) -> set[int]:
     return found | descendants(root_pid, parents)
 
 
-def _makeup(memory: Mapping[int, int]) -> list[tuple[str, int, int]]:
-    """``memory`` (bytes per process) summed per :func:`process_label`: (label, processes, bytes),
-    largest first."""
+def _makeup(memory: Mapping[int, int], labels: Mapping[int, str]) -> list[tuple[str, int, int]]:
+    """``memory`` (bytes per process) summed per label (:func:`process_label`): (label, processes,
+    bytes), largest first."""
     groups: dict[str, list[int]] = {}
     for pid, size in memory.items():
-        groups.setdefault(process_label(pid), []).append(size)
+        groups.setdefault(labels[pid], []).append(size)
     return sorted(((label, len(sizes), sum(sizes)) for label, sizes in groups.items()), key=lambda g: -g[2])
 
 
@@ -214,11 +214,13 @@ class PeakMemory:
         proportional = 0
         if pss and self.pss_every is not None:
             self._last_pss = time.monotonic()
+            # each process named before its size is read, so one that ends meanwhile keeps its name
+            labels = {pid: process_label(pid) for pid in pids}
             # a process whose proportional size cannot be read counts with its resident memory
             each = {pid: process_pss(pid) or resident[pid] for pid in pids}
             proportional = sum(each.values())
             if proportional > self.peak.pss:
-                self.makeup = _makeup(each)
+                self.makeup = _makeup(each, labels)
         self.peak = MemoryPeak(max(self.peak.rss, total), max(self.peak.pss, proportional))
         self._section = MemoryPeak(max(self._section.rss, total), max(self._section.pss, proportional))
         return total
