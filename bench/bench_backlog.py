@@ -72,10 +72,10 @@ spark = build_spark_session(params, app_name="bench-backlog")
 jvm = spark.sparkContext._jvm
 table = next(t for t in params.silver.tables if t.name == "sale")
 def cpu():  # (this driver's Python and JVM, the whole machine): CPU seconds so far
-    procs = [psutil.Process()] + psutil.Process().children(recursive=True)
+    me = psutil.Process()
+    driver = sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])  # user, system
     machine = psutil.cpu_times()
-    return (sum(p.cpu_times().user + p.cpu_times().system for p in procs),
-            machine.user + machine.nice + machine.system + machine.irq + machine.softirq)
+    return driver, machine.user + machine.nice + machine.system + machine.irq + machine.softirq
 cpu_before, window_from = cpu(), time.time()
 started = time.monotonic()
 result = ingest_table(params, table, spark=spark)
@@ -131,9 +131,7 @@ def baseline_tree(commit: str) -> Path:
     return tree
 
 
-def one_round(
-    tree: Path, bronze: Path, work: Path, extra: dict[str, object] | None = None
-) -> dict[str, float]:
+def one_round(tree: Path, bronze: Path, work: Path, extra: dict[str, object] | None = None) -> dict[str, Any]:
     """A first load of ``sale`` from ``bronze`` into an empty Silver under ``work``, by the code of
     ``tree``, in a driver process of its own."""
     silver = work / "silver"
@@ -158,7 +156,7 @@ def one_round(
     )
     if proc.returncode != 0:
         raise SystemExit(f"round failed in {tree}:\n{proc.stderr[-3000:]}")
-    report: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     if not str(report["helpers"]).startswith(str(tree)):
         raise SystemExit(f"the round ran {report['helpers']}, not the code of {tree}")
     shutil.rmtree(silver, ignore_errors=True)

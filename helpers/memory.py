@@ -76,12 +76,15 @@ def process_label(pid: int) -> str:
             after = arg if after is None and arg in _JAVA_OPTIONS_WITH_VALUE else None
         return "java"
     if program.startswith("python"):
-        if "-m" in args[1:-1]:
-            return args[args.index("-m") + 1]
-        if "-c" in args:
-            return "python -c"
-        scripts = [arg for arg in args[1:] if not arg.startswith("-")]
-        return Path(scripts[0]).name if scripts else "python"
+        # the interpreter's own options end at -m MODULE, -c COMMAND or the script
+        for index, arg in enumerate(args[1:], start=1):
+            if arg == "-m" and index + 1 < len(args):
+                return args[index + 1]
+            if arg == "-c":
+                return "python -c"
+            if not arg.startswith("-"):
+                return Path(arg).name
+        return "python"
     return name
 
 

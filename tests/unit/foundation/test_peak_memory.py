@@ -99,7 +99,7 @@ def test_a_process_is_labelled_by_its_module_script_or_program(tmp_path: Path) -
     script.write_text("import time; time.sleep(30)")
     procs = {
         "timeit": subprocess.Popen([sys.executable, "-m", "timeit", "-n1", "__import__('time').sleep(30)"]),
-        "sleeper.py": subprocess.Popen([sys.executable, "-u", str(script)]),
+        "sleeper.py": subprocess.Popen([sys.executable, "-u", str(script), "-c", "its own -c"]),
         "sleep": subprocess.Popen(["sleep", "30"]),
     }
     try:
