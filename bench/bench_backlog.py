@@ -321,6 +321,18 @@ def spread_run(work: Path, bronze: Path) -> None:
 
 
 @dataclass(frozen=True)
+class JobRun:
+    """One Spark job of a round: the driver's time alone before it (since the previous job ended,
+    or the round began), its own wall time, and its tasks' count and summed run time."""
+
+    name: str
+    gap_s: float
+    seconds: float
+    tasks: int
+    task_s: float
+
+
+@dataclass(frozen=True)
 class RunProfile:
     """Where one cluster round's wall time went, from Spark's own event log and ``/proc``.
 
@@ -337,6 +349,7 @@ class RunProfile:
     driver_cpu_s: float
     machine_cpu_s: float
     stages: list[tuple[float, int, str]]  # (seconds, tasks, name), longest first
+    jobs: list[JobRun]  # in the order they started
 
     @classmethod
     def read(cls, folder: Path, report: dict[str, Any]) -> RunProfile:
@@ -346,6 +359,9 @@ class RunProfile:
             raise SystemExit(f"expected one Spark event log in {folder}, found {[f.name for f in logs]}")
         edges: list[tuple[float, int]] = []
         jobs: dict[int, list[float]] = {}
+        names: dict[int, str] = {}
+        stage_job: dict[int, int] = {}
+        task_s: dict[int, list[float]] = {}  # job -> [tasks, task seconds]
         stages: list[tuple[float, int, str]] = []
         with logs[0].open(encoding="utf-8") as lines:
             for line in lines:
@@ -354,8 +370,14 @@ class RunProfile:
                 if kind == "SparkListenerTaskEnd":
                     info = event["Task Info"]
                     edges += [(info["Launch Time"], 1), (info["Finish Time"], -1)]
+                    done = task_s.setdefault(stage_job.get(event["Stage ID"], -1), [0, 0.0])
+                    done[0] += 1
+                    done[1] += (info["Finish Time"] - info["Launch Time"]) / 1000
                 elif kind == "SparkListenerJobStart":
                     jobs[event["Job ID"]] = [event["Submission Time"], end]
+                    infos = event["Stage Infos"]
+                    names[event["Job ID"]] = infos[-1]["Stage Name"].split(" at ")[0] if infos else "?"
+                    stage_job.update({stage: event["Job ID"] for stage in event["Stage IDs"]})
                 elif kind == "SparkListenerJobEnd":
                     jobs[event["Job ID"]][1] = event["Completion Time"]
                 elif kind == "SparkListenerStageCompleted":
@@ -374,6 +396,12 @@ class RunProfile:
             begin, finish = max(begin, reach), min(finish, end)
             if finish > begin:
                 covered, reach = covered + finish - begin, finish
+        runs, reach = [], start
+        for job, (begin, finish) in sorted(jobs.items(), key=lambda item: item[1][0]):
+            tasks, seconds = task_s.get(job, [0, 0.0])
+            gap = max(0.0, (begin - reach) / 1000)
+            runs.append(JobRun(names[job], gap, (finish - begin) / 1000, int(tasks), seconds))
+            reach = max(reach, finish)
         return cls(
             wall_s=(end - start) / 1000,
             running=running,
@@ -381,6 +409,7 @@ class RunProfile:
             driver_cpu_s=float(report["driver_cpu"]),
             machine_cpu_s=float(report["machine_cpu"]),
             stages=sorted(stages, reverse=True),
+            jobs=runs,
         )
 
 
@@ -407,6 +436,34 @@ def print_profiles(profiles: dict[tuple[int, int, bool], RunProfile], cpus: int)
         longest = "; ".join(f"{name} {sec:.1f} s ({tasks} tasks)" for sec, tasks, name in p.stages[:5])
         how = "confined" if pinned else "free"
         print(f"\n{_layout(slots, executors)}, {how}: longest stages: {longest}")
+    print_jobs(profiles.get((1, 1, True)), profiles.get((2, 1, True)))
+
+
+def print_jobs(one: RunProfile | None, two: RunProfile | None) -> None:
+    """The confined one-slot and two-slot rounds job by job: what each job gained from the second
+    slot, how much longer its tasks ran side by side (their summed run time), and the driver's
+    time alone before each job, which a second slot cannot shorten."""
+    if one is None or two is None:
+        return
+    if [j.name for j in one.jobs] != [j.name for j in two.jobs]:
+        print("\nJob by job: the two rounds ran different jobs, not compared")
+        return
+    print("\n## The spread job by job (one executor, confined: one core, then two)\n")
+    print("| job | tasks | driver alone before it | 1 slot | 2 slots | speed-up | task seconds, 1 / 2 |")
+    print("|---|---|---|---|---|---|---|")
+    for a, b in zip(one.jobs, two.jobs, strict=True):
+        gain = f"{a.seconds / b.seconds:.2f}x" if b.seconds > 0 else "-"
+        print(
+            f"| {a.name} | {a.tasks} | {a.gap_s:.2f} / {b.gap_s:.2f} s | {a.seconds:.2f} s | "
+            f"{b.seconds:.2f} s | {gain} | {a.task_s:.2f} / {b.task_s:.2f} s |"
+        )
+    jobs = [sum(j.seconds for j in p.jobs) for p in (one, two)]
+    tasks = [sum(j.task_s for j in p.jobs) for p in (one, two)]
+    print(
+        f"\nThe jobs alone: {jobs[0]:.1f} s, then {jobs[1]:.1f} s ({jobs[0] / jobs[1]:.2f}x); their tasks "
+        f"ran {tasks[0]:.1f} s, then {tasks[1]:.1f} s ({tasks[1] / tasks[0] - 1:+.0%} side by side); no "
+        f"Spark job at all (the driver alone) {one.no_job_s:.1f} s and {two.no_job_s:.1f} s"
+    )
 
 
 if __name__ == "__main__":
