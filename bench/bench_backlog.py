@@ -391,21 +391,19 @@ class RunProfile:
             running[level] = running.get(level, 0.0) + (at - previous) / 1000
             level, previous = level + step, at
         running[level] = running.get(level, 0.0) + (end - previous) / 1000
-        covered, reach = 0.0, start
-        for begin, finish in sorted(jobs.values()):
-            begin, finish = max(begin, reach), min(finish, end)
-            if finish > begin:
-                covered, reach = covered + finish - begin, finish
-        runs, reach = [], start
+        # the jobs in the order they started; the window's time with none running is the sum of
+        # the gaps before each (clipped to the window) and after the last
+        runs, reach, alone = [], start, 0.0
         for job, (begin, finish) in sorted(jobs.items(), key=lambda item: item[1][0]):
+            gap = max(0.0, min(begin, end) - reach)
             tasks, seconds = task_s.get(job, [0, 0.0])
-            gap = max(0.0, (begin - reach) / 1000)
-            runs.append(JobRun(names[job], gap, (finish - begin) / 1000, int(tasks), seconds))
-            reach = max(reach, finish)
+            runs.append(JobRun(names[job], gap / 1000, (finish - begin) / 1000, int(tasks), seconds))
+            alone, reach = alone + gap, max(reach, min(finish, end))
+        alone += end - reach
         return cls(
             wall_s=(end - start) / 1000,
             running=running,
-            no_job_s=(end - start - covered) / 1000,
+            no_job_s=alone / 1000,
             driver_cpu_s=float(report["driver_cpu"]),
             machine_cpu_s=float(report["machine_cpu"]),
             stages=sorted(stages, reverse=True),

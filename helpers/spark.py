@@ -96,8 +96,8 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
 #: cluster of real nodes. A read of more than 32 files (a Bronze round's) checks them in a Spark job
 #: of one task per file by default, which on a cluster spreads S3 requests over its executors; here
 #: the tasks only cost their scheduling: four tasks instead of 275 for a round of 275 files on the
-#: local cluster, its two listings 1.9 s instead of 5.4 s (bench/README.md, "Where the spread's
-#: time went").
+#: local cluster, its two listings 1.9 s instead of 5.4 s (bench/README.md, "The spread taken
+#: apart").
 LOCAL_SPARK_CONF: Mapping[str, str] = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
 
 #: JVM options of a local-mode driver (which is also its executor). The serial collector keeps
