@@ -219,7 +219,9 @@ def build_spark_session(
 
     ``getOrCreate`` semantics: a session already running in this process is returned as it is
     (only runtime-modifiable settings of ``conf`` are applied); static settings take effect only
-    on the first call, before the JVM starts.
+    on the first call, before the JVM starts. A running session on another master than
+    ``params`` asks for is returned with a warning that names both (a kernel restarted with the
+    new parameters builds the asked one).
 
     Args:
         params: workbook parameters; default ``load_params("local")``.
@@ -238,6 +240,15 @@ def build_spark_session(
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        running = active.sparkContext.master
+        if params is not None and params.spark.master and running != params.spark.master:
+            log.warning(
+                "The Spark session already running in this process is on %s, not on spark.master %s as "
+                "asked: it is used as it is; restart the kernel (or the process) to build one on %s",
+                running,
+                params.spark.master,
+                params.spark.master,
+            )
         _apply_runtime_conf(active, conf or {})
         return active
     if params is None:
@@ -249,10 +260,10 @@ def build_spark_session(
     if params.spark.master:
         os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # block manager and (if enabled) UI on loopback
     master = params.spark.master or None
-    log = Path(params.state_dir) / DRIVER_LOG
+    driver_log = Path(params.state_dir) / DRIVER_LOG
     try:
         if master is not None and not attach_run_driver():
-            _launch_driver(settings, master, app_name, log)
+            _launch_driver(settings, master, app_name, driver_log)
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
@@ -266,7 +277,9 @@ def build_spark_session(
         if local_s3 is not None:
             _set_s3_keys(spark, local_s3)
     except Exception as exc:  # noqa: BLE001 - JVM start-up errors have many types
-        output = f" The driver's output ({log}) ends with:\n{log_tail(log)}" if log.exists() else ""
+        output = ""
+        if driver_log.exists():
+            output = f" The driver's output ({driver_log}) ends with:\n{log_tail(driver_log)}"
         raise SparkSetupError(
             f"Failed to build SparkSession {app_name!r} on {master!r}: {exc}. "
             f"Check that Java 17 is installed (java -version) and run ./workbook setup.{output}"

@@ -9,7 +9,12 @@ import pytest
 from support.sockets import listening
 
 from helpers.local.metastore import LocalMetastore
-from helpers.spark import HUDI_DATASOURCE_CLASS, hudi_datasource_available, jvm_class_available
+from helpers.spark import (
+    HUDI_DATASOURCE_CLASS,
+    build_spark_session,
+    hudi_datasource_available,
+    jvm_class_available,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +68,21 @@ def test_the_driver_maps_its_classes_from_the_set_up_s_class_data_archive(spark:
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert f"-XX:SharedArchiveFile={archive}" in arguments, arguments
     assert "sharing" in jvm.System.getProperty("java.vm.info")
+
+
+def test_a_running_session_on_another_master_is_returned_with_a_warning(
+    spark: Any, spark_params: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked for a session on another master while one runs, the builder returns the running one
+    (a JVM's static settings cannot change) and says so, naming both masters; asked for the
+    running one's master, it says nothing."""
+    other = spark_params.model_copy(
+        update={"spark": spark_params.spark.model_copy(update={"master": "spark://127.0.0.1:7078"})}
+    )
+    with caplog.at_level("WARNING", logger="helpers.spark"):
+        assert build_spark_session(spark_params) is spark
+        assert not caplog.records
+        assert build_spark_session(other) is spark
+    [record] = caplog.records
+    assert spark.sparkContext.master in record.getMessage()
+    assert "not on spark.master spark://127.0.0.1:7078" in record.getMessage()
