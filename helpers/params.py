@@ -91,8 +91,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-#: A local JVM's JIT: ``tiered`` is Java's default, ``quick`` the C1 compiler only.
-Jit = Literal["tiered", "quick"]
+#: A local JVM's JIT: ``tiered`` is Java's default, ``quick`` the C1 compiler only, ``lean`` tiered
+#: with the C2 compiler kept for hot code (:data:`LEAN_JIT`).
+Jit = Literal["tiered", "quick", "lean"]
+
+#: ``lean``'s options: the thresholds at which a method moves from C1's profiled code to C2, ten times
+#: Java 17's defaults (5,000 calls, 600 with loops, 15,000 calls and loop iterations together,
+#: 40,000 loop iterations). A driver that commits many small rounds runs most of its code a few
+#: thousand times; C2 compiled it for little gain (its compiler threads took 44-46 s of the driver's
+#: 118-125 s of CPU in a short conformance set), while a loop over a table's rows passes ten times the
+#: threshold in a fraction of a second and is compiled by C2 as before (``bench/README.md``,
+#: "C2 for hot code only").
+LEAN_JIT = (
+    "-XX:Tier4InvocationThreshold=50000",
+    "-XX:Tier4MinInvocationThreshold=6000",
+    "-XX:Tier4CompileThreshold=150000",
+    "-XX:Tier4BackEdgeThreshold=400000",
+)
 
 
 def jit_options(jit: Jit) -> tuple[str, ...]:
@@ -101,6 +116,8 @@ def jit_options(jit: Jit) -> tuple[str, ...]:
     driver filled in CI ("CodeCache is full. Compiler has been disabled", then
     ``VirtualMachineError: Out of space in CodeCache for adapters`` killed the thread that feeds a
     Python worker, and the Spark job waited for ever)."""
+    if jit == "lean":
+        return LEAN_JIT
     return ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m") if jit == "quick" else ()
 
 
@@ -275,13 +292,17 @@ class LocalParams(_Strict):
     #: Hive metastore: its start and stop took 3.5-4.4 s of CPU with ``quick`` against 6.3-7.0 s;
     #: the streamer runtime's local driver: a run of twelve CI tables 41-45 s against 60-68 s).
     #: Trino has its own (:attr:`TrinoParams.jit`).
-    #: ``tiered``: Java's default, fastest on data of any size. ``quick``: the C1 compiler only,
-    #: which starts sooner and runs long loads slower; for tiny data (the ci overlay). Measured on
-    #: one machine, one run each: first loads of ``bench/bench_backlog.py``'s backlogs (its
-    #: ``one_round``) took 132 s (quick) against 93 s (tiered) at 2.25 M events and 427 s against
-    #: 220 s at 9 M; at CI scale, the first Silver load of a fresh stack took 33 to 40 s against
-    #: 48 to 49 s, and its pipeline was ready in 12 s against 23 s.
-    jit: Jit = "tiered"
+    #: ``lean`` (the default): Java's tiered JIT with C2 kept for hot code (:data:`LEAN_JIT`); two
+    #: whole-workbook runs of each, alternating: first run 222.3 and 231.5 s against 232.4 and
+    #: 248.9 s with ``tiered``, re-run 149.7 and 157.9 s against 167.7 and 161.4 s; a first load
+    #: of 2.25 M events 26.1 and 29.3 s against 30.3 and 31.0 s (``bench/README.md``, "C2 for hot
+    #: code only"). ``tiered``: Java's default. ``quick``: the C1 compiler only, which starts sooner
+    #: and runs long loads slower; for tiny data (the ci overlay). Measured on one machine, one run
+    #: each: first loads of ``bench/bench_backlog.py``'s backlogs (its ``one_round``) took 132 s
+    #: (quick) against 93 s (tiered) at 2.25 M events and 427 s against 220 s at 9 M; at CI scale,
+    #: the first Silver load of a fresh stack took 33 to 40 s against 48 to 49 s, and its pipeline
+    #: was ready in 12 s against 23 s.
+    jit: Jit = "lean"
 
     @property
     def jit_options(self) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from helpers.errors import ParamsError
-from helpers.params import ENVIRONMENTS, WorkbookParams, load_params, project_root
+from helpers.params import ENVIRONMENTS, LEAN_JIT, WorkbookParams, load_params, project_root
 
 PARAMS = project_root() / "params"
 
@@ -144,14 +144,22 @@ def test_parse_overrides_reads_yaml_values_and_names_a_bad_item() -> None:
             parse_overrides([bad])
 
 
-def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_path: Path) -> None:
-    """``local.jit``: Java's tiered JIT for the user's overlays; the C1 compiler only in the ci
-    overlay, handed to the Debezium workers next to their heap and collector options."""
+def test_local_jit_is_lean_by_default_and_quick_in_ci_for_the_local_jvms(tmp_path: Path) -> None:
+    """``local.jit``: the tiered JIT with C2 for hot code only in the user's overlays (its fourth
+    tier's thresholds ten times Java's defaults), Java's own when set to ``tiered``; the C1 compiler
+    only in the ci overlay, handed to the Debezium workers next to their heap and collector options."""
     from helpers.capture.backends import EmbeddedBackend
     from helpers.capture.register import open_backend
 
     for name in ("local", "local-kafka"):
-        assert load_params(name).local.jit_options == ()
+        assert load_params(name).local.jit_options == LEAN_JIT
+    assert LEAN_JIT == (
+        "-XX:Tier4InvocationThreshold=50000",
+        "-XX:Tier4MinInvocationThreshold=6000",
+        "-XX:Tier4CompileThreshold=150000",
+        "-XX:Tier4BackEdgeThreshold=400000",
+    )
+    assert load_params("local", overrides={"local.jit": "tiered"}).local.jit_options == ()
     ci = load_params("ci", overrides={"state_dir": str(tmp_path / "st")})
     assert ci.local.jit_options == ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m")
     backend = open_backend(ci)
@@ -161,7 +169,7 @@ def test_local_jit_is_tiered_by_default_and_quick_in_ci_for_the_local_jvms(tmp_p
     small = open_backend(ci.model_copy(update={"capture": smaller}))
     assert isinstance(small, EmbeddedBackend) and small.jvm_opts[-3:] == ("-Xmx256m", *ci.local.jit_options)
     with pytest.raises(
-        ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered' or 'quick'"
+        ParamsError, match=r"key 'local.jit' in overrides: Input should be 'tiered', 'quick' or 'lean'"
     ):
         load_params("ci", overrides={"local.jit": "fast"})
 
@@ -175,6 +183,6 @@ def test_trino_has_a_jit_of_its_own_c1_only_unless_set() -> None:
     assert load_params("ci", overrides={"local.jit": "tiered"}).local.trino.jit_options == quick
     tiered = load_params("local", overrides={"local.trino.jit": "tiered"})
     assert tiered.local.trino.jit_options == ()
-    assert tiered.local.jit_options == ()
+    assert tiered.local.jit_options == LEAN_JIT
     with pytest.raises(ParamsError, match=r"key 'local.trino.jit' in overrides: Input should be"):
         load_params("local", overrides={"local.trino.jit": "c2"})

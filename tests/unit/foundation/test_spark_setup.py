@@ -11,7 +11,7 @@ from support.project import project_copy
 
 from helpers.errors import SparkSetupError
 from helpers.jars import manifest, project_jars
-from helpers.params import load_params, project_root
+from helpers.params import LEAN_JIT, load_params, project_root
 from helpers.spark import spark_conf
 
 ROOT = project_root()
@@ -64,17 +64,18 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
 def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() -> None:
     """Local mode: the driver (its own executor) runs the serial collector without the
     performance-data file, after the UTC, IPv4 and JOL options (executors get those three too),
-    and the C1 compiler only when ``local.jit`` is ``quick`` (the ci overlay); with spark.master
-    empty (EMR, spark-submit) the cluster's collector and JIT are left alone."""
+    then ``local.jit``'s options: C2 for hot code only by default, the C1 compiler only when it is
+    ``quick`` (the ci overlay); with spark.master empty (EMR, spark-submit) the cluster's collector
+    and JIT are left alone."""
     local = spark_conf(load_params("local", overrides={"spark.catalog": "none"}))
-    options = local["spark.driver.extraJavaOptions"].split()
-    assert options == [
+    options = [
         "-Duser.timezone=UTC",
         "-Djava.net.preferIPv4Stack=true",
         "-Djol.skipHotspotSAAttach=true",
         "-XX:+UseSerialGC",
         "-XX:-UsePerfData",
     ]
+    assert local["spark.driver.extraJavaOptions"].split() == [*options, *LEAN_JIT]
     assert "-XX:" not in local["spark.executor.extraJavaOptions"]
     assert "-Djol.skipHotspotSAAttach=true" in local["spark.executor.extraJavaOptions"].split()
     ci = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
