@@ -98,16 +98,22 @@ Jit = Literal["tiered", "quick", "lean"]
 #: ``lean``'s options: the thresholds at which a method moves from C1's profiled code to C2, ten times
 #: Java 17's defaults (5,000 calls, 600 with loops, 15,000 calls and loop iterations together,
 #: 40,000 loop iterations). A driver that commits many small rounds runs most of its code a few
-#: thousand times; C2 compiled it for little gain (its compiler threads took 44-46 s of the driver's
-#: 118-125 s of CPU in a short conformance set), while a loop over a table's rows passes ten times the
-#: threshold in a fraction of a second and is compiled by C2 as before (``bench/README.md``,
-#: "C2 for hot code only").
+#: thousand times; C2 compiled it for little gain (its compiler threads took 44-57 s of a fresh
+#: driver's 118-156 s of CPU in a short conformance set), while a loop over a table's rows passes ten
+#: times the threshold in a fraction of a second and is compiled by C2 as before
+#: (``bench/README.md``, "C2 for hot code only").
 LEAN_JIT = (
     "-XX:Tier4InvocationThreshold=50000",
     "-XX:Tier4MinInvocationThreshold=6000",
     "-XX:Tier4CompileThreshold=150000",
     "-XX:Tier4BackEdgeThreshold=400000",
 )
+
+_JIT_OPTIONS: dict[Jit, tuple[str, ...]] = {
+    "tiered": (),
+    "quick": ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m"),
+    "lean": LEAN_JIT,
+}
 
 
 def jit_options(jit: Jit) -> tuple[str, ...]:
@@ -116,9 +122,7 @@ def jit_options(jit: Jit) -> tuple[str, ...]:
     driver filled in CI ("CodeCache is full. Compiler has been disabled", then
     ``VirtualMachineError: Out of space in CodeCache for adapters`` killed the thread that feeds a
     Python worker, and the Spark job waited for ever)."""
-    if jit == "lean":
-        return LEAN_JIT
-    return ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m") if jit == "quick" else ()
+    return _JIT_OPTIONS[jit]
 
 
 class TickitParams(_Strict):
