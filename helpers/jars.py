@@ -20,6 +20,8 @@ __all__ = [
     "CONNECT_TRANSFORMS_DIR",
     "connect_plugin_dirs",
     "connect_transforms_dir",
+    "HADOOP_CLASSES_DIR",
+    "hadoop_classes_jar",
     "jar_tree",
     "manifest",
     "project_archive",
@@ -175,8 +177,10 @@ def project_jars(sets: tuple[str, ...] = ("spark",)) -> list[Path]:
     return [folder / name for _, name, _ in wanted]
 
 
-#: The folder of the workbook's own Connect transform jar (``scripts/build_connect.sh``).
+#: The folder of the workbook's own Connect transform jar (``scripts/build_java.sh``).
 CONNECT_TRANSFORMS_DIR = "workbook-connect"
+#: The folder of the workbook's own Hadoop file system jar (``scripts/build_java.sh``).
+HADOOP_CLASSES_DIR = "workbook-hadoop"
 
 
 def shaded_jar(name: str, set_name: str) -> Path:
@@ -211,6 +215,23 @@ def connect_transforms_dir() -> Path:
     if not list(folder.glob("workbook-connect-*.jar")):
         raise JarsMissingError(
             f"Failed to find the workbook's Connect transform jar in {folder}: run ./workbook setup "
-            "(scripts/build_connect.sh compiles connect/src with javac)"
+            "(scripts/build_java.sh compiles connect/src with javac)"
         )
     return folder
+
+
+def hadoop_classes_jar() -> Path:
+    """The workbook's own Hadoop classes (``NioLocalFileSystem``), built from ``hadoop/src`` by the
+    set-up: on the class path of the local Spark sessions.
+
+    Raises:
+        JarsMissingError: when the jar is not built, naming the command that builds it.
+    """
+    folder = project_root() / JARS_DIR / HADOOP_CLASSES_DIR
+    built = sorted(folder.glob(f"{HADOOP_CLASSES_DIR}-*.jar"))
+    if not built:
+        raise JarsMissingError(
+            f"Failed to find the workbook's Hadoop classes jar in {folder}: "
+            "run ./workbook setup (scripts/build_java.sh compiles hadoop/src with javac)"
+        )
+    return built[-1]

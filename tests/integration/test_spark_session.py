@@ -86,3 +86,36 @@ def test_a_running_session_on_another_master_is_returned_with_a_warning(
     [record] = caplog.records
     assert spark.sparkContext.master in record.getMessage()
     assert "not on spark.master spark://127.0.0.1:7078" in record.getMessage()
+
+
+def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: Any, tmp_path: Path) -> None:
+    """``file:`` is the workbook's ``NioLocalFileSystem`` (``helpers.spark.LOCAL_FILE_SYSTEM``): a
+    file created through it gets the mode Hadoop asks for under the umask, with its checksum beside
+    it, its new folder too, and a mode set afterwards is the file's; a mode with the sticky bit,
+    which Java's file API cannot set, still reaches the folder (Hadoop's own ``chmod``)."""
+    import os
+    import stat
+
+    from helpers.spark import LOCAL_FILE_SYSTEM
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
+    assert fs.getClass().getName() == LOCAL_FILE_SYSTEM
+
+    path = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "made" / "part.bin"))
+    out = fs.create(path, True)
+    out.write(7)
+    out.close()
+    made = tmp_path / "made" / "part.bin"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o666 & ~umask
+    assert (tmp_path / "made" / ".part.bin.crc").is_file()
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o777 & ~umask
+
+    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
+    fs.setPermission(path, permission(0o640))
+    assert stat.S_IMODE(made.stat().st_mode) == 0o640
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "made")), permission(0o1750))
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o1750

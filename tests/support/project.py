@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from helpers.jars import JARS_DIR, manifest
+from helpers.jars import HADOOP_CLASSES_DIR, JARS_DIR, manifest
 from helpers.params import project_root
 
 ROOT = project_root()
@@ -21,7 +21,8 @@ def project_copy(
     folder: Path, scripts: Iterable[str] = ("jars.tsv",), *, params: bool = True, jars: tuple[str, ...] = ()
 ) -> Path:
     """``folder`` holding ``scripts/<name>`` for each of ``scripts``, ``params/`` (``params``),
-    and an empty file in ``.jars/`` for every jar of the sets ``jars``; returns ``folder``."""
+    and an empty file in ``.jars/`` for every jar of the sets ``jars`` and for the workbook's own
+    Hadoop classes (``scripts/build_java.sh``); returns ``folder``."""
     for name in scripts:
         (folder / "scripts" / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / "scripts" / name, folder / "scripts" / name)
@@ -31,4 +32,6 @@ def project_copy(
         (folder / JARS_DIR).mkdir(exist_ok=True)
         for _, name, _ in manifest(jars):  # read from the real manifest, before WORKBOOK_ROOT moves
             (folder / JARS_DIR / name).touch()
+        (folder / JARS_DIR / HADOOP_CLASSES_DIR).mkdir()
+        (folder / JARS_DIR / HADOOP_CLASSES_DIR / f"{HADOOP_CLASSES_DIR}-0.jar").touch()
     return folder

@@ -10,9 +10,9 @@ import pytest
 from support.project import project_copy
 
 from helpers.errors import SparkSetupError
-from helpers.jars import manifest, project_jars
+from helpers.jars import hadoop_classes_jar, manifest, project_jars
 from helpers.params import LEAN_JIT, load_params, project_root
-from helpers.spark import spark_conf
+from helpers.spark import LOCAL_FILE_SYSTEM, spark_conf
 
 ROOT = project_root()
 
@@ -46,11 +46,17 @@ def jars_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("jars_in_place")
 def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
     """The settings: the official bundle on spark.jars and the driver class path, Hudi's Kryo
-    registrar, SQL extension and catalog, driver and block manager on 127.0.0.1, UI off."""
+    registrar, SQL extension and catalog, driver and block manager on 127.0.0.1, UI off. A local
+    session also loads the workbook's Hadoop classes for its ``file:`` file system; a cluster's
+    (spark.master empty) keeps its own."""
     params = load_params("ci", overrides={"spark.catalog": "none"})
     conf = spark_conf(params)
     jars = conf["spark.jars"].split(",")
-    assert [Path(j) for j in jars] == project_jars()
+    assert [Path(j) for j in jars] == [*project_jars(), hadoop_classes_jar()]
+    assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FILE_SYSTEM
+    cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
+    assert [Path(j) for j in cluster["spark.jars"].split(",")] == project_jars()
+    assert "spark.hadoop.fs.file.impl" not in cluster
     assert any(j.endswith("hudi-spark3.5-bundle_2.12-1.0.2.jar") for j in jars)
     assert conf["spark.driver.extraClassPath"].split(os.pathsep) == jars
     assert conf["spark.kryo.registrator"] == "org.apache.spark.HoodieSparkKryoRegistrar"
@@ -86,6 +92,19 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     # a read of many files lists them in a few tasks here, in one task per file on a cluster
     listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
     assert local[listing] == ci[listing] == "4" and listing not in cluster
+
+
+def test_a_local_session_without_the_built_hadoop_classes_names_the_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pinned jar in place but the workbook's own Hadoop classes not built: a clear error
+    naming the set-up command, before the JVM starts."""
+    root = project_copy(tmp_path, jars=("spark", "metastore"))
+    for built in (root / ".jars" / "workbook-hadoop").iterdir():
+        built.unlink()
+    monkeypatch.setenv("WORKBOOK_ROOT", str(root))
+    with pytest.raises(SparkSetupError, match=r"Hadoop classes jar.*run ./workbook setup.*build_java.sh"):
+        spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
 
 
 @pytest.mark.usefixtures("jars_in_place")
