@@ -29,6 +29,7 @@ from helpers.local.class_data import archive_for
 from helpers.local.credentials import write_private
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
+from helpers.local.scratch import driver_scratch
 from helpers.local.spark_cluster import LocalSparkCluster
 from helpers.params import WorkbookParams, load_params
 from helpers.poll import wait_until
@@ -135,6 +136,10 @@ DRIVER_LOG = Path("logs") / "spark-driver.log"
 def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> dict[str, str]:
     """The Spark settings of a session for ``params`` (see ``docs/architecture.md``, "Foundation").
 
+    For a driver on this machine it also makes this process's scratch folder under the state
+    directory (Spark's local dir and the JVM's temporary dir), after removing the folders of
+    processes that have ended (:mod:`helpers.local.scratch`).
+
     Args:
         params: workbook parameters (``spark`` section; ``local.metastore`` for the local catalog).
         extra_jar_sets: further sets of ``scripts/jars.tsv`` to load (benchmarks: ``bench``).
@@ -152,6 +157,9 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     cluster = LocalSparkCluster(params)
     if params.spark.master.startswith("local") or cluster.wanted:
         settings.update(LOCAL_SPARK_CONF)
+        scratch = driver_scratch(params.state_path)  # not /tmp: a killed driver's files are removed later
+        settings["spark.local.dir"] = str(scratch)
+        settings["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
     if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded
         if cluster.pids()["master"] is None:
             raise SparkSetupError(

@@ -31,6 +31,7 @@ from helpers.capture.raw_topics import ensure_raw_capture
 from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_archive, project_jars, shaded_jar
+from helpers.local.scratch import driver_scratch
 from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
@@ -133,11 +134,19 @@ def _spark_submit(params: WorkbookParams, jars: list[str]) -> list[str]:
     :data:`SPARK_CONF` (what follows is the application). A local master's driver also gets the
     options of the workbook's own local drivers (:func:`helpers.spark.local_driver_options`: the
     serial collector, and ``local.jit``'s; with CI's ``quick``, a run of the twelve tables on CI's
-    data used 41-45 s of CPU against 60-68 s, in about the same wall time; ``bench/README.md``)."""
+    data used 41-45 s of CPU against 60-68 s, in about the same wall time; ``bench/README.md``) and
+    this process's scratch folder under the state directory (:mod:`helpers.local.scratch`) for
+    Spark's local dir and the JVM's temporary files."""
     conf = dict(SPARK_CONF)
     if params.silver.streamer.master.startswith("local"):
-        options = " ".join((conf["spark.driver.extraJavaOptions"], *local_driver_options(params)))
-        conf["spark.driver.extraJavaOptions"] = options
+        scratch = driver_scratch(params.state_path)  # a killed driver's 107 MB of jars not left in /tmp
+        options = (
+            conf["spark.driver.extraJavaOptions"],
+            *local_driver_options(params),
+            f"-Djava.io.tmpdir={scratch}",
+        )
+        conf["spark.driver.extraJavaOptions"] = " ".join(options)
+        conf["spark.local.dir"] = str(scratch)
     return [
         str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),
         "--master",

@@ -22,6 +22,7 @@ from helpers.checks.parity import bronze_vs_source, silver_vs_source
 from helpers.errors import HudiLockError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, pending_instants, read_commit_metadata, write_stats
+from helpers.local.scratch import SCRATCH_DIR
 from helpers.memory import descendants
 from helpers.naming import silver_topic
 from helpers.params import WorkbookParams
@@ -153,6 +154,11 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
         # a local driver's options (helpers.spark.local_driver_options), ci's local.jit included
         wanted = ("-XX:+UseSerialGC", "-XX:-UsePerfData", "-XX:TieredStopAtLevel=1")
         assert drivers and all(o in c for c in drivers for o in wanted), drivers
+        # its scratch files in the job's own folder under the state directory, not in /tmp
+        scratch = job_params.state_path / SCRATCH_DIR
+        [killed] = [f for f in scratch.iterdir() if f.name.startswith(f"{job.pid()}-")]
+        assert all(f"-Djava.io.tmpdir={killed}" in " ".join(c) for c in drivers), drivers
+        assert list(killed.glob("spark-*")), "the driver's Spark local dir is not in the job's folder"
         writer.start()
         wait_until(
             lambda: pending_instants(path),
@@ -172,6 +178,7 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
             return not pending_instants(path) and bool(silver_vs_source(params)["equal"].all())
 
         wait_until(caught_up, timeout_s=240, what="sale_mor to equal the source after the restart")
+        assert not killed.exists(), "the killed job's scratch folder was left behind"
     finally:
         stop.set()
         if writer.is_alive():

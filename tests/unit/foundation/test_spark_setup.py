@@ -81,14 +81,17 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
         "-XX:+UseSerialGC",
         "-XX:-UsePerfData",
     ]
-    assert local["spark.driver.extraJavaOptions"].split() == [*options, *LEAN_JIT]
+    tmpdir = f"-Djava.io.tmpdir={local['spark.local.dir']}"
+    assert local["spark.driver.extraJavaOptions"].split() == [*options, *LEAN_JIT, tmpdir]
     assert "-XX:" not in local["spark.executor.extraJavaOptions"]
     assert "-Djol.skipHotspotSAAttach=true" in local["spark.executor.extraJavaOptions"].split()
     ci = spark_conf(load_params("ci", overrides={"spark.catalog": "none"}))
     quick = ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=128m"]
-    assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick]
+    ci_scratch = ci["spark.local.dir"]
+    assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick, f"-Djava.io.tmpdir={ci_scratch}"]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
+    assert "tmpdir" not in cluster["spark.driver.extraJavaOptions"] and "spark.local.dir" not in cluster
     # a read of many files lists them in a few tasks here, in one task per file on a cluster
     listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
     assert local[listing] == ci[listing] == "4" and listing not in cluster
