@@ -3,17 +3,20 @@ with the source and shown a tampered copy) and the pass/fail table's summaries."
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
+import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pandas as pd
 import pyarrow as pa
 from tqdm.auto import tqdm
@@ -38,6 +41,8 @@ __all__ = [
     "require_passed",
     "run_scenario",
     "run_scenarios",
+    "RUN_LOCK",
+    "one_run_at_a_time",
     "scenario_groups",
     "scenario_summary",
     "short_set",
@@ -350,7 +355,7 @@ def run_scenarios(
 
     cparams = conformance_params(params, silver_root)
     by_name: dict[str, list[dict[str, Any]]] = {}
-    with tqdm(total=len(names), desc="conformance", disable=not progress) as bar:
+    with one_run_at_a_time(params), tqdm(total=len(names), desc="conformance", disable=not progress) as bar:
         for group in scenario_groups(names, side_by_side=side_by_side):
             if len(group) == 1:
                 by_name[group[0]] = _run_one(params, cparams, SCENARIOS[group[0]], None)
@@ -363,6 +368,40 @@ def run_scenarios(
                     by_name[futures[future]] = future.result()
                     bar.update()
     return pd.DataFrame([row for name in names for row in by_name[name]])
+
+
+#: Under the state directory: held by the process that runs scenarios on its sources.
+RUN_LOCK = "conformance.lock"
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
+    """Hold the state directory's conformance lock (``<state_dir>/conformance.lock``) while
+    scenarios run. Two runs on one pipeline change the same source rows and Silver variants and
+    would fail each other's checks; the second is refused at once instead. The lock is the
+    operating system's (``filelock``), so a run that was killed holds it no longer.
+
+    Raises:
+        CheckError: when another process holds it, naming its pid.
+    """
+    params.state_path.mkdir(parents=True, exist_ok=True)
+    path = params.state_path / RUN_LOCK
+    owner = params.state_path / f"{RUN_LOCK}.pid"
+    lock = filelock.FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "unknown"
+        raise CheckError(
+            f"Failed to start the conformance scenarios: another run (pid {holder}) is running them on the "
+            f"pipeline of {params.state_path} ({path}); two runs change the same source rows and Silver "
+            "variants and fail each other's checks. Wait for it to finish, or stop it"
+        ) from None
+    try:
+        owner.write_text(f"{os.getpid()}\n")
+        yield
+    finally:
+        lock.release()
 
 
 def scenario_groups(names: Sequence[str], *, side_by_side: bool = True) -> list[list[str]]:
