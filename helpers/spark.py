@@ -167,7 +167,8 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
                 "running; start it with ./workbook stack start"
             )
         settings["spark.executor.memory"] = params.local.spark.executor_memory
-        settings["spark.executor.extraJavaOptions"] += " ".join(("", *params.local.jit_options))
+        executor_options = (*params.local.jit_options, f"-Djava.io.tmpdir={cluster.tmp_dir}")
+        settings["spark.executor.extraJavaOptions"] += " ".join(("", *executor_options))
         settings["spark.cores.max"] = str(params.local.spark.app_cores)
     local_s3 = use_lake_s3(params)
     jars: list[str] = []

@@ -76,14 +76,22 @@ class LocalSparkCluster:
                 "SPARK_LOCAL_IP": LOOPBACK,
                 "SPARK_DAEMON_MEMORY": self.settings.daemon_heap,
                 "SPARK_WORKER_DIR": str(self.home / "work"),
+                # executors' scratch (blockmgr-*) under the state directory, not /tmp (helpers.local.scratch)
+                "SPARK_LOCAL_DIRS": str(self.home / "local"),
                 "SPARK_LOG_DIR": str(self.home),
                 "PYSPARK_PYTHON": sys.executable,
                 "SPARK_NO_DAEMONIZE": "1",
             }
         )
-        if self.params.local.jit_options:
-            env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(self.params.local.jit_options)
+        options = (*self.params.local.jit_options, f"-Djava.io.tmpdir={self.tmp_dir}")
+        env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(options)
         return env
+
+    @property
+    def tmp_dir(self) -> Path:
+        """The temporary dir (``java.io.tmpdir``) of the master's, the worker's and the executors'
+        JVMs, under the state directory."""
+        return self.home / "tmp"
 
     def state(self) -> dict[str, Any] | None:
         """The master's own view (its ``/json``): workers, cores, memory, applications; None
@@ -105,7 +113,8 @@ class LocalSparkCluster:
             StackError: when a port is taken by another program or a daemon does not come up
                 (with its log's last lines).
         """
-        (self.home / "work").mkdir(parents=True, exist_ok=True)
+        for folder in (self.home / "work", self.home / "local", self.tmp_dir):
+            folder.mkdir(parents=True, exist_ok=True)
         return [self.master.start(), self.worker.start()]
 
     def stop(self, timeout_s: float = 30.0) -> list[ServerStatus]:

@@ -72,6 +72,10 @@ def test_the_cluster_runs_on_loopback_with_bounded_heaps(cluster_params: Workboo
         pid = read_pid(cluster_params.state_path / "spark" / f"{role}.pid")
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert b"-Xmx256m" in cmdline and b"127.0.0.1" in cmdline
+        tmp = cluster_params.state_path / "spark" / "tmp"
+        assert f"-Djava.io.tmpdir={tmp}".encode() in cmdline, cmdline  # scratch not in /tmp
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"SPARK_LOCAL_DIRS={cluster_params.state_path / 'spark' / 'local'}".encode() in environ
         sockets = listening(pid)
         assert sockets and {address for address, _ in sockets} == {"127.0.0.1"}, sockets
     state = json.loads(
