@@ -204,7 +204,8 @@ def shaded_jar(name: str, set_name: str) -> Path:
 
 
 def connect_transforms_dir() -> Path:
-    """The folder holding the workbook's own Kafka Connect transform jar (``TruncateMarker``),
+    """The folder holding the workbook's own Kafka Connect jar (``TruncateMarker``, ``SnapshotPosition``,
+    ``EngineBatches``),
     built from ``connect/src`` by the set-up: a plugin folder for Connect's ``plugin.path`` and a
     classpath entry for the embedded engine.
 

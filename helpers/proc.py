@@ -35,6 +35,7 @@ __all__ = [
     "live_pid",
     "log_tail",
     "pid_alive",
+    "process_start",
     "port_in_use",
     "read_pid",
     "read_status",
@@ -80,16 +81,28 @@ def _reap_children() -> None:
             del _CHILDREN[pid]
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (zombies count as dead)."""
-    _reap_children()
+def _stat_after_command(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the parenthesised command (field 3 on), or None
+    when the process is gone or has ended (a zombie: state Z or X)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    # field 3 (after the parenthesised command) is the state; Z = zombie, X = dead
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X")
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return None if fields[0] in ("Z", "X") else fields
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (zombies count as dead)."""
+    _reap_children()
+    return _stat_after_command(pid) is not None
+
+
+def process_start(pid: int) -> str | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None
+    when it does not run: with the pid, it names one process even after the pid is reused."""
+    fields = _stat_after_command(pid)
+    return None if fields is None else fields[19]
 
 
 def read_pid(pid_file: Path) -> int | None:

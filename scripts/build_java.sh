@@ -22,12 +22,17 @@ build() {
   local name="$1" src="$2" classpath="$3"
   local out=".jars/$name" sources hash jar build
   mapfile -t sources < <(find "$src" -name '*.java' | sort)
+  if [ "${#sources[@]}" -eq 0 ]; then
+    log "Failed to find Java sources in $src"
+    exit 1
+  fi
   hash="$(cat "${sources[@]}" | sha256sum | cut -c1-12)"
   jar="$out/$name-$hash.jar"
   if [ -f "$jar" ]; then
     return 0
   fi
   build="$(mktemp -d)"
+  trap 'rm -rf "$build"' EXIT  # a failed javac leaves nothing in /tmp
   javac --release 11 -nowarn -d "$build/classes" -cp "$classpath" "${sources[@]}"
   # Kafka Connect finds plugins through this service file (plugin.discovery=service_load)
   if grep -q 'implements Transformation<' "${sources[@]}"; then
@@ -41,6 +46,7 @@ build() {
   (cd "$build/classes" && jar --create --file "$build/w.jar" .)
   mv "$build/w.jar" "$jar"
   rm -rf "$build"
+  trap - EXIT
   log "built $jar"
 }
 

@@ -31,7 +31,7 @@ from helpers.capture.raw_topics import ensure_raw_capture
 from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_archive, project_jars, shaded_jar
-from helpers.local.scratch import driver_scratch
+from helpers.local.scratch import SCRATCH_DIR, driver_scratch
 from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
@@ -121,7 +121,7 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     same arguments for every table in one application)."""
     jars, app = _classpath(params)
     return [
-        *_spark_submit(params, jars),
+        *_spark_submit(params, jars, scratch=None),
         "--class",
         STREAMER_CLASS,
         app,
@@ -129,24 +129,21 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     ]
 
 
-def _spark_submit(params: WorkbookParams, jars: list[str]) -> list[str]:
+def _spark_submit(params: WorkbookParams, jars: list[str], *, scratch: Path | None) -> list[str]:
     """The streamer runtime's ``spark-submit`` with the master, driver memory, ``jars`` and
     :data:`SPARK_CONF` (what follows is the application). A local master's driver also gets the
     options of the workbook's own local drivers (:func:`helpers.spark.local_driver_options`: the
     serial collector, and ``local.jit``'s; with CI's ``quick``, a run of the twelve tables on CI's
     data used 41-45 s of CPU against 60-68 s, in about the same wall time; ``bench/README.md``) and
-    this process's scratch folder under the state directory (:mod:`helpers.local.scratch`) for
-    Spark's local dir and the JVM's temporary files."""
+    ``scratch``, the starting process's folder under the state directory
+    (:mod:`helpers.local.scratch`), for Spark's local dir and the JVM's temporary files; None for
+    a command that is only shown, which names the folder's pattern and creates nothing."""
     conf = dict(SPARK_CONF)
     if params.silver.streamer.master.startswith("local"):
-        scratch = driver_scratch(params.state_path)  # a killed driver's 107 MB of jars not left in /tmp
-        options = (
-            conf["spark.driver.extraJavaOptions"],
-            *local_driver_options(params),
-            f"-Djava.io.tmpdir={scratch}",
-        )
-        conf["spark.driver.extraJavaOptions"] = " ".join(options)
-        conf["spark.local.dir"] = str(scratch)
+        folder = str(scratch or params.state_path / SCRATCH_DIR / "PID-START")
+        options = (conf["spark.driver.extraJavaOptions"], *local_driver_options(params))
+        conf["spark.driver.extraJavaOptions"] = " ".join((*options, f"-Djava.io.tmpdir={folder}"))
+        conf["spark.local.dir"] = folder
     return [
         str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),
         "--master",
@@ -194,7 +191,8 @@ def streamer_job_argv(
     env = _env()
     env["PYSPARK_SUBMIT_ARGS"] = ""
     argv = [
-        *_spark_submit(params, [*jars, app]),
+        # a killed driver's scratch (107 MB of copied jars) is not left in /tmp
+        *_spark_submit(params, [*jars, app], scratch=driver_scratch(params.state_path)),
         str(DRIVER),
         str(plan_file),
     ]

@@ -90,10 +90,9 @@ def test_a_running_session_on_another_master_is_returned_with_a_warning(
 
 def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: Any, tmp_path: Path) -> None:
     """``file:`` is the workbook's ``NioLocalFileSystem`` (``helpers.spark.LOCAL_FILE_SYSTEM``): a
-    file created through it gets the mode Hadoop asks for under the umask, with its checksum beside
-    it, its new folder too, and a mode set afterwards is the file's; a mode with the sticky bit,
-    which Java's file API cannot set, still reaches the folder (Hadoop's own ``chmod``)."""
-    import os
+    file created through it gets the mode Hadoop asks for under Hadoop's umask, with its checksum
+    beside it, its new folder too, and a mode set afterwards is the file's; a mode with the sticky
+    bit, which Java's file API cannot set, still reaches the folder (Hadoop's own ``chmod``)."""
     import stat
 
     from helpers.spark import LOCAL_FILE_SYSTEM
@@ -102,20 +101,74 @@ def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: A
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
     assert fs.getClass().getName() == LOCAL_FILE_SYSTEM
+    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
+    umask = permission.getUMask(conf).toShort()
 
     path = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "made" / "part.bin"))
     out = fs.create(path, True)
     out.write(7)
     out.close()
     made = tmp_path / "made" / "part.bin"
-    umask = os.umask(0)
-    os.umask(umask)
     assert stat.S_IMODE(made.stat().st_mode) == 0o666 & ~umask
     assert (tmp_path / "made" / ".part.bin.crc").is_file()
     assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o777 & ~umask
 
-    permission = jvm.org.apache.hadoop.fs.permission.FsPermission
     fs.setPermission(path, permission(0o640))
     assert stat.S_IMODE(made.stat().st_mode) == 0o640
     fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "made")), permission(0o1750))
     assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o1750
+
+
+_PROBE = """
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.*;
+import org.apache.hadoop.fs.permission.FsPermission;
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        Configuration conf = new Configuration();
+        conf.set("fs.file.impl", args[0]);
+        FileSystem fs = FileSystem.get(new java.net.URI("file:///"), conf);
+        Path file = new Path(args[1], "made/part.bin");
+        try (FSDataOutputStream out = fs.create(file, true)) { out.write(7); }
+        fs.setPermission(file, new FsPermission((short) 0640));
+        System.out.println(fs.getClass().getName());
+    }
+}
+"""
+
+
+def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(tmp_path: Path) -> None:
+    """In a JVM that cannot start programs (an empty ``PATH``), Hadoop's local file system fails to
+    create a file (it runs ``chmod`` for the new file's mode); the workbook's creates it, its
+    folder and checksum, and sets its mode."""
+    import stat
+    import subprocess
+
+    import pyspark
+
+    from helpers.jars import hadoop_classes_jar
+    from helpers.local.class_data import driver_java
+    from helpers.spark import LOCAL_FILE_SYSTEM
+
+    java = driver_java()
+    assert java is not None
+    probe = tmp_path / "Probe.java"
+    probe.write_text(_PROBE)
+    classpath = f"{Path(pyspark.__file__).parent / 'jars'}/*:{hadoop_classes_jar()}"
+
+    def run(impl: str, folder: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(java), "-cp", classpath, str(probe), impl, str(folder)],
+            env={"PATH": "", "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    hadoop = run("org.apache.hadoop.fs.LocalFileSystem", tmp_path / "hadoop")
+    assert hadoop.returncode != 0 and 'Cannot run program "chmod"' in hadoop.stderr, hadoop.stderr[-2000:]
+    ours = run(LOCAL_FILE_SYSTEM, tmp_path / "ours")
+    assert ours.returncode == 0 and ours.stdout.strip() == LOCAL_FILE_SYSTEM, ours.stderr[-2000:]
+    assert stat.S_IMODE((tmp_path / "ours" / "made" / "part.bin").stat().st_mode) == 0o640
+    assert (tmp_path / "ours" / "made" / ".part.bin.crc").is_file()

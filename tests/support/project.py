@@ -32,6 +32,6 @@ def project_copy(
         (folder / JARS_DIR).mkdir(exist_ok=True)
         for _, name, _ in manifest(jars):  # read from the real manifest, before WORKBOOK_ROOT moves
             (folder / JARS_DIR / name).touch()
-        (folder / JARS_DIR / HADOOP_CLASSES_DIR).mkdir()
+        (folder / JARS_DIR / HADOOP_CLASSES_DIR).mkdir(exist_ok=True)
         (folder / JARS_DIR / HADOOP_CLASSES_DIR / f"{HADOOP_CLASSES_DIR}-0.jar").touch()
     return folder

@@ -30,6 +30,7 @@ from helpers.environments import implementations
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
+from helpers.proc import read_pid
 from helpers.silver.tables import table_config
 from helpers.sources.edge_cases.catalogue import EDGE_CASES
 from helpers.sources.edge_cases.session import CATEGORY, DATE, SALE, VENUE, Target
@@ -344,6 +345,7 @@ def run_scenarios(
 
     Raises:
         ParamsError: for an unknown scenario name (the known ones are listed).
+        CheckError: when another run holds the pipeline's conformance lock (:func:`one_run_at_a_time`).
     """
     if names is None:
         names = short_set() if short else list(SCENARIOS)
@@ -391,7 +393,7 @@ def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
     try:
         lock.acquire()
     except filelock.Timeout:
-        holder = owner.read_text().strip() if owner.exists() else "unknown"
+        holder = read_pid(owner) or "unknown"  # unknown: the holder has not written it yet
         raise CheckError(
             f"Failed to start the conformance scenarios: another run (pid {holder}) is running them on the "
             f"pipeline of {params.state_path} ({path}); two runs change the same source rows and Silver "
@@ -401,6 +403,7 @@ def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
         owner.write_text(f"{os.getpid()}\n")
         yield
     finally:
+        owner.unlink(missing_ok=True)
         lock.release()
 
 

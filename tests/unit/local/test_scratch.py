@@ -1,5 +1,6 @@
 """The local drivers' scratch folders under the state directory (``helpers.local.scratch``): one
-per live Python process, the others removed when a driver starts."""
+per live Python process; the others removed when a driver starts, unless a running process (a
+driver that outlived its Python) names them on its command line."""
 
 from __future__ import annotations
 
@@ -8,20 +9,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from helpers.local.scratch import SCRATCH_DIR, driver_scratch
+from helpers.proc import process_start
 
 
-def _start_ticks(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19]
-
-
-def test_a_process_gets_one_folder_and_the_folders_of_ended_processes_go(tmp_path: Path) -> None:
-    """This process's folder is named by its pid and start time and kept with its files; a folder
-    of a process that has ended, one of a live pid with another start time (a reused pid) and one
-    of no process at all are removed with their files; a live process's stays."""
+def test_a_process_gets_one_folder_and_the_folders_nothing_uses_go(tmp_path: Path) -> None:
+    """This process's folder is named by its pid and start time (the start agrees with psutil's)
+    and kept with its files; a folder of a process that has ended, one of a live pid with another
+    start time (a reused pid) and one of no process at all are removed with their files; a live
+    process's stays, and so does an ended process's folder that a running process names, until
+    that process ends too."""
     root = tmp_path / SCRATCH_DIR
     mine = driver_scratch(tmp_path)
-    assert mine == root / f"{os.getpid()}-{_start_ticks(os.getpid())}"
+    pid, _, start = mine.name.partition("-")
+    assert mine.parent == root and int(pid) == os.getpid()
+    started = int(start) / os.sysconf("SC_CLK_TCK") + psutil.boot_time()
+    assert abs(started - psutil.Process().create_time()) < 1.0
     (mine / "spark-1").mkdir()
     (mine / "spark-1" / "hudi.jar").write_bytes(b"x" * 1024)
 
@@ -29,14 +34,23 @@ def test_a_process_gets_one_folder_and_the_folders_of_ended_processes_go(tmp_pat
     ended = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     dead = root / f"{ended.stdout.strip()}-1"
     parent = os.getppid()
-    reused = root / f"{parent}-{int(_start_ticks(parent)) + 1}"
-    alive = root / f"{parent}-{_start_ticks(parent)}"
+    reused = root / f"{parent}-{int(process_start(parent) or 0) + 1}"
+    alive = root / f"{parent}-{process_start(parent)}"
     odd = root / "not-a-process"
-    for folder in (dead, reused, alive, odd):
+    orphaned = root / f"{ended.stdout.strip()}-2"  # its maker has ended, a driver it started runs
+    for folder in (dead, reused, alive, odd, orphaned):
         (folder / "blockmgr-1").mkdir(parents=True)
         (folder / "blockmgr-1" / "shuffle.data").write_bytes(b"y")
-
-    assert driver_scratch(tmp_path) == mine
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", f"-Djava.io.tmpdir={orphaned}"]
+    )
+    try:
+        assert driver_scratch(tmp_path) == mine
+        assert sorted(p.name for p in root.iterdir()) == sorted([mine.name, alive.name, orphaned.name])
+        assert (mine / "spark-1" / "hudi.jar").stat().st_size == 1024
+        assert (alive / "blockmgr-1" / "shuffle.data").is_file()
+    finally:
+        driver.kill()
+        driver.wait()
+    driver_scratch(tmp_path)
     assert sorted(p.name for p in root.iterdir()) == sorted([mine.name, alive.name])
-    assert (mine / "spark-1" / "hudi.jar").stat().st_size == 1024
-    assert (alive / "blockmgr-1" / "shuffle.data").is_file()

@@ -28,8 +28,9 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * it; no Hadoop setting avoids the process. So this subclass overrides the one method, with
  * {@link Files#setPosixFilePermissions}, the system call {@code chmod} makes.
  *
- * <p>A mode Java cannot express (sticky, setuid or setgid bits) still goes to Hadoop's own
- * {@code chmod}. The workbook sets it as {@code fs.file.impl} of its local Spark sessions only
+ * <p>A mode with the sticky bit, which Java's file API cannot set, still goes to Hadoop's own
+ * {@code chmod}. {@code FileContext} (Spark Structured Streaming's checkpoints) builds Hadoop's
+ * own raw local file system and is not covered. The workbook sets it as {@code fs.file.impl} of its local Spark sessions only
  * ({@code helpers.spark.LOCAL_FILE_SYSTEM}); clusters keep their own file systems.
  */
 public class NioLocalFileSystem extends LocalFileSystem {
@@ -44,7 +45,7 @@ public class NioLocalFileSystem extends LocalFileSystem {
         @Override
         public void setPermission(Path p, FsPermission permission) throws IOException {
             short mode = permission.toShort();
-            if ((mode & ~0777) != 0) {  // sticky, setuid or setgid: not in PosixFilePermission
+            if ((mode & ~0777) != 0) {  // the sticky bit: not in PosixFilePermission
                 super.setPermission(p, permission);
                 return;
             }
