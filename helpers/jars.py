@@ -203,22 +203,31 @@ def shaded_jar(name: str, set_name: str) -> Path:
     return jar
 
 
+def _built_jar(name: str, source: str, what: str) -> Path:
+    """The jar ``scripts/build_java.sh`` built from ``source`` into ``.jars/<name>/<name>-<hash>.jar``.
+
+    Raises:
+        JarsMissingError: when it is not built, naming ``what`` and the command that builds it.
+    """
+    folder = project_root() / JARS_DIR / name
+    built = sorted(folder.glob(f"{name}-*.jar"))
+    if not built:
+        raise JarsMissingError(
+            f"Failed to find the workbook's {what} jar in {folder}: run ./workbook setup "
+            f"(scripts/build_java.sh compiles {source} with javac)"
+        )
+    return built[-1]
+
+
 def connect_transforms_dir() -> Path:
-    """The folder holding the workbook's own Kafka Connect jar (``TruncateMarker``, ``SnapshotPosition``,
-    ``EngineBatches``),
-    built from ``connect/src`` by the set-up: a plugin folder for Connect's ``plugin.path`` and a
-    classpath entry for the embedded engine.
+    """The folder holding the workbook's own Kafka Connect jar (``TruncateMarker``,
+    ``SnapshotPosition``, ``EngineBatches``), built from ``connect/src`` by the set-up: a plugin
+    folder for Connect's ``plugin.path`` and a classpath entry for the embedded engine.
 
     Raises:
         JarsMissingError: when the jar is not built, naming the command that builds it.
     """
-    folder = project_root() / JARS_DIR / CONNECT_TRANSFORMS_DIR
-    if not list(folder.glob("workbook-connect-*.jar")):
-        raise JarsMissingError(
-            f"Failed to find the workbook's Connect transform jar in {folder}: run ./workbook setup "
-            "(scripts/build_java.sh compiles connect/src with javac)"
-        )
-    return folder
+    return _built_jar(CONNECT_TRANSFORMS_DIR, "connect/src", "Connect transform").parent
 
 
 def hadoop_classes_jar() -> Path:
@@ -228,11 +237,4 @@ def hadoop_classes_jar() -> Path:
     Raises:
         JarsMissingError: when the jar is not built, naming the command that builds it.
     """
-    folder = project_root() / JARS_DIR / HADOOP_CLASSES_DIR
-    built = sorted(folder.glob(f"{HADOOP_CLASSES_DIR}-*.jar"))
-    if not built:
-        raise JarsMissingError(
-            f"Failed to find the workbook's Hadoop classes jar in {folder}: "
-            "run ./workbook setup (scripts/build_java.sh compiles hadoop/src with javac)"
-        )
-    return built[-1]
+    return _built_jar(HADOOP_CLASSES_DIR, "hadoop/src", "Hadoop classes")

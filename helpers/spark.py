@@ -155,7 +155,8 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     if params.spark.master.startswith("local"):
         settings["spark.driver.extraJavaOptions"] += " ".join(("", *local_driver_options(params)))
     cluster = LocalSparkCluster(params)
-    if params.spark.master.startswith("local") or cluster.wanted:
+    on_this_machine = params.spark.master.startswith("local") or cluster.wanted  # local mode or cluster
+    if on_this_machine:
         settings.update(LOCAL_SPARK_CONF)
         scratch = driver_scratch(params.state_path)  # not /tmp: a killed driver's files are removed later
         settings["spark.local.dir"] = str(scratch)
@@ -175,7 +176,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     if params.spark.jars == "project":
         try:
             jars = [str(p) for p in project_jars(("spark", *extra_jar_sets))]
-            if params.spark.master.startswith("local") or cluster.wanted:
+            if on_this_machine:
                 jars.append(str(hadoop_classes_jar()))
                 settings["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
             if local_s3 is not None:  # s3a and its AWS SDK (not the server's own jar)
