@@ -105,8 +105,13 @@ LOCAL_SPARK_CONF: Mapping[str, str] = {"spark.sql.sources.parallelPartitionDisco
 #: ``hadoop/src``): Hadoop's local file system, checksums included, setting permissions in the JVM.
 #: Hadoop's own starts a ``chmod`` process for every file and folder it creates (15 per one-row
 #: Hudi commit on a copy-on-write table, 13 on a merge-on-read one); with this class a one-row
-#: upsert took 0.06 s less (bench/README.md, "One chmod process per file").
-LOCAL_FILE_SYSTEM = "workbook.hadoop.NioLocalFileSystem"
+#: upsert took 0.06 s less (bench/README.md, "One chmod process per file"). ``FileContext``
+#: (Structured Streaming's checkpoints: the local-kafka profile's Bronze sink) builds its own from
+#: ``fs.AbstractFileSystem.file.impl``: the same class under Hadoop's ``FileContext`` API.
+LOCAL_FILE_SYSTEMS: Mapping[str, str] = {
+    "spark.hadoop.fs.file.impl": "workbook.hadoop.NioLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "workbook.hadoop.NioLocalFs",
+}
 
 #: JVM options of a local-mode driver (which is also its executor). The serial collector keeps
 #: the heap small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR, bulk
@@ -178,7 +183,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
             jars = [str(p) for p in project_jars(("spark", *extra_jar_sets))]
             if on_this_machine:
                 jars.append(str(hadoop_classes_jar()))
-                settings["spark.hadoop.fs.file.impl"] = LOCAL_FILE_SYSTEM
+                settings.update(LOCAL_FILE_SYSTEMS)
             if local_s3 is not None:  # s3a and its AWS SDK (not the server's own jar)
                 jars += [str(p) for p in project_jars(("s3",)) if not p.name.startswith("s3proxy-")]
         except JarsMissingError as exc:

