@@ -211,10 +211,11 @@ def _conformance(args: argparse.Namespace) -> int:
             print(f"{name:28} item {s.item:2} {flags}")
         return 0
     params = _params(args)
-    ensure_pipeline(params)
-    started = time.monotonic()
-    # the full set unless --short (notebook 07 follows conformance.short instead)
-    frame = conformance.run_scenarios(params, args.only or None, short=args.short, progress=True)
+    with conformance.one_run_at_a_time(params):  # a second run is refused before it starts anything
+        ensure_pipeline(params)
+        started = time.monotonic()
+        # the full set unless --short (notebook 07 follows conformance.short instead)
+        frame = conformance.run_scenarios(params, args.only or None, short=args.short, progress=True)
     with pd.option_context("display.max_rows", None, "display.max_colwidth", 90, "display.width", 200):
         print(frame[_CONFORMANCE_COLUMNS])
     failed = conformance.failed_scenarios(frame)

@@ -381,7 +381,9 @@ def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
     """Hold the state directory's conformance lock (``<state_dir>/conformance.lock``) while
     scenarios run. Two runs on one pipeline change the same source rows and Silver variants and
     would fail each other's checks; the second is refused at once instead. The lock is the
-    operating system's (``filelock``), so a run that was killed holds it no longer.
+    operating system's (``filelock``), so a run that was killed holds it no longer. A process that
+    holds it may enter it again (``./workbook conformance`` holds it from before it starts the
+    pipeline, then :func:`run_scenarios` enters it).
 
     Raises:
         CheckError: when another process holds it, naming its pid.
@@ -389,7 +391,7 @@ def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
     params.state_path.mkdir(parents=True, exist_ok=True)
     path = params.state_path / RUN_LOCK
     owner = params.state_path / f"{RUN_LOCK}.pid"
-    lock = filelock.FileLock(str(path), timeout=0)
+    lock = filelock.FileLock(str(path), timeout=0, is_singleton=True)  # one per path: re-entrant
     try:
         lock.acquire()
     except filelock.Timeout:
@@ -399,11 +401,14 @@ def one_run_at_a_time(params: WorkbookParams) -> Iterator[None]:
             f"pipeline of {params.state_path} ({path}); two runs change the same source rows and Silver "
             "variants and fail each other's checks. Wait for it to finish, or stop it"
         ) from None
+    outermost = lock.lock_counter == 1
     try:
-        owner.write_text(f"{os.getpid()}\n")
+        if outermost:
+            owner.write_text(f"{os.getpid()}\n")
         yield
     finally:
-        owner.unlink(missing_ok=True)
+        if outermost:
+            owner.unlink(missing_ok=True)
         lock.release()
 
 
