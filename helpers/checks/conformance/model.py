@@ -330,15 +330,21 @@ class ScenarioContext:
         else:
             self.record(targets or self.targets, self.ingest_now(targets or self.targets))
 
+    def capture(self, targets: Sequence[Target] | None = None) -> None:
+        """Wait until this scenario's Bronze (the real one, its mirror or its scratch root) holds
+        the changes of ``targets`` (default: the scenario's), copying them into its mirror if it
+        has one; nothing is ingested."""
+        for target in targets or self.targets:
+            wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
+            if self.mirror:
+                self.mirror_now(target)
+
     def ingest_now(self, targets: Sequence[Target]) -> dict[str, Any]:
         """Wait until this scenario's Bronze (the real one, its mirror or its scratch root) holds
         the changes of ``targets``, then ingest every variant of them in one
         :func:`~helpers.silver.ingest.ingest_tables` call; the results by Silver table, not yet
         recorded (:meth:`record`)."""
-        for target in targets:
-            wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
-            if self.mirror:
-                self.mirror_now(target)
+        self.capture(targets)
         tables = [v for t in targets for v in variants(t)]
         return dict(zip((t.name for t in tables), ingest_tables(self.cparams, tables), strict=True))
 

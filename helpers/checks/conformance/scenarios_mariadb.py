@@ -47,7 +47,7 @@ def redelivery(ctx: ScenarioContext) -> None:
         with ctx.mariadb() as cur:
             cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = %s", (2 if value == "old" else 3, k))
 
-    redeliver(ctx, SALE, update, (k,))
+    redeliver(ctx, SALE, update, (k,), old_round=False)
 
 
 def redelivery_delete(ctx: ScenarioContext) -> None:

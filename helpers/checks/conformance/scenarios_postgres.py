@@ -57,7 +57,7 @@ def redelivery(ctx: ScenarioContext) -> None:
         with ctx.postgres("ems") as c:
             c.execute("UPDATE ems.category SET catdesc = %s WHERE catid = %s", (value, k))
 
-    redeliver(ctx, CATEGORY, update, (k,))
+    redeliver(ctx, CATEGORY, update, (k,), old_round=False)
 
 
 def redelivery_delete(ctx: ScenarioContext) -> None:
