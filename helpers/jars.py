@@ -231,8 +231,9 @@ def connect_transforms_dir() -> Path:
 
 
 def hadoop_classes_jar() -> Path:
-    """The workbook's own Hadoop classes (``NioLocalFileSystem``), built from ``hadoop/src`` by the
-    set-up: on the class path of the local Spark sessions.
+    """The workbook's own Hadoop classes (``NioLocalFileSystem`` and, for ``FileContext``,
+    ``NioLocalFs``), built from ``hadoop/src`` by the set-up: on the class path of the local Spark
+    sessions.
 
     Raises:
         JarsMissingError: when the jar is not built, naming the command that builds it.

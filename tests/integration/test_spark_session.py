@@ -123,6 +123,9 @@ def test_the_local_file_system_sets_permissions_without_a_chmod_process(spark: A
     context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI("file:///"), conf)
     layer = context.getDefaultFileSystem()
     assert layer.getClass().getName() == LOCAL_FILE_SYSTEMS["spark.hadoop.fs.AbstractFileSystem.file.impl"]
+    file_context = jvm.org.apache.hadoop.fs.FileContext
+    elsewhere = file_context.getFileContext(jvm.java.net.URI("file://elsewhere/"), conf)
+    assert elsewhere.getDefaultFileSystem().getUri().toString() == "file:///"  # as Hadoop's LocalFs
     flags = jvm.java.util.EnumSet.of(jvm.org.apache.hadoop.fs.CreateFlag.CREATE)
     offsets = tmp_path / "checkpoint" / "offsets"
     context.mkdir(jvm.org.apache.hadoop.fs.Path(str(offsets)), permission.getDirDefault(), True)
@@ -182,8 +185,8 @@ def test_no_chmod_program_is_needed_where_hadoop_s_own_file_system_needs_one(
     api: str, hadoop_s: str, setting: str, tmp_path: Path
 ) -> None:
     """In a JVM that cannot start programs (an empty ``PATH``), Hadoop's local file system fails to
-    create a file through each of Hadoop's two APIs (it runs ``chmod`` for the new file's mode);
-    the workbook's creates it, its folder and checksum, and sets its mode."""
+    create a file or its folder through each of Hadoop's two APIs (it runs ``chmod`` for the new
+    file's or folder's mode); the workbook's creates them and the checksum, and sets the mode."""
     import stat
     import subprocess
 

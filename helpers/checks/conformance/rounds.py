@@ -9,9 +9,12 @@ What keeps a scenario's evidence its own:
 
 - Its keys are fresh and its own: :meth:`SharedRounds.reserve` hands each scenario a block of
   :data:`KEY_BLOCK` keys that no other scenario of the run gets.
-- Ingestion and the comparisons run only at a barrier, while no script is changing a source: a
-  comparison of the whole table (or slice) with the source sees every scenario's changes in
-  Silver too, never one half done.
+- Ingestion and the comparisons of Silver run only at a barrier, while no script is changing a
+  source: a comparison of the whole table (or slice) with the source sees every scenario's changes
+  in Silver too, never one half done. A scenario may wait for its changes to reach Bronze outside
+  a barrier (:meth:`ScenarioContext.capture`, the redelivery of an update): that wait compares
+  Bronze with the source as both are, so another scenario's change in flight only makes it wait
+  until capture has it too.
 - A scenario that changes a table's schema, truncates it, re-snapshots it or drives capture
   itself runs alone (``Scenario.shares_rounds`` is False for it): its effect is on the whole
   table, not on its own keys.

@@ -24,15 +24,19 @@ import org.apache.hadoop.fs.local.LocalConfigKeys;
  * commits, state) through {@code FileContext}, so the local-kafka profile's Bronze sink started a
  * process for each of those files. Hadoop's {@code LocalFs} and {@code RawLocalFs} take no other
  * file system (their constructors are package-private), so this class builds the same pair over
- * the workbook's raw file system, with {@code RawLocalFs}'s three overrides.
+ * the workbook's raw file system, with {@code RawLocalFs}'s overrides (port, server defaults,
+ * valid names). One difference: it is not an {@code instanceof LocalFs}, so Spark's
+ * {@code AbstractFileContextBasedCheckpointFileManager.isLocal()} answers false; nothing in Spark
+ * 3.5's SQL module (nor Delta's) asks it.
  *
  * <p>The workbook sets it as {@code fs.AbstractFileSystem.file.impl} of its local Spark sessions
  * only, beside {@code fs.file.impl} ({@code helpers.spark.LOCAL_FILE_SYSTEMS}).
  */
 public class NioLocalFs extends ChecksumFs {
 
+    /** As Hadoop's {@code LocalFs}: the URI given is not used, every instance is {@code file:///}. */
     public NioLocalFs(URI uri, Configuration conf) throws IOException, URISyntaxException {
-        super(new Raw(uri, conf));
+        super(new Raw(FsConstants.LOCAL_FS_URI, conf));
     }
 
     /** The checksum-less layer: {@code FileContext}'s calls delegated to {@link NioLocalFileSystem.Raw}. */
