@@ -330,11 +330,11 @@ class ScenarioContext:
         else:
             self.record(targets or self.targets, self.ingest_now(targets or self.targets))
 
-    def capture(self, targets: Sequence[Target] | None = None) -> None:
+    def capture(self, targets: Sequence[Target]) -> None:
         """Wait until this scenario's Bronze (the real one, its mirror or its scratch root) holds
-        the changes of ``targets`` (default: the scenario's), copying them into its mirror if it
-        has one; nothing is ingested."""
-        for target in targets or self.targets:
+        the changes of ``targets``, copying them into its mirror if it has one; nothing is
+        ingested."""
+        for target in targets:
             wait_for_bronze(self.params, target, bronze_root=None if self.mirror else self.bronze_root)
             if self.mirror:
                 self.mirror_now(target)
