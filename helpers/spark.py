@@ -29,7 +29,7 @@ from helpers.local.class_data import archive_for
 from helpers.local.credentials import write_private
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
-from helpers.local.scratch import driver_scratch
+from helpers.local.scratch import driver_scratch, scratch_conf
 from helpers.local.spark_cluster import LocalSparkCluster
 from helpers.params import WorkbookParams, load_params
 from helpers.poll import wait_until
@@ -164,8 +164,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     if on_this_machine:
         settings.update(LOCAL_SPARK_CONF)
         scratch = driver_scratch(params.state_path)  # not /tmp: a killed driver's files are removed later
-        settings["spark.local.dir"] = str(scratch)
-        settings["spark.driver.extraJavaOptions"] += f" -Djava.io.tmpdir={scratch}"
+        settings.update(scratch_conf(scratch, settings["spark.driver.extraJavaOptions"]))
     if cluster.wanted:  # the local standalone cluster: executors in JVMs of their own, bounded
         if cluster.pids()["master"] is None:
             raise SparkSetupError(

@@ -26,7 +26,7 @@ import psutil
 
 from helpers.proc import process_start
 
-__all__ = ["SCRATCH_DIR", "driver_scratch"]
+__all__ = ["SCRATCH_DIR", "driver_scratch", "scratch_conf"]
 
 #: Under the state directory: one folder per Python process that starts local drivers.
 SCRATCH_DIR = Path("tmp") / "spark"
@@ -62,3 +62,14 @@ def driver_scratch(state_path: Path) -> Path:
     folder = root / f"{pid}-{process_start(pid)}"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def scratch_conf(folder: str | Path, driver_options: str) -> dict[str, str]:
+    """The Spark settings that put a local driver's scratch files in ``folder``: Spark's local dir,
+    and the JVM's temporary dir appended to ``driver_options`` (the driver's other JVM options).
+    The workbook's own sessions (:func:`helpers.spark.spark_conf`) and the streamer runtime's
+    ``spark-submit`` (:mod:`helpers.silver.streamer`) both take them from here."""
+    return {
+        "spark.local.dir": str(folder),
+        "spark.driver.extraJavaOptions": f"{driver_options} -Djava.io.tmpdir={folder}".strip(),
+    }

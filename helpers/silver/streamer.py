@@ -31,7 +31,7 @@ from helpers.capture.raw_topics import ensure_raw_capture
 from helpers.errors import HudiError, JarsMissingError, WorkbookError
 from helpers.hudi.timeline import completed_instants
 from helpers.jars import project_archive, project_jars, shaded_jar
-from helpers.local.scratch import SCRATCH_DIR, driver_scratch
+from helpers.local.scratch import SCRATCH_DIR, driver_scratch, scratch_conf
 from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
@@ -140,10 +140,9 @@ def _spark_submit(params: WorkbookParams, jars: list[str], *, scratch: Path | No
     a command that is only shown, which names the folder's pattern and creates nothing."""
     conf = dict(SPARK_CONF)
     if params.silver.streamer.master.startswith("local"):
-        folder = str(scratch or params.state_path / SCRATCH_DIR / "PID-START")
-        options = (conf["spark.driver.extraJavaOptions"], *local_driver_options(params))
-        conf["spark.driver.extraJavaOptions"] = " ".join((*options, f"-Djava.io.tmpdir={folder}"))
-        conf["spark.local.dir"] = folder
+        folder = scratch or params.state_path / SCRATCH_DIR / "PID-START"
+        options = " ".join((conf["spark.driver.extraJavaOptions"], *local_driver_options(params)))
+        conf.update(scratch_conf(folder, options))
     return [
         str(project_root() / RUNTIME_DIR / "bin" / "spark-submit"),
         "--master",

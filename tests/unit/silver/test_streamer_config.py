@@ -239,3 +239,22 @@ def test_each_environment_and_engine_has_its_silver_backend(tmp_path: Path) -> N
     on_emr = open_silver(load_params("aws", {**aws, "silver.engine": "streamer"}))
     assert type(on_emr) is EmrStreamerSilver  # the steps write; notebook 03 does not ingest there
     assert on_emr.start_continuous()["state"] == "EMR_STEPS"
+
+
+def test_a_local_streamer_driver_keeps_its_scratch_files_under_the_state_directory(params: Any) -> None:
+    """Spark's local dir and the JVM's temporary dir are the starting process's scratch folder; a
+    command that is only shown names the folder's pattern."""
+    from helpers.local.scratch import SCRATCH_DIR
+    from helpers.silver.streamer import _spark_submit
+
+    streamer = params.silver.streamer.model_copy(update={"master": "local[2]"})
+    local = params.model_copy(update={"silver": params.silver.model_copy(update={"streamer": streamer})})
+    for scratch, folder in (
+        (params.state_path / "x", params.state_path / "x"),
+        (None, params.state_path / SCRATCH_DIR / "PID-START"),
+    ):
+        argv = _spark_submit(local, ["a.jar"], scratch=scratch)
+        conf = dict(a.removeprefix("--conf=").split("=", 1) for a in argv if a.startswith("--conf="))
+        assert conf["spark.local.dir"] == str(folder)
+        assert conf["spark.driver.extraJavaOptions"].endswith(f" -Djava.io.tmpdir={folder}")
+        assert "-Duser.timezone=UTC" in conf["spark.driver.extraJavaOptions"].split()
