@@ -30,7 +30,7 @@ from helpers.local.credentials import write_private
 from helpers.local.metastore import LocalMetastore
 from helpers.local.s3 import S3Connection
 from helpers.local.scratch import driver_scratch, scratch_conf
-from helpers.local.spark_cluster import LocalSparkCluster
+from helpers.local.spark_cluster import LocalSparkCluster, runs_on_this_machine
 from helpers.params import WorkbookParams, load_params
 from helpers.poll import wait_until
 from helpers.proc import log_tail
@@ -73,8 +73,6 @@ COMMON_JVM = ("-Duser.timezone=UTC", "-Djava.net.preferIPv4Stack=true", "-Djol.s
 DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.maxResultSize": "2g",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
@@ -93,13 +91,17 @@ DEFAULT_SPARK_CONF: Mapping[str, str] = {
     "spark.sql.hive.convertMetastoreParquet": "false",
 }
 
-#: Settings of a session on this machine (local mode or the local standalone cluster), not on a
-#: cluster of real nodes. A read of more than 32 files (a Bronze round's) checks them in a Spark job
-#: of one task per file by default, which on a cluster spreads S3 requests over its executors; here
-#: the tasks only cost their scheduling: four tasks instead of 275 for a round of 275 files on the
-#: local cluster, its two listings 1.9 s instead of 5.4 s (bench/README.md, "The spread taken
-#: apart").
-LOCAL_SPARK_CONF: Mapping[str, str] = {"spark.sql.sources.parallelPartitionDiscovery.parallelism": "4"}
+#: Settings of a session on this machine (local mode or the local cluster); a cluster of real
+#: nodes keeps Spark's defaults, which size the work by its data and executors. Shuffles in four
+#: partitions, SQL's and RDDs' (Hudi's), for two cores: a cluster starts from 200 SQL shuffle
+#: partitions, coalesced adaptively, where four would leave a large first load to four tasks. A read
+#: of over 32 files (a Bronze round's) lists them in four tasks, not one per file as a cluster spreads
+#: S3 requests: 1.9 s instead of 5.4 s for 275 files (bench/README.md, "The spread taken apart").
+LOCAL_SPARK_CONF: Mapping[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+}
 
 #: The ``file:`` file system of local sessions with the project's jars (the workbook's own class,
 #: ``hadoop/src``): Hadoop's local file system, checksums included, setting permissions in the JVM.
@@ -160,7 +162,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     if params.spark.master.startswith("local"):
         settings["spark.driver.extraJavaOptions"] += " ".join(("", *local_driver_options(params)))
     cluster = LocalSparkCluster(params)
-    on_this_machine = params.spark.master.startswith("local") or cluster.wanted  # local mode or cluster
+    on_this_machine = runs_on_this_machine(params)
     if on_this_machine:
         settings.update(LOCAL_SPARK_CONF)
         scratch = driver_scratch(params.state_path)  # not /tmp: a killed driver's files are removed later

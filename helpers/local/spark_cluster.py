@@ -29,7 +29,7 @@ from helpers.local.server import LOOPBACK, LocalServer, ServerPort
 from helpers.params import WorkbookParams
 from helpers.proc import ServerStatus
 
-__all__ = ["LocalSparkCluster", "pyspark_home"]
+__all__ = ["LocalSparkCluster", "pyspark_home", "runs_on_this_machine"]
 
 
 def pyspark_home() -> Path:
@@ -220,3 +220,10 @@ class _Worker(_Daemon):
 
     def ready(self) -> bool:
         return self.cluster._worker_alive()
+
+
+def runs_on_this_machine(params: WorkbookParams) -> bool:
+    """Whether ``params``' Spark sessions run on this machine: local mode, or this cluster; not on a
+    cluster of real nodes (``spark.master`` empty: EMR's YARN, through spark-submit or EMR Studio),
+    whose own defaults size shuffles by its data and executors (``docs/architecture.md``)."""
+    return params.spark.master.startswith("local") or LocalSparkCluster(params).wanted

@@ -36,7 +36,7 @@ from helpers.params import SilverTableParams, WorkbookParams, project_root
 from helpers.proc import read_status, replace_text, stop_on_signal, write_status
 from helpers.silver.streamer_config import StreamerTable, write_streamer_config
 from helpers.silver.tables import table_lock
-from helpers.spark import DEFAULT_SPARK_CONF, local_driver_options
+from helpers.spark import DEFAULT_SPARK_CONF, LOCAL_SPARK_CONF, local_driver_options
 
 __all__ = [
     "DELTASTREAMER_CLASS",
@@ -46,6 +46,7 @@ __all__ = [
     "STREAMER_CLASS",
     "run_streamer_job",
     "run_streamer_once",
+    "spark_submit_base",
     "spark_submit_command",
     "streamer_job_argv",
     "streamer_overview",
@@ -72,8 +73,6 @@ SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
     "spark.driver.extraJavaOptions": DEFAULT_SPARK_CONF["spark.driver.extraJavaOptions"],
 }
 
@@ -121,7 +120,7 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     same arguments for every table in one application)."""
     jars, app = _classpath(params)
     return [
-        *_spark_submit(params, jars, scratch=None),
+        *spark_submit_base(params, jars, scratch=None),
         "--class",
         STREAMER_CLASS,
         app,
@@ -129,7 +128,7 @@ def spark_submit_command(params: WorkbookParams, table: StreamerTable) -> list[s
     ]
 
 
-def _spark_submit(params: WorkbookParams, jars: list[str], *, scratch: Path | None) -> list[str]:
+def spark_submit_base(params: WorkbookParams, jars: list[str], *, scratch: Path | None) -> list[str]:
     """The streamer runtime's ``spark-submit`` with the master, driver memory, ``jars`` and
     :data:`SPARK_CONF` (what follows is the application). A local master's driver also gets the
     options of the workbook's own local drivers (:func:`helpers.spark.local_driver_options`: the
@@ -140,6 +139,10 @@ def _spark_submit(params: WorkbookParams, jars: list[str], *, scratch: Path | No
     a command that is only shown, which names the folder's pattern and creates nothing."""
     conf = dict(SPARK_CONF)
     if params.silver.streamer.master.startswith("local"):
+        # shuffles sized for this machine, as the workbook's own local sessions (a cluster's
+        # master keeps Spark's defaults, which grow with its executors)
+        shuffles = ("spark.sql.shuffle.partitions", "spark.default.parallelism")
+        conf.update({k: LOCAL_SPARK_CONF[k] for k in shuffles})
         folder = scratch or params.state_path / SCRATCH_DIR / "PID-START"
         options = " ".join((conf["spark.driver.extraJavaOptions"], *local_driver_options(params)))
         conf.update(scratch_conf(folder, options))
@@ -191,7 +194,7 @@ def streamer_job_argv(
     env["PYSPARK_SUBMIT_ARGS"] = ""
     argv = [
         # a killed driver's scratch (107 MB of copied jars) is not left in /tmp
-        *_spark_submit(params, [*jars, app], scratch=driver_scratch(params.state_path)),
+        *spark_submit_base(params, [*jars, app], scratch=driver_scratch(params.state_path)),
         str(DRIVER),
         str(plan_file),
     ]

@@ -18,6 +18,7 @@ from helpers.errors import HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
+from helpers.local.spark_cluster import runs_on_this_machine
 from helpers.naming import silver_database, silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.checkpoint import BronzeCheckpoint, plan_round
@@ -142,16 +143,17 @@ def silver_write_options(params: WorkbookParams, table: SilverTableParams) -> di
         COMMIT_META_PREFIX: _WORKBOOK_PREFIX,
         "hoodie.write.set.null.for.missing.columns": "true",
         # small, frequent commits in a long-lived session (bench/README.md measures each):
-        "hoodie.upsert.shuffle.parallelism": "2",
-        "hoodie.insert.shuffle.parallelism": "2",
-        "hoodie.delete.shuffle.parallelism": "2",
-        "hoodie.bulkinsert.shuffle.parallelism": "2",
         "hoodie.embed.timeline.server": "false",
         "hoodie.write.markers.type": "DIRECT",
         "hoodie.cleaner.commits.retained": str(params.silver.commits_retained),
         "hoodie.keep.min.commits": str(params.silver.commits_retained + 10),
         "hoodie.keep.max.commits": str(params.silver.commits_retained + 20),
     }
+    if runs_on_this_machine(params):
+        # Hudi's shuffles in two partitions on two cores; on a cluster Hudi deduces them from the
+        # round's own partitions (its default since 0.13), which grow with the data
+        for op in ("upsert", "insert", "delete", "bulkinsert"):
+            options[f"hoodie.{op}.shuffle.parallelism"] = "2"
     if table.partition:  # a key may move to another partition: find it anywhere, move it there
         options["hoodie.index.type"] = "GLOBAL_BLOOM"
         options["hoodie.bloom.index.update.partition.path"] = "true"

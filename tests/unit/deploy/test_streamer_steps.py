@@ -32,8 +32,6 @@ CONF = [
     "spark.sql.catalog.spark_catalog=org.apache.spark.sql.hudi.catalog.HoodieCatalog",
     "--conf",
     "spark.sql.session.timeZone=UTC",
-    "--conf",
-    "spark.sql.shuffle.partitions=4",
 ]
 BUNDLE = "/usr/lib/hudi/hudi-utilities-bundle.jar"
 

@@ -95,9 +95,14 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
     assert "tmpdir" not in cluster["spark.driver.extraJavaOptions"] and "spark.local.dir" not in cluster
-    # a read of many files lists them in a few tasks here, in one task per file on a cluster
-    listing = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
-    assert local[listing] == ci[listing] == "4" and listing not in cluster
+    # a read of many files lists them in a few tasks here, in one task per file on a cluster; and
+    # shuffles are sized for two cores here, by Spark's defaults (the data, the executors) there
+    for sized in (
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism",
+        "spark.sql.shuffle.partitions",
+        "spark.default.parallelism",
+    ):
+        assert local[sized] == ci[sized] == "4" and sized not in cluster
 
 
 def test_a_local_session_without_the_built_hadoop_classes_names_the_set_up(

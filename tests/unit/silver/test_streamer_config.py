@@ -243,9 +243,10 @@ def test_each_environment_and_engine_has_its_silver_backend(tmp_path: Path) -> N
 
 def test_a_local_streamer_driver_keeps_its_scratch_files_under_the_state_directory(params: Any) -> None:
     """Spark's local dir and the JVM's temporary dir are the starting process's scratch folder; a
-    command that is only shown names the folder's pattern."""
+    command that is only shown names the folder's pattern. Its shuffles are sized for this machine,
+    as the workbook's own local sessions are."""
     from helpers.local.scratch import SCRATCH_DIR
-    from helpers.silver.streamer import _spark_submit
+    from helpers.silver.streamer import spark_submit_base
 
     streamer = params.silver.streamer.model_copy(update={"master": "local[2]"})
     local = params.model_copy(update={"silver": params.silver.model_copy(update={"streamer": streamer})})
@@ -253,8 +254,30 @@ def test_a_local_streamer_driver_keeps_its_scratch_files_under_the_state_directo
         (params.state_path / "x", params.state_path / "x"),
         (None, params.state_path / SCRATCH_DIR / "PID-START"),
     ):
-        argv = _spark_submit(local, ["a.jar"], scratch=scratch)
+        argv = spark_submit_base(local, ["a.jar"], scratch=scratch)
         conf = dict(a.removeprefix("--conf=").split("=", 1) for a in argv if a.startswith("--conf="))
         assert conf["spark.local.dir"] == str(folder)
         assert conf["spark.driver.extraJavaOptions"].endswith(f" -Djava.io.tmpdir={folder}")
         assert "-Duser.timezone=UTC" in conf["spark.driver.extraJavaOptions"].split()
+        assert conf["spark.sql.shuffle.partitions"] == conf["spark.default.parallelism"] == "4"
+
+
+def test_hudi_shuffles_are_sized_for_this_machine_locally_and_left_to_hudi_on_a_cluster(params: Any) -> None:
+    """Locally (both engines) Hudi shuffles in two partitions; on EMR (``spark.master`` empty) no
+    parallelism is set, so Hudi deduces it from the round's partitions, which grow with the data,
+    for the PySpark engine's writes and the DeltaStreamer steps' properties alike."""
+    from support.aws import aws_overrides
+
+    from helpers.silver.tables import silver_write_options
+
+    keys = [f"hoodie.{op}.shuffle.parallelism" for op in ("upsert", "insert", "delete", "bulkinsert")]
+    sale = next(t for t in params.silver.tables if t.name == "sale")
+    local = silver_write_options(params, sale)
+    assert [local[k] for k in keys] == ["2"] * 4
+    base, _ = streamer_config(params)
+    assert [base[k] for k in keys] == ["2"] * 4
+    aws = load_params("aws", aws_overrides())
+    on_emr = silver_write_options(aws, next(t for t in aws.silver.tables if t.name == "sale"))
+    assert not set(keys) & set(on_emr)
+    aws_base, _ = streamer_config(aws)
+    assert not set(keys) & set(aws_base)
