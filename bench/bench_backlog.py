@@ -46,6 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _targets import record  # noqa: E402
+
 from helpers.bronze.synthetic import write_sale_backlog  # noqa: E402
 from helpers.local.spark_cluster import LocalSparkCluster  # noqa: E402
 from helpers.params import load_params  # noqa: E402
@@ -215,6 +217,28 @@ def main() -> int:
                 f"events/s at {sizes[-1]:,}: {rate:,.0f} (goal >= {GOAL_RATE:,.0f}: "
                 f"{'met' if rate >= GOAL_RATE else 'NOT met'})"
             )
+            old = [r for _, label, r in rows if label == "old path"]
+            was = (
+                f"old path {', '.join(_gib(r['python_peak']) for r in old)}"
+                if old
+                else "no old path this run"
+            )
+            record(
+                "25",
+                f"driver Python peak <= {GOAL_PEAK_GIB} GiB, flat within 10 % "
+                f"({', '.join(f'{e:,}' for e in sizes)} events)",
+                f"{_gib(max(peaks))} at most, {spread:.1%} apart",
+                was,
+                max(peaks) <= GOAL_PEAK_GIB * 2**30 and spread <= 0.10,
+            )
+            old_rate = [r["events"] / r["seconds"] for r in old[-1:]]
+            record(
+                "25",
+                f">= {GOAL_RATE:,.0f} events/s at the largest backlog",
+                f"{rate:,.0f} events/s at {sizes[-1]:,} events",
+                f"old path {old_rate[0]:,.0f} events/s" if old_rate else "no old path this run",
+                rate >= GOAL_RATE,
+            )
         if not args.no_spread:
             spread_run(work, backlog(2_250_000))
     finally:
@@ -313,6 +337,15 @@ def spread_run(work: Path, bronze: Path) -> None:
         len(cpus) / (profiles[1, 1, pinned].machine_cpu_s / profiles[1, 1, pinned].wall_s)
         for pinned in (False, True)
     ]
+    one, two = profiles[1, 1, True], profiles[2, 1, True]
+    record(
+        "25",
+        f"spread >= {GOAL_SPREAD}x, 2.25 M events, one executor core then two (confined to as many CPUs)",
+        f"{one.wall_s / two.wall_s:.2f}x ({two.wall_s:.1f} s; bound {bound[1]:.2f}x)",
+        f"one executor core {one.wall_s:.1f} s",
+        one.wall_s / two.wall_s >= GOAL_SPREAD,
+        limit='"The spread job by job"',
+    )
     print(
         f"\nThe most {len(cpus)} CPUs allow, if the work stayed the same: the one-slot round's CPU seconds "
         f"(driver and executors) over {len(cpus)} CPUs: free {bound[0]:.2f}x, confined {bound[1]:.2f}x"

@@ -47,6 +47,7 @@ from _common import (  # noqa: E402
     single_row_updates,
     temporary_params,
 )
+from _targets import record  # noqa: E402
 
 from helpers.capture import connector_specs, open_backend, register_connectors  # noqa: E402
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
@@ -116,21 +117,22 @@ def main() -> int:
                 update={"silver": params.silver.model_copy(update={"watch_bronze": False})}
             )
             latency(polled, args, "baseline: the job polls Bronze every silver.min_interval_s only")
-        latency(params, args, "the job woken by Bronze's file notices (silver.watch_bronze)")
+        latency(params, args, "the job woken by Bronze's file notices (silver.watch_bronze)", targets=True)
     return 0
 
 
-def latency(params: WorkbookParams, args: argparse.Namespace, title: str) -> None:
-    """(b): a continuous job of ``params``, the cases one after another, then the job stopped."""
+def latency(params: WorkbookParams, args: argparse.Namespace, title: str, *, targets: bool = False) -> None:
+    """(b): a continuous job of ``params``, the cases one after another, then the job stopped;
+    with ``targets``, its figures are the issues' (:mod:`_targets`)."""
     job = SilverJob(params)
     job.start()
     try:
-        _latency_cases(params, args, title)
+        _latency_cases(params, args, title, targets=targets)
     finally:
         job.stop()
 
 
-def _latency_cases(params: WorkbookParams, args: argparse.Namespace, title: str) -> None:
+def _latency_cases(params: WorkbookParams, args: argparse.Namespace, title: str, *, targets: bool) -> None:
     print(
         f"\n## (b) source commit -> row readable in Silver (continuous job), {args.changes} per case; {title}"
     )
@@ -186,6 +188,30 @@ def _latency_cases(params: WorkbookParams, args: argparse.Namespace, title: str)
                 f" | {cap50:.2f} / {cap95:.2f} | {phases} | {first.latencies[0]:.2f} | {kept} | {fast} |",
                 flush=True,
             )
+            if not targets:
+                continue
+            figure = f"p50 {p50:.2f} s, p95 {p95:.2f} s ({args.changes} changes; {phases} s)"
+            baseline = f"capture alone p50 {cap50:.2f} s, p95 {cap95:.2f} s"
+            if not case.label.startswith("date"):
+                goal = "commit to readable in Silver p50 <= 3 s, p95 <= 8 s"
+                record(
+                    "25",
+                    f"{goal}: {case.label}",
+                    figure,
+                    baseline,
+                    kept == "met",
+                    limit='"Silver (`bench_silver.py`)"',
+                )
+            if case.label.startswith("sale"):
+                goal = "one-row commits on sale: p50 <= 1.5 s, p95 <= 3 s"
+                record(
+                    "30.4",
+                    f"{goal}: {case.label}",
+                    figure,
+                    baseline,
+                    fast == "met",
+                    limit='"Silver (`bench_silver.py`)"',
+                )
 
 
 if __name__ == "__main__":

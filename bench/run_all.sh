@@ -46,6 +46,9 @@ bash scripts/fetch_jars.sh spark metastore trino bench kafka kafka-spark registr
 WORKBOOK_JAR_SETS="spark metastore streamer" bash scripts/bootstrap.sh  # the streamer runtime
 started=""
 [ -z "$from" ] && started=1
+# each benchmark records the issues' targets it measures (bench/_targets.py); a full run starts a
+# new record, a run resumed with --from keeps the earlier benchmarks' figures
+if [ -n "$started" ]; then "$py" bench/_targets.py --new; fi
 for entry in "${BENCHES[@]}"; do
   IFS='|' read -r name args what <<<"$entry"
   [ "$name" = "$from" ] && started=1
@@ -55,3 +58,4 @@ for entry in "${BENCHES[@]}"; do
   "$py" "bench/$name.py" $args
   echo
 done
+"$py" bench/_targets.py
