@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -93,7 +94,7 @@ def record(
         limit: for a target not met, the ``bench/README.md`` section of its measured limit.
         bench: the benchmark's name (default: the running script's file name and arguments).
     """
-    name = bench or " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]).strip()
+    name = bench or shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
     entry = TargetRecord(
         issue,
         target,
