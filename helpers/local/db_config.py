@@ -150,6 +150,12 @@ class StackPaths:
         return self.maria_home / "files"
 
     @property
+    def maria_tmp(self) -> Path:
+        """MariaDB's temporary files (``tmpdir``: internal temporary tables, the install's too), its
+        own rather than the machine's ``/tmp``, which other processes share and may clean."""
+        return self.maria_home / "tmp"
+
+    @property
     def maria_log(self) -> Path:
         """MariaDB error log."""
         return self.maria_home / "mariadb.log"
@@ -253,6 +259,7 @@ port = {maria.port}
 bind-address = {LOOPBACK}
 skip-name-resolve
 secure-file-priv = {paths.maria_files}
+tmpdir = {paths.maria_tmp}
 local_infile = 1
 character-set-server = utf8mb4
 collation-server = utf8mb4_unicode_ci

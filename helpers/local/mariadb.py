@@ -156,7 +156,7 @@ class MariaDBAccess(ServerHost):
     def _prepare_mariadb(self) -> None:
         self._prepare_root()
         home = self.paths.maria_home
-        for folder in (home, self.paths.maria_run, self.paths.maria_files):
+        for folder in (home, self.paths.maria_run, self.paths.maria_files, self.paths.maria_tmp):
             folder.mkdir(exist_ok=True)
             os.chmod(folder, 0o750)
             self._chown(folder, self._maria_user)
@@ -187,6 +187,7 @@ class MariaDBAccess(ServerHost):
             which(MARIADB_INSTALL),
             "--no-defaults",
             f"--datadir={tmp}",
+            f"--tmpdir={self.paths.maria_tmp}",  # not /tmp: CI once lost an install's temporary table there
             "--auth-root-authentication-method=socket",
             "--skip-test-db",
             "--skip-name-resolve",

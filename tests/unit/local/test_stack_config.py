@@ -103,6 +103,7 @@ def test_mariadb_cnf_has_debezium_binlog_settings(params: WorkbookParams) -> Non
     assert conf["expire_logs_days"] == "3"
     assert conf["local_infile"] == "1"
     assert conf["secure-file-priv"] == str(paths.maria_files)
+    assert conf["tmpdir"] == str(paths.maria_tmp)  # not the machine's shared /tmp
     # the reason for the version string is documented next to it
     assert "Debezium" in text.split("version =")[0].rsplit("binlog_row_image", 1)[1]
 
