@@ -115,18 +115,19 @@ LOCAL_FILE_SYSTEMS: Mapping[str, str] = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "workbook.hadoop.NioLocalFs",
 }
 
-#: JVM options of a local-mode driver (which is also its executor). The serial collector keeps
+#: JVM options of a driver on this machine (local mode, where it is also its executor, and the
+#: local cluster's; :func:`helpers.local.spark_cluster.runs_on_this_machine`). The serial collector keeps
 #: the heap small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR, bulk
 #: insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1, in
 #: the same time (24.2 s against 23.3 s). Without the performance-data file (read only by ``jps``
 #: and ``jstat``) the JVM's periodic task stops sampling it every 50 ms, 0.12 % of a core of an
-#: idle continuous job (bench/README.md, "An idle pipeline"). Not applied on a cluster
-#: (``spark.master`` empty).
+#: idle continuous job (bench/README.md, "An idle pipeline"). Not applied on a cluster of real
+#: nodes (``spark.master`` empty).
 LOCAL_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:-UsePerfData")
 
 
 def local_driver_options(params: WorkbookParams) -> tuple[str, ...]:
-    """JVM options of every local-mode driver the workbook starts (its sessions', and the streamer
+    """JVM options of every driver the workbook starts on this machine (sessions', and the streamer
     runtime's ``spark-submit``): :data:`LOCAL_DRIVER_JVM`, then ``local.jit``'s."""
     return (*LOCAL_DRIVER_JVM, *params.local.jit_options)
 
@@ -159,11 +160,10 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
     """
     settings: dict[str, str] = dict(DEFAULT_SPARK_CONF)
     settings["spark.driver.memory"] = params.spark.driver_memory
-    if params.spark.master.startswith("local"):
-        settings["spark.driver.extraJavaOptions"] += " ".join(("", *local_driver_options(params)))
     cluster = LocalSparkCluster(params)
     on_this_machine = runs_on_this_machine(params)
     if on_this_machine:
+        settings["spark.driver.extraJavaOptions"] += " ".join(("", *local_driver_options(params)))
         settings.update(LOCAL_SPARK_CONF)
         scratch = driver_scratch(params.state_path)  # not /tmp: a killed driver's files are removed later
         settings.update(scratch_conf(scratch, settings["spark.driver.extraJavaOptions"]))
@@ -190,7 +190,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
         except JarsMissingError as exc:
             raise SparkSetupError(str(exc)) from None
     jars += list(params.spark.extra_jars)
-    if params.spark.master.startswith("local") and jars:
+    if on_this_machine and jars:
         archive = archive_for(jars)  # the set-up's class-data archive of a driver with these jars
         if archive is not None:
             settings["spark.driver.extraJavaOptions"] += f" -XX:SharedArchiveFile={archive}"

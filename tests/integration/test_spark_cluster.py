@@ -27,11 +27,13 @@ from helpers.bronze.synthetic import SALE_TOPIC, write_sale_backlog
 from helpers.checks.compare import compare_tables
 from helpers.hudi.read import read_snapshot
 from helpers.isolation import isolated_params
+from helpers.local.class_data import archive_for
 from helpers.params import WorkbookParams
 from helpers.pipeline import server_statuses
 from helpers.proc import free_port, read_pid
 from helpers.silver.tables import table_config
 from helpers.sources.api import LocalSources
+from helpers.spark import local_driver_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -139,6 +141,23 @@ def test_executors_read_every_bronze_record_and_silver_equals_the_replay(
     data = [c for c in expected.column_names if not c.startswith("__")]
     assert expected.num_rows > 0
     assert compare_tables(expected.select(data), silver.select(data), ["salesid"]) == []
+
+
+def test_the_cluster_s_driver_starts_as_a_local_driver_does(
+    backlog_rounds: dict[str, tuple[WorkbookParams, dict[str, Any]]],
+) -> None:
+    """The cluster's driver runs on this machine: it gets the local driver's JVM options (the serial
+    collector, no performance-data file, ``local.jit``) and maps the set-up's class-data archive,
+    as a local-mode driver does (without them, a 2.25 M-event first load spent 13.1 s with no
+    Spark job instead of 6.8 s, most of it loading classes: bench/README.md)."""
+    params, report = backlog_rounds["small"]
+    arguments = report["driver_jvm"]
+    for option in (*local_driver_options(params), "-Djava.io.tmpdir="):
+        assert any(a.startswith(option) for a in arguments), (option, arguments)
+    archive = archive_for([j for j in report["class_path"].split(os.pathsep) if j])
+    assert archive is not None, "no class-data archive for the project jars: ./workbook setup makes it"
+    assert f"-XX:SharedArchiveFile={archive}" in arguments, arguments
+    assert "sharing" in report["driver_vm_info"]
 
 
 def test_the_drivers_python_memory_stays_flat_as_the_backlog_grows(

@@ -1,6 +1,7 @@
 """One Silver round of ``sale`` in a driver process of its own, for the cluster tests: the
 parameters come as a JSON file; the report (the round, Spark's executor metrics from the driver's
-monitoring API, the process's peak resident memory) is printed as one JSON line.
+monitoring API, the process's peak resident memory, the driver JVM's arguments and whether it
+mapped a class-data archive) is printed as one JSON line.
 
     python -m support.cluster_round PARAMS.json
 """
@@ -31,6 +32,7 @@ def main(path: str) -> int:
     app = spark.sparkContext.applicationId
     url = f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}/allexecutors"
     executors = json.loads(urllib.request.urlopen(url).read())  # noqa: S310 - loopback
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     report = {
         "files": result.files,
         "events": result.events,
@@ -41,6 +43,9 @@ def main(path: str) -> int:
             for e in executors
         ],
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "driver_jvm": list(runtime.getInputArguments()),
+        "driver_vm_info": spark.sparkContext._jvm.System.getProperty("java.vm.info"),
+        "class_path": spark.sparkContext.getConf().get("spark.driver.extraClassPath"),
     }
     print(json.dumps(report))
     return 0

@@ -105,6 +105,30 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
         assert local[sized] == ci[sized] == "4" and sized not in cluster
 
 
+@pytest.mark.usefixtures("jars_in_place")
+def test_a_driver_of_the_local_cluster_is_a_local_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With spark.master naming the local standalone cluster (running: its pids faked here), the
+    driver still runs on this machine: the same JVM options, class-data archive, scratch folder and
+    sizes as a local-mode driver; its executors get ``local.jit`` and the cluster's bounds."""
+    from helpers.local.spark_cluster import LocalSparkCluster
+
+    monkeypatch.setattr(LocalSparkCluster, "pids", lambda self: {"master": 1, "worker": 2})
+    monkeypatch.setattr("helpers.spark.archive_for", lambda jars: tmp_path / "x.jsa")
+    overrides = {"state_dir": str(tmp_path / "st"), "spark.catalog": "none"}
+    local = spark_conf(load_params("local", overrides=overrides))
+    params = load_params("local", overrides=overrides)
+    url = LocalSparkCluster(params).url
+    cluster = spark_conf(load_params("local", overrides={**overrides, "spark.master": url}))
+    assert cluster["spark.driver.extraJavaOptions"] == local["spark.driver.extraJavaOptions"]
+    assert cluster["spark.driver.extraJavaOptions"].endswith(f" -XX:SharedArchiveFile={tmp_path / 'x.jsa'}")
+    for key in ("spark.local.dir", "spark.sql.shuffle.partitions", "spark.default.parallelism"):
+        assert cluster[key] == local[key]
+    assert set(LEAN_JIT) <= set(cluster["spark.executor.extraJavaOptions"].split())
+    assert cluster["spark.executor.memory"] == params.local.spark.executor_memory
+
+
 def test_a_local_session_without_the_built_hadoop_classes_names_the_set_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
