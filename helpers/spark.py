@@ -190,10 +190,10 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
         except JarsMissingError as exc:
             raise SparkSetupError(str(exc)) from None
     jars += list(params.spark.extra_jars)
-    if on_this_machine and jars:
-        archive = archive_for(jars)  # the set-up's class-data archive of a driver with these jars
-        if archive is not None:
-            settings["spark.driver.extraJavaOptions"] += f" -XX:SharedArchiveFile={archive}"
+    archive = archive_for(jars) if on_this_machine and jars else None  # the set-up's, for these jars
+    sides = ("spark.driver", "spark.executor") if cluster.wanted else ("spark.driver",)
+    for side in sides if archive is not None else ():  # the cluster's executors: the driver's class path
+        settings[f"{side}.extraJavaOptions"] += f" -XX:SharedArchiveFile={archive}"
     if jars:
         settings["spark.jars"] = ",".join(jars)
         # on the driver's own class path too: Kryo's registrar is loaded by a class loader that

@@ -1,6 +1,7 @@
 """The class-data sharing (CDS) archive of local Spark drivers: the JVM maps the classes of Spark,
 Hudi and their libraries, already parsed and verified, from one file instead of loading some 19,000
-classes from jars at every start.
+classes from jars at every start. The local cluster's executors map it too: its worker starts them
+with the driver's class path (the project jars, then Spark's own), which the archive's check accepts.
 
 A cold local driver that writes two tiny Hudi commits and reads one back used 20.0-21.8 s of CPU
 (start 3.3-3.6 s) without the set-up's archive and 13.8-16.2 s with it (start 1.7-2.3 s), runs

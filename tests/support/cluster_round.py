@@ -1,7 +1,7 @@
 """One Silver round of ``sale`` in a driver process of its own, for the cluster tests: the
 parameters come as a JSON file; the report (the round, Spark's executor metrics from the driver's
-monitoring API, the process's peak resident memory, the driver JVM's arguments and whether it
-mapped a class-data archive) is printed as one JSON line.
+monitoring API, the process's peak resident memory, the driver JVM's arguments, and whether it and
+the executors mapped a class-data archive) is printed as one JSON line.
 
     python -m support.cluster_round PARAMS.json
 """
@@ -46,6 +46,14 @@ def main(path: str) -> int:
         "driver_jvm": list(runtime.getInputArguments()),
         "driver_vm_info": spark.sparkContext._jvm.System.getProperty("java.vm.info"),
         "class_path": spark.sparkContext.getConf().get("spark.driver.extraClassPath"),
+        "executor_vm_info": sorted(
+            {
+                row[0]
+                for row in spark.range(0, 4, 1, 4)
+                .selectExpr("reflect('java.lang.System', 'getProperty', 'java.vm.info')")
+                .collect()
+            }
+        ),
     }
     print(json.dumps(report))
     return 0

@@ -111,7 +111,7 @@ def test_a_driver_of_the_local_cluster_is_a_local_driver(
 ) -> None:
     """With spark.master naming the local standalone cluster (running: its pids faked here), the
     driver still runs on this machine: the same JVM options, class-data archive, scratch folder and
-    sizes as a local-mode driver; its executors get ``local.jit`` and the cluster's bounds."""
+    sizes as a local-mode driver; its executors get ``local.jit``, the cluster's bounds and the archive."""
     from helpers.local.spark_cluster import LocalSparkCluster
 
     monkeypatch.setattr(LocalSparkCluster, "pids", lambda self: {"master": 1, "worker": 2})
@@ -126,6 +126,9 @@ def test_a_driver_of_the_local_cluster_is_a_local_driver(
     for key in ("spark.local.dir", "spark.sql.shuffle.partitions", "spark.default.parallelism"):
         assert cluster[key] == local[key]
     assert set(LEAN_JIT) <= set(cluster["spark.executor.extraJavaOptions"].split())
+    # its executors have the driver's class path, so they map the same archive; local mode has none
+    assert cluster["spark.executor.extraJavaOptions"].endswith(f" -XX:SharedArchiveFile={tmp_path / 'x.jsa'}")
+    assert "SharedArchiveFile" not in local["spark.executor.extraJavaOptions"]
     assert cluster["spark.executor.memory"] == params.local.spark.executor_memory
 
 
