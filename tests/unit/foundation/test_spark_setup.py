@@ -117,8 +117,8 @@ def test_a_driver_of_the_local_cluster_is_a_local_driver(
     monkeypatch.setattr(LocalSparkCluster, "pids", lambda self: {"master": 1, "worker": 2})
     monkeypatch.setattr("helpers.spark.archive_for", lambda jars: tmp_path / "x.jsa")
     overrides = {"state_dir": str(tmp_path / "st"), "spark.catalog": "none"}
-    local = spark_conf(load_params("local", overrides=overrides))
     params = load_params("local", overrides=overrides)
+    local = spark_conf(params)
     url = LocalSparkCluster(params).url
     cluster = spark_conf(load_params("local", overrides={**overrides, "spark.master": url}))
     assert cluster["spark.driver.extraJavaOptions"] == local["spark.driver.extraJavaOptions"]
