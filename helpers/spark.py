@@ -115,14 +115,14 @@ LOCAL_FILE_SYSTEMS: Mapping[str, str] = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "workbook.hadoop.NioLocalFs",
 }
 
-#: JVM options of a driver on this machine (local mode, where it is also its executor, and the
-#: local cluster's; :func:`helpers.local.spark_cluster.runs_on_this_machine`). The serial collector keeps
-#: the heap small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR, bulk
-#: insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1, in
-#: the same time (24.2 s against 23.3 s). Without the performance-data file (read only by ``jps``
-#: and ``jstat``) the JVM's periodic task stops sampling it every 50 ms, 0.12 % of a core of an
-#: idle continuous job (bench/README.md, "An idle pipeline"). Not applied on a cluster of real
-#: nodes (``spark.master`` empty).
+#: JVM options of a driver on this machine (local mode, where it is also its executor, and the local
+#: cluster's, and its executors; :func:`helpers.local.spark_cluster.runs_on_this_machine`). The serial
+#: collector keeps heaps small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR,
+#: bulk insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1, in
+#: the same time (24.2 s against 23.3 s); a cluster executor of two cores, 965-1,022 MiB against
+#: 1,124-1,141 MiB (bench/README.md, "The executors' collector"). Without the performance-data file
+#: (read only by ``jps`` and ``jstat``) the JVM's periodic task stops sampling it every 50 ms, 0.12 %
+#: of a core of an idle continuous job ("An idle pipeline"). Not for real clusters (no ``spark.master``).
 LOCAL_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:-UsePerfData")
 
 
@@ -174,7 +174,7 @@ def spark_conf(params: WorkbookParams, extra_jar_sets: tuple[str, ...] = ()) -> 
                 "running; start it with ./workbook stack start"
             )
         settings["spark.executor.memory"] = params.local.spark.executor_memory
-        executor_options = (*params.local.jit_options, f"-Djava.io.tmpdir={cluster.tmp_dir}")
+        executor_options = (*local_driver_options(params), f"-Djava.io.tmpdir={cluster.tmp_dir}")
         settings["spark.executor.extraJavaOptions"] += " ".join(("", *executor_options))
         settings["spark.cores.max"] = str(params.local.spark.app_cores)
     local_s3 = use_lake_s3(params)

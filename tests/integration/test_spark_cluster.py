@@ -148,8 +148,9 @@ def test_the_cluster_s_driver_starts_as_a_local_driver_does(
 ) -> None:
     """The cluster's driver runs on this machine: it gets the local driver's JVM options (the serial
     collector, no performance-data file, ``local.jit``) and maps the set-up's class-data archive,
-    as a local-mode driver does, and so do its executors (without them, a 2.25 M-event first load
-    spent 13.1 s with no Spark job instead of 6.8 s, most of it loading classes: bench/README.md)."""
+    as a local-mode driver does, and so do its executors, as their processes' command lines show
+    (without the archive, a 2.25 M-event first load spent 13.1 s with no Spark job instead of 6.8 s,
+    most of it loading classes; with G1, the executors' heaps peaked 10-15 % higher: bench/README.md)."""
     params, report = backlog_rounds["small"]
     arguments = report["driver_jvm"]
     for option in (*local_driver_options(params), "-Djava.io.tmpdir="):
@@ -158,8 +159,13 @@ def test_the_cluster_s_driver_starts_as_a_local_driver_does(
     assert archive is not None, "no class-data archive for the project jars: ./workbook setup makes it"
     assert f"-XX:SharedArchiveFile={archive}" in arguments, arguments
     assert "sharing" in report["driver_vm_info"]
-    # the executors, started by the worker with the driver's class path, map the same archive
+    # the executors, started by the worker with the driver's class path, map the same archive and
+    # get the same options (the serial collector: their JVMs would pick G1 on two CPUs)
     assert report["executor_vm_info"] and all("sharing" in info for info in report["executor_vm_info"])
+    assert report["executor_jvm"], "no executor process of the application found"
+    for executor in report["executor_jvm"]:
+        for option in (*local_driver_options(params), f"-XX:SharedArchiveFile={archive}"):
+            assert option in executor, (option, executor)
 
 
 def test_the_drivers_python_memory_stays_flat_as_the_backlog_grows(

@@ -1,7 +1,7 @@
 """One Silver round of ``sale`` in a driver process of its own, for the cluster tests: the
 parameters come as a JSON file; the report (the round, Spark's executor metrics from the driver's
-monitoring API, the process's peak resident memory, the driver JVM's arguments, and whether it and
-the executors mapped a class-data archive) is printed as one JSON line.
+monitoring API, the process's peak resident memory, the driver's and the executors' JVM arguments,
+and whether they mapped a class-data archive) is printed as one JSON line.
 
     python -m support.cluster_round PARAMS.json
 """
@@ -12,6 +12,8 @@ import json
 import resource
 import sys
 import urllib.request
+
+import psutil
 
 from helpers.params import WorkbookParams
 from helpers.proc import free_port
@@ -46,6 +48,12 @@ def main(path: str) -> int:
         "driver_jvm": list(runtime.getInputArguments()),
         "driver_vm_info": spark.sparkContext._jvm.System.getProperty("java.vm.info"),
         "class_path": spark.sparkContext.getConf().get("spark.driver.extraClassPath"),
+        "executor_jvm": [  # each of this application's executors, as the worker started it
+            proc.info["cmdline"]
+            for proc in psutil.process_iter(["cmdline"])
+            if app in (proc.info["cmdline"] or [])
+            and any(a.endswith(".CoarseGrainedExecutorBackend") for a in proc.info["cmdline"])
+        ],
         "executor_vm_info": sorted(
             {
                 row[0]

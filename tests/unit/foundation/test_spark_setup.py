@@ -12,7 +12,7 @@ from support.project import project_copy
 from helpers.errors import SparkSetupError
 from helpers.jars import hadoop_classes_jar, manifest, project_jars
 from helpers.params import LEAN_JIT, load_params, project_root
-from helpers.spark import LOCAL_FILE_SYSTEMS, spark_conf
+from helpers.spark import LOCAL_FILE_SYSTEMS, local_driver_options, spark_conf
 
 ROOT = project_root()
 
@@ -111,7 +111,8 @@ def test_a_driver_of_the_local_cluster_is_a_local_driver(
 ) -> None:
     """With spark.master naming the local standalone cluster (running: its pids faked here), the
     driver still runs on this machine: the same JVM options, class-data archive, scratch folder and
-    sizes as a local-mode driver; its executors get ``local.jit``, the cluster's bounds and the archive."""
+    sizes as a local-mode driver; its executors get the same JVM options (serial collector, no
+    performance-data file, ``local.jit``), the cluster's bounds and the archive."""
     from helpers.local.spark_cluster import LocalSparkCluster
 
     monkeypatch.setattr(LocalSparkCluster, "pids", lambda self: {"master": 1, "worker": 2})
@@ -125,7 +126,9 @@ def test_a_driver_of_the_local_cluster_is_a_local_driver(
     assert cluster["spark.driver.extraJavaOptions"].endswith(f" -XX:SharedArchiveFile={tmp_path / 'x.jsa'}")
     for key in ("spark.local.dir", "spark.sql.shuffle.partitions", "spark.default.parallelism"):
         assert cluster[key] == local[key]
-    assert set(LEAN_JIT) <= set(cluster["spark.executor.extraJavaOptions"].split())
+    executor = cluster["spark.executor.extraJavaOptions"].split()
+    assert set(local_driver_options(params)) <= set(executor) and set(LEAN_JIT) <= set(executor)
+    assert "-XX:+UseSerialGC" in executor and "-XX:-UsePerfData" in executor
     # its executors have the driver's class path, so they map the same archive; local mode has none
     assert cluster["spark.executor.extraJavaOptions"].endswith(f" -XX:SharedArchiveFile={tmp_path / 'x.jsa'}")
     assert "SharedArchiveFile" not in local["spark.executor.extraJavaOptions"]
