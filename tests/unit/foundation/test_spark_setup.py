@@ -94,6 +94,7 @@ def test_a_local_driver_uses_the_serial_collector_and_a_cluster_keeps_its_own() 
     assert ci["spark.driver.extraJavaOptions"].split() == [*options, *quick, f"-Djava.io.tmpdir={ci_scratch}"]
     cluster = spark_conf(load_params("ci", overrides={"spark.catalog": "none", "spark.master": ""}))
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
+    assert "-XX:" not in cluster["spark.executor.extraJavaOptions"]  # nor its executors
     assert "tmpdir" not in cluster["spark.driver.extraJavaOptions"] and "spark.local.dir" not in cluster
     # a read of many files lists them in a few tasks here, in one task per file on a cluster; and
     # shuffles are sized for two cores here, by Spark's defaults (the data, the executors) there
