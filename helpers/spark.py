@@ -115,8 +115,8 @@ LOCAL_FILE_SYSTEMS: Mapping[str, str] = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "workbook.hadoop.NioLocalFs",
 }
 
-#: JVM options of a driver on this machine (local mode, where it is also its executor, and the local
-#: cluster's, and its executors; :func:`helpers.local.spark_cluster.runs_on_this_machine`). The serial
+#: JVM options of a driver on this machine (local mode's, its own executor, and the local cluster's)
+#: and of that cluster's executors (:func:`helpers.local.spark_cluster.runs_on_this_machine`). The serial
 #: collector keeps heaps small on 2 cores: writing a 172,456-row Hudi table eight times (CoW and MoR,
 #: bulk insert then upserts) peaked at 759 MiB resident instead of 1,066 MiB with the default G1, in
 #: the same time (24.2 s against 23.3 s); a cluster executor of two cores, 965-1,022 MiB against
