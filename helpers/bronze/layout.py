@@ -14,7 +14,7 @@ import io
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import pyarrow as pa
@@ -25,8 +25,12 @@ from helpers.bronze.events import (
     converted_fields,
     event_from_json,
 )
-from helpers.bronze.store import BronzeObject
 from helpers.errors import UnreadableBronzeError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    # not at run time: each executor's Python worker imports this module, and the store's imports
+    # (the parameters' pydantic models, the lake's S3 client) cost it about 0.1 s and nothing else
+    from helpers.bronze.store import BronzeObject
 
 __all__ = [
     "BAD_EVENT",
