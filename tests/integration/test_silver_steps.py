@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
-from helpers.bronze.layout import FILE_COLUMN, ROW_COLUMN
+from helpers.bronze.layout import BAD_REASON, FILE_COLUMN, ROW_COLUMN
 from helpers.hudi.api import write_hudi
 from helpers.hudi.config import HudiTableConfig
-from helpers.silver.prepare import DELETED, KEY, fill_unavailable, latest_per_key
+from helpers.silver.counts import FileCounts, count_files
+from helpers.silver.prepare import DELETED, KEY, OUTSIDE, fill_unavailable, latest_per_key
 from helpers.silver.tombstones import (
     LATE,
+    STONE_HIT,
     flag_late,
     next_tombstones,
     prune_tombstone_files,
@@ -29,6 +31,7 @@ from helpers.silver.tombstones import (
     tombstone_folder,
     write_tombstones,
 )
+from helpers.silver.truncate import LOG_POSITION, TRUNCATE
 
 pytestmark = pytest.mark.integration
 
@@ -247,3 +250,37 @@ def test_a_state_is_listed_once_per_session(spark: Any, tmp_path: Path) -> None:
         == [tuple(r) for r in again.collect()]
         == [("7", "f1.00001", 1.0)]
     )
+
+
+def test_the_per_file_counts_and_a_new_table_s_distinct_keys(spark: Any) -> None:
+    """One aggregation per round (:func:`helpers.silver.counts.count_files`): per Bronze file its
+    events, bad, late, deletes, events of tombstoned keys, rows' range, TOAST placeholders and
+    log positions; for a new table also the distinct keys it applies (the files' sketches merged:
+    a key in two files counts once; bad, late and outside events do not count)."""
+    rows = [
+        # file, row, key, bad reason, late, outside, deleted, stone hit, truncate, position, name
+        ("a.avro", 1, "1", None, False, False, False, False, False, "0001", "x"),
+        ("a.avro", 2, "2", None, False, False, True, True, False, "0002", P),
+        ("a.avro", 3, None, "no key", False, False, False, False, False, None, None),
+        ("a.avro", 4, "3", None, True, False, False, True, False, "0003", "y"),
+        ("b.avro", 7, "1", None, False, False, False, False, False, "0005", "z"),
+        ("b.avro", 8, None, None, False, False, False, False, True, "0006", None),
+        ("b.avro", 9, "4", None, False, False, False, False, False, "0007", P),
+        ("b.avro", 10, "9", None, False, True, False, False, False, "0008", "w"),
+    ]
+    schema = (
+        f"{FILE_COLUMN} string, {ROW_COLUMN} long, {KEY} string, {BAD_REASON} string, {LATE} boolean, "
+        f"{OUTSIDE} boolean, {DELETED} boolean, {STONE_HIT} boolean, {TRUNCATE} boolean, "
+        f"{LOG_POSITION} string, name string"
+    )
+    events = spark.createDataFrame(rows, schema)
+    toast = {"name": f"name = '{P}'"}
+
+    counts, keys = count_files(events, toast, new_table=True)
+
+    assert counts == {
+        "a.avro": FileCounts(4, 1, 1, 1, 2, 1, 4, {"name": 1}, None, "0003"),
+        "b.avro": FileCounts(4, 0, 0, 0, 0, 7, 10, {"name": 1}, "0006", "0008"),
+    }
+    assert keys == 3  # 1 (in both files), 2 and 4; not 3 (late), 9 (outside) or the bad event
+    assert count_files(events, toast, new_table=False) == (counts, 0)
