@@ -74,9 +74,11 @@ def count_files(
     if new_table:
         aggregates.append(f"hll_sketch_agg(CASE WHEN {applied} THEN {q(KEY)} END) AS `sketch`")
     grouped = events.groupBy(FILE_COLUMN).agg(*[F.expr(a) for a in aggregates])
-    if new_table:  # the files' sketches merged over the grouped rows (a handful per file)
+    if new_table:
+        # the files' sketches merged over the grouped rows (one per file), all in one window: a
+        # constant partition, since an empty one has Spark warn of moving all data to one partition
         grouped = grouped.withColumn(
-            "keys", F.expr("hll_sketch_estimate(hll_union_agg(`sketch`) OVER ())")
+            "keys", F.expr("hll_sketch_estimate(hll_union_agg(`sketch`) OVER (PARTITION BY 0))")
         ).drop("sketch")
     out = {}
     keys = 0
