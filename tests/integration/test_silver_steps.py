@@ -284,3 +284,33 @@ def test_the_per_file_counts_and_a_new_table_s_distinct_keys(spark: Any) -> None
     }
     assert keys == 3  # 1 (in both files), 2 and 4; not 3 (late), 9 (outside) or the bad event
     assert count_files(events, toast, new_table=False) == (counts, 0)
+
+
+def test_a_new_table_s_count_aggregates_each_event_once_without_sorting(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The distinct-key estimate comes from sketches merged over the grouped rows, not from a
+    rollup: a rollup's ``Expand`` feeds every event to the aggregation twice, and with the
+    positions' string maxima Spark sorts them (``bench/README.md``, "The per-file counts without a
+    rollup"). Checked on the executed plan of the job ``count_files`` collects."""
+    from pyspark.sql import DataFrame
+
+    events = spark.createDataFrame(
+        [("a.avro", 1, "1", None, False, False, False, False, False, "0001")],
+        f"{FILE_COLUMN} string, {ROW_COLUMN} long, {KEY} string, {BAD_REASON} string, {LATE} boolean, "
+        f"{OUTSIDE} boolean, {DELETED} boolean, {STONE_HIT} boolean, {TRUNCATE} boolean, "
+        f"{LOG_POSITION} string",
+    )
+    plans: list[str] = []
+    collect = DataFrame.collect
+
+    def spy(frame: Any) -> Any:
+        plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return collect(frame)
+
+    monkeypatch.setattr(DataFrame, "collect", spy)
+    _, keys = count_files(events, {}, new_table=True)
+    assert keys == 1
+    assert len(plans) == 1
+    assert "ObjectHashAggregate" in plans[0]
+    assert "Expand" not in plans[0] and "SortAggregate" not in plans[0], plans[0]
