@@ -252,6 +252,13 @@ def test_a_state_is_listed_once_per_session(spark: Any, tmp_path: Path) -> None:
     )
 
 
+#: The columns of a prepared round that :func:`helpers.silver.counts.count_files` reads.
+_COUNTED = (
+    f"{FILE_COLUMN} string, {ROW_COLUMN} long, {KEY} string, {BAD_REASON} string, {LATE} boolean, "
+    f"{OUTSIDE} boolean, {DELETED} boolean, {STONE_HIT} boolean, {TRUNCATE} boolean, {LOG_POSITION} string"
+)
+
+
 def test_the_per_file_counts_and_a_new_table_s_distinct_keys(spark: Any) -> None:
     """One aggregation per round (:func:`helpers.silver.counts.count_files`): per Bronze file its
     events, bad, late, deletes, events of tombstoned keys, rows' range, TOAST placeholders and
@@ -268,12 +275,7 @@ def test_the_per_file_counts_and_a_new_table_s_distinct_keys(spark: Any) -> None
         ("b.avro", 9, "4", None, False, False, False, False, False, "0007", P),
         ("b.avro", 10, "9", None, False, True, False, False, False, "0008", "w"),
     ]
-    schema = (
-        f"{FILE_COLUMN} string, {ROW_COLUMN} long, {KEY} string, {BAD_REASON} string, {LATE} boolean, "
-        f"{OUTSIDE} boolean, {DELETED} boolean, {STONE_HIT} boolean, {TRUNCATE} boolean, "
-        f"{LOG_POSITION} string, name string"
-    )
-    events = spark.createDataFrame(rows, schema)
+    events = spark.createDataFrame(rows, f"{_COUNTED}, name string")
     toast = {"name": f"name = '{P}'"}
 
     counts, keys = count_files(events, toast, new_table=True)
@@ -295,12 +297,8 @@ def test_a_new_table_s_count_aggregates_each_event_once_without_sorting(
     rollup"). Checked on the executed plan of the job ``count_files`` collects."""
     from pyspark.sql import DataFrame
 
-    events = spark.createDataFrame(
-        [("a.avro", 1, "1", None, False, False, False, False, False, "0001")],
-        f"{FILE_COLUMN} string, {ROW_COLUMN} long, {KEY} string, {BAD_REASON} string, {LATE} boolean, "
-        f"{OUTSIDE} boolean, {DELETED} boolean, {STONE_HIT} boolean, {TRUNCATE} boolean, "
-        f"{LOG_POSITION} string",
-    )
+    row = ("a.avro", 1, "1", None, False, False, False, False, False, "0001")
+    events = spark.createDataFrame([row], _COUNTED)
     plans: list[str] = []
     collect = DataFrame.collect
 
