@@ -5,9 +5,16 @@ published whole, so a reader never sees one half made."""
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
-__all__ = ["publish_folder"]
+__all__ = ["WORK_PREFIX", "drop_others", "publish_folder"]
+
+#: The prefix of a folder still being made (``tempfile.mkdtemp(prefix=WORK_PREFIX, dir=...)``).
+WORK_PREFIX = ".work-"
+#: A work folder older than this was left by a set-up that was interrupted.
+_WORK_STALE_S = 3600.0
 
 
 def publish_folder(work: Path, folder: Path, marker: str) -> None:
@@ -23,3 +30,18 @@ def publish_folder(work: Path, folder: Path, marker: str) -> None:
     except OSError:
         if not (folder / marker).is_file():
             raise
+
+
+def drop_others(root: Path, keep: str) -> None:
+    """Remove every folder of ``root`` but ``keep`` (the other keys' caches: a running JVM keeps the
+    file it mapped), except work folders younger than an hour (another set-up under way)."""
+    stale = time.time() - _WORK_STALE_S
+    for other in root.iterdir():
+        if other.name == keep:
+            continue
+        try:
+            if other.name.startswith(WORK_PREFIX) and other.stat().st_mtime > stale:
+                continue
+        except OSError:  # gone meanwhile
+            continue
+        shutil.rmtree(other, ignore_errors=True)

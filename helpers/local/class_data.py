@@ -8,7 +8,7 @@ A cold local driver that writes two tiny Hudi commits and reads one back used 20
 alternated on this machine kind (throwaway script, three runs each). Every notebook kernel,
 continuous Silver job and test session starts such a JVM.
 
-The archive is made by the set-up (``scripts/bootstrap.sh`` runs :mod:`helpers.spark_warmup`):
+The archive is made by the set-up (``scripts/bootstrap.sh`` runs :mod:`helpers.warmup`):
 a training driver records the classes it loads (``-XX:DumpLoadedClassList``) while it runs a short
 Silver round, then the same ``java`` writes the archive (``-Xshare:dump``) for the driver's class
 path. It lives in the git-ignored ``.cache/cds/<key>/``: the key digests the ``java`` binary, the
@@ -29,12 +29,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.errors import SparkSetupError
-from helpers.local.cache import publish_folder
+from helpers.local.cache import WORK_PREFIX, drop_others, publish_folder
 from helpers.params import project_root
 
 __all__ = ["ARCHIVE", "CACHE", "archive_for", "archive_key", "driver_java", "publish_archive"]
@@ -44,8 +43,6 @@ CACHE = Path(".cache") / "cds"
 #: The archive's file name in its key's folder (present only once complete: the folder is moved
 #: into place whole).
 ARCHIVE = "spark-driver.jsa"
-#: A work folder older than this was left by a set-up that was interrupted (a dump takes a minute).
-_WORK_STALE_S = 3600.0
 
 
 def driver_java() -> Path | None:
@@ -107,7 +104,7 @@ def publish_archive(jars: Sequence[str], class_list: Path, classpath: str, java:
     cache = project_root() / CACHE
     cache.mkdir(parents=True, exist_ok=True)
     key = archive_key(jars, java)
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=cache))
+    work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=cache))
     try:
         argv = [
             str(java),
@@ -131,16 +128,7 @@ def publish_archive(jars: Sequence[str], class_list: Path, classpath: str, java:
             )
         folder = cache / key
         publish_folder(work, folder, ARCHIVE)  # another set-up may have been first: its archive stays
-        stale_work = time.time() - _WORK_STALE_S
-        for other in cache.iterdir():
-            if other.name == key:
-                continue
-            try:
-                if other.name.startswith(".work-") and other.stat().st_mtime > stale_work:
-                    continue  # another set-up's dump under way
-            except OSError:  # gone meanwhile
-                continue
-            shutil.rmtree(other, ignore_errors=True)
+        drop_others(cache, keep=key)
         return folder / ARCHIVE
     finally:
         shutil.rmtree(work, ignore_errors=True)

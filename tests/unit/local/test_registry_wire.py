@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.java import fake_java
 from support.project import project_copy
 
 from helpers.capture.ccompat import SchemaRegistryClient
@@ -164,27 +164,19 @@ def test_an_unknown_compatibility_level_is_refused_before_any_call() -> None:
 # --- Java 21+ -------------------------------------------------------------------------------
 
 
-def _fake_java(folder: Path, version: str) -> Path:
-    java = folder / "bin" / "java"
-    java.parent.mkdir(parents=True)
-    java.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\" 2026-01-01' >&2\n")
-    java.chmod(java.stat().st_mode | stat.S_IXUSR)
-    return java
-
-
 def test_a_configured_java_older_than_21_is_refused(tmp_path: Path) -> None:
-    old = _fake_java(tmp_path / "old", "17.0.15")
+    old = fake_java(tmp_path / "old", "17.0.15")
     assert java_major(old) == 17
     with pytest.raises(
         StackError, match=rf"Failed to use {old} .* not a java {MIN_JAVA} or newer \(found 17\)"
     ):
         find_java(MIN_JAVA, str(old), setting="local.registry.java", server="the registry")
-    new = _fake_java(tmp_path / "new", "25.0.3")
+    new = fake_java(tmp_path / "new", "25.0.3")
     assert find_java(MIN_JAVA, str(new), setting="local.registry.java", server="the registry") == new
 
 
 def test_the_release_file_of_a_jdk_gives_its_version(tmp_path: Path) -> None:
-    java = _fake_java(tmp_path / "jdk", "11.0.1")  # the release file wins over `java -version`
+    java = fake_java(tmp_path / "jdk", "11.0.1")  # the release file wins over `java -version`
     (tmp_path / "jdk" / "release").write_text('IMPLEMENTOR="x"\nJAVA_VERSION="21.0.4"\n')
     assert java_major(java) == 21
 
