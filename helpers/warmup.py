@@ -1,12 +1,16 @@
-"""The set-up step that makes the class-data archive of local Spark drivers
-(:mod:`helpers.local.class_data`): a training driver runs what the workbook's drivers run, a first
-Silver round of a small synthetic ``sale`` backlog into a Copy-on-Write and a Merge-on-Read table and
-snapshot reads of both, while the JVM lists every class it loads; then the archive is written.
+"""The set-up step that trains the local JVMs' start-up caches, each once per Java and jar set:
 
-    python -m helpers.spark_warmup      # scripts/bootstrap.sh runs it; nothing to do when made
+- the class-data archive of local Spark drivers (:mod:`helpers.local.class_data`): a training
+  driver runs what the workbook's drivers run, a first Silver round of a small synthetic ``sale``
+  backlog into a Copy-on-Write and a Merge-on-Read table and snapshot reads of both, while the JVM
+  lists every class it loads; then the archive is written;
+- the AOT cache of the local Trino (:meth:`helpers.local.trino.LocalTrino.make_aot_cache`, Java 25
+  or newer): a Trino of its own runs a few statements and writes the cache as it stops.
 
-It prints one line: the archive, made or found. A failure is reported and the set-up goes on:
-without the archive the drivers load their classes from the jars, as before.
+    python -m helpers.warmup      # scripts/bootstrap.sh runs it; nothing to do when made
+
+It prints one line per cache: made or found. A failure is reported and the set-up goes on: without
+a cache the JVM loads its classes from the jars, as before.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from helpers.bronze.synthetic import write_sale_backlog
+from helpers.errors import JarsMissingError
 from helpers.isolation import isolated_params
 from helpers.local.class_data import archive_for, publish_archive
+from helpers.local.trino import LocalTrino
 from helpers.silver.ingest import ingest_table
 from helpers.spark import build_spark_session, spark_conf
 
-__all__ = ["main", "train"]
+__all__ = ["main", "train", "train_trino"]
 
 #: The training backlog: a snapshot of every key, then updates and deletes, in two Bronze files.
 _EVENTS, _KEYS, _BATCH = 3_000, 1_000, 2_000
@@ -68,6 +74,21 @@ def train() -> Path:
             return publish_archive(jars, class_list, classpath, java.resolve())
 
 
+def train_trino() -> Path | None:
+    """Make the local Trino's AOT cache, or find it made, with a Trino of its own (free ports, a
+    state folder of its own, removed after).
+
+    Returns:
+        The cache, or None when the ``java`` that runs Trino is older than Java 25.
+
+    Raises:
+        JarsMissingError: when the set-up did not fetch Trino (jar set ``trino``).
+        StackError: when the training server fails, or writes no usable cache.
+    """
+    with isolated_params("wb-warmup-trino-") as params:
+        return LocalTrino(params).make_aot_cache()
+
+
 def main() -> int:
     started = time.monotonic()
     try:
@@ -77,8 +98,21 @@ def main() -> int:
             "[warmup] no class-data archive for Spark drivers (they load their classes from the jars): "
             f"{type(exc).__name__}: {exc}"
         )
-        return 0
-    print(f"[warmup] Spark drivers' class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
+    else:
+        print(f"[warmup] Spark drivers' class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
+    started = time.monotonic()
+    try:
+        cache = train_trino()
+    except JarsMissingError:
+        print("[warmup] no AOT cache for Trino: its jar set (trino) is not fetched")
+    except Exception as exc:  # noqa: BLE001 - reported; the set-up goes on without it
+        cause = f"{type(exc).__name__}: {exc}"
+        print(f"[warmup] no AOT cache for Trino (it loads its classes from the jars): {cause}")
+    else:
+        if cache is None:
+            print("[warmup] no AOT cache for Trino: its java is older than Java 25")
+        else:
+            print(f"[warmup] Trino's AOT cache: {cache} ({time.monotonic() - started:.0f} s)")
     return 0
 
 

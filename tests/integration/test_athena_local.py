@@ -298,3 +298,22 @@ def test_the_catalog_trino_reads_is_what_hudi_synced(
         listed = set(trino_engine.query(f'SHOW TABLES FROM hive."{silver_database(silver)}"')["Table"])
     expected = {name for table in silver.silver.tables for name in catalog_names(table)}
     assert expected <= set(catalog_tables(silver, spark)) <= listed
+
+
+def test_trino_starts_from_the_set_up_s_aot_cache(on_trino: WorkbookParams) -> None:
+    """On Java 25 or newer the set-up trained Trino's AOT cache (``helpers.warmup``), the module's
+    Trino was started with it, and the JVM mapped it: Java maps a cache into the process only when
+    it accepts it (a class path or option it cannot use leaves the file unmapped)."""
+    from helpers.local.java import java_major
+
+    server = LocalTrino(on_trino)
+    pid = server.pid()
+    assert pid is not None, "the module's Trino is not running"
+    command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    if (java_major(Path(command[0].decode())) or 0) < 25:  # no one-step training: starts as before
+        assert not [option for option in command if option.startswith(b"-XX:AOT")], command
+        return
+    cache = server.aot_cache()
+    assert cache.is_file(), f"no AOT cache {cache}: ./workbook setup makes it (python -m helpers.warmup)"
+    assert f"-XX:AOTCache={cache}".encode() in command
+    assert str(cache) in Path(f"/proc/{pid}/maps").read_text(), "Java did not map the AOT cache"
