@@ -6,6 +6,9 @@ the same Silver tables and the same catalog that Hudi's sync filled. Then, with 
 
 * each engine's start: Trino's and the metastore's (stop, then start until ready) against DuckDB's
   (open the engine and read the tables of its first query);
+* Trino's start from the set-up's AOT cache (:meth:`helpers.local.trino.LocalTrino.make_aot_cache`)
+  against a start without it (the baseline), alternated three times: until ready, Trino's CPU and
+  resident memory then, and its first query of the catalog;
 * notebook 05 on each engine (papermill, as ``./workbook run``): its time, the peak resident memory
   of all the run's processes, and the peak of the Trino and metastore processes alone;
 * every ``sql/`` file on each engine: the first run (Trino plans cold, DuckDB reads its tables)
@@ -28,6 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,6 +64,27 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+_Start = tuple[float, float, float, float]  # until ready, CPU then, resident then, a first query
+
+
+def _trino_starts(params: WorkbookParams, rounds: int = 3) -> dict[bool, list[_Start]]:
+    """Trino started with its AOT cache and without it, alternated: seconds until ready, its CPU
+    seconds and resident GiB then, and the seconds of a first query of the catalog."""
+    out: dict[bool, list[_Start]] = {True: [], False: []}
+    for _ in range(rounds):
+        for cached in (False, True):
+            server = LocalTrino(params, use_aot_cache=cached)
+            server.stop()
+            ready = _timed(server.start)
+            process = psutil.Process(server.pid())
+            cpu = sum(process.cpu_times()[:2])
+            rss = process.memory_info().rss / GIB
+            with open_engine(_with_engine(params, "trino"), progress=False) as engine:
+                first = _timed(lambda e=engine: e.query("table_row_counts"))
+            out[cached].append((ready, cpu, rss, first))
+    return out
+
+
 def _file_times(engine: QueryEngine, names: list[str], seller: int) -> dict[str, tuple[float, float]]:
     out = {}
     engine.create_views()
@@ -87,6 +113,7 @@ def main() -> int:
             print(built.summary())
             return 1
         trino_start = _timed(lambda: (LocalTrino(params).stop(), LocalTrino(params).start()))
+        starts = _trino_starts(params)
         metastore_start = _timed(lambda: (LocalMetastore(params).stop(), LocalMetastore(params).start()))
         names = sql_files()
         times: dict[str, dict[str, tuple[float, float]]] = {}
@@ -131,6 +158,15 @@ def main() -> int:
     for name in names:
         (tf, tb), (df, db) = times["trino"][name], times["duckdb"][name]
         print(f"| {name}.sql: first / best of 3 | {tf:.2f} / {tb:.2f} s | {df:.2f} / {db:.2f} s |")
+    print()
+    print("| Trino's start, alternated | from the set-up's AOT cache | without it (baseline) |")
+    print("|---|---|---|")
+    labels = ("until ready", "Trino's CPU then", "resident then", "first query (table_row_counts)")
+    units = ("s", "s", "GiB", "s")
+    for i, (label, unit) in enumerate(zip(labels, units, strict=True)):
+        with_cache = ", ".join(f"{r[i]:.2f}" for r in starts[True])
+        without = ", ".join(f"{r[i]:.2f}" for r in starts[False])
+        print(f"| {label} | {with_cache} {unit} | {without} {unit} |")
     return 0
 
 
