@@ -80,6 +80,16 @@ class IpcKernelManager(AsyncKernelManager):
         if not restart:
             shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
+    async def _async_interrupt_kernel(self) -> None:
+        """Interrupt, except as the kernel is shut down. jupyter_client interrupts a kernel (SIGINT)
+        before it asks it to shut down; when the signal lands while ipykernel handles a message, the
+        kernel logs ``ERROR | KeyboardInterrupt caught in kernel.`` to the run's console after a
+        notebook that passed. A shutdown needs no interrupt: the kernel exits on the request, and
+        one that does not (still busy) gets SIGTERM, then SIGKILL (``shutdown_wait_time``)."""
+        if self.shutting_down:
+            return
+        await super()._async_interrupt_kernel()
+
 
 @dataclass(frozen=True)
 class NotebookResult:

@@ -97,6 +97,37 @@ def test_a_notebook_marked_for_other_environments_is_skipped_and_said_so(tmp_pat
     )
 
 
+def test_a_finished_notebook_s_kernel_is_shut_down_without_an_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jupyter_client sends SIGINT before every shutdown request, which ipykernel can log as an
+    error on the run's console after a notebook that passed. The runner's kernels are asked to shut
+    down without it; every kernel still exits."""
+    import psutil
+    from jupyter_client.manager import AsyncKernelManager
+
+    signals: list[int] = []
+    send = AsyncKernelManager._async_signal_kernel
+
+    async def recorded(self: AsyncKernelManager, signum: int) -> None:
+        signals.append(signum)
+        await send(self, signum)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_signal_kernel", recorded)
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    _notebook(nbs / "01_first.ipynb", "import os\nprint(os.getpid())")
+    _notebook(nbs / "02_second.ipynb", "import os\nprint(os.getpid())")
+    result = run_workbook("ci", run_dir=tmp_path / "run", notebooks_dir=nbs, progress=False)
+    assert result.ok, result.summary()
+    assert signals == []  # no SIGINT (jupyter_client's own shutdown sends one per kernel)
+    kernels = []
+    for name in ("01_first.ipynb", "02_second.ipynb"):
+        ran = nbformat.read(str(tmp_path / "run" / name), as_version=4)
+        kernels.append(int(ran.cells[-1].outputs[0]["text"]))
+    assert len(set(kernels)) == 2 and not [pid for pid in kernels if psutil.pid_exists(pid)]
+
+
 def test_the_conformance_notebook_is_skipped_on_aws_only() -> None:
     """Notebook 07 scripts changes on the local servers: skipped on aws, run everywhere else."""
     nb07 = next(p for p in discover_notebooks() if p.name.startswith("07_"))
