@@ -4,17 +4,34 @@ published whole, so a reader never sees one half made."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["WORK_PREFIX", "drop_others", "publish_folder"]
+__all__ = ["WORK_PREFIX", "drop_others", "files_key", "publish_folder"]
 
 #: The prefix of a folder still being made (``tempfile.mkdtemp(prefix=WORK_PREFIX, dir=...)``).
 WORK_PREFIX = ".work-"
 #: A work folder older than this was left by a set-up that was interrupted.
 _WORK_STALE_S = 3600.0
+
+
+def files_key(paths: Iterable[Path]) -> str:
+    """A cache key: a digest of the files a cache was made for (a ``java`` binary, jars), each with
+    its path, size and modification time, in the order given.
+
+    Raises:
+        OSError: when one of them is gone.
+    """
+    entries = []
+    for path in paths:
+        stat = path.stat()
+        entries.append([str(path), stat.st_size, stat.st_mtime_ns])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
 
 
 def publish_folder(work: Path, folder: Path, marker: str) -> None:

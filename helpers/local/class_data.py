@@ -23,8 +23,6 @@ dynamic archive only at a normal exit, which a PySpark driver does not reach (it
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -33,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.errors import SparkSetupError
-from helpers.local.cache import WORK_PREFIX, drop_others, publish_folder
+from helpers.local.cache import WORK_PREFIX, drop_others, files_key, publish_folder
 from helpers.params import project_root
 
 __all__ = ["ARCHIVE", "CACHE", "archive_for", "archive_key", "driver_java", "publish_archive"]
@@ -63,11 +61,7 @@ def _pyspark_jars() -> list[Path]:
 def archive_key(jars: Sequence[str], java: Path) -> str:
     """A digest of what the archive was made for: ``java``, the project ``jars`` (in order) and
     pyspark's jars, each with its size and modification time."""
-    entries = []
-    for path in [java, *map(Path, jars), *_pyspark_jars()]:
-        stat = path.stat()
-        entries.append([str(path), stat.st_size, stat.st_mtime_ns])
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
+    return files_key([java, *map(Path, jars), *_pyspark_jars()])
 
 
 def archive_for(jars: Sequence[str]) -> Path | None:

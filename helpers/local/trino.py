@@ -32,15 +32,14 @@ Trino starts as before; a cache the JVM cannot use it ignores, with a warning in
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import filelock
 import requests
@@ -48,7 +47,7 @@ import trino
 
 from helpers.errors import StackError
 from helpers.jars import project_archive
-from helpers.local.cache import WORK_PREFIX, drop_others, publish_folder
+from helpers.local.cache import WORK_PREFIX, drop_others, files_key, publish_folder
 from helpers.local.credentials import write_private
 from helpers.local.java import find_java, java_major
 from helpers.local.metastore import LocalMetastore
@@ -150,18 +149,22 @@ class LocalTrino(LocalServer):
         digests the ``java`` binary and Trino's jars (paths, sizes and modification times). The JVM
         options are not in it: Java checks them itself as it maps the cache (another heap size,
         collector or JIT uses the same cache, checked with ``-XX:AOTMode=on``)."""
-        java = self._java().resolve()
-        jars = sorted((self._install() / "lib").glob("*.jar"))
-        entries = [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (java, *jars)]
-        key = hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
+        return self._cache_for(self._java())
+
+    def _cache_for(self, java: Path) -> Path:
+        key = files_key([java.resolve(), *sorted((self._install() / "lib").glob("*.jar"))])
         return project_root() / AOT_CACHE_DIR / key / AOT_FILE
 
+    @staticmethod
+    def _has_aot(java: Path) -> bool:
+        return (java_major(java) or 0) >= MIN_AOT_JAVA
+
     def _aot_options(self, java: Path) -> list[str]:
-        if (java_major(java) or 0) < MIN_AOT_JAVA:
+        if not self._has_aot(java):
             return []
         if self.aot_output is not None:
             return [f"-XX:AOTCacheOutput={self.aot_output}"]
-        cache = self.aot_cache()
+        cache = self._cache_for(java)
         return [f"-XX:AOTCache={cache}"] if self.use_aot_cache and cache.is_file() else []
 
     def command(self) -> list[str]:
@@ -249,17 +252,24 @@ class LocalTrino(LocalServer):
             answer = requests.get(f"{self.url}/v1/info", timeout=2)
             if not (answer.ok and answer.json().get("starting") is False):
                 return False
-            connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
-                host=LOOPBACK, port=self.port, user="workbook-ready", request_timeout=10
-            )
-            try:
-                cursor = connection.cursor()
-                cursor.execute("SELECT 1")
-                return bool(cursor.fetchall() == [[1]])
-            finally:
-                connection.close()
+            return self._run(["SELECT 1"], user="workbook-ready", timeout_s=10) == [[[1]]]
         except (requests.RequestException, trino.exceptions.Error):
             return False
+
+    def _run(self, statements: Sequence[str], *, user: str, timeout_s: float) -> list[list[Any]]:
+        """Each statement's rows, run one after another in one connection."""
+        connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
+            host=LOOPBACK, port=self.port, user=user, request_timeout=timeout_s
+        )
+        try:
+            cursor = connection.cursor()
+            results = []
+            for statement in statements:
+                cursor.execute(statement)
+                results.append(cursor.fetchall())
+            return results
+        finally:
+            connection.close()
 
     # --- on demand: started by the first query engine that opens, stopped after the last closes
 
@@ -340,9 +350,9 @@ class LocalTrino(LocalServer):
             StackError: when the training server fails to start, or writes no usable cache.
         """
         java = self._java()
-        if (java_major(java) or 0) < MIN_AOT_JAVA:
+        if not self._has_aot(java):
             return None
-        cache = self.aot_cache()
+        cache = self._cache_for(java)
         if cache.is_file():
             return cache
         if self.pid() is not None:
@@ -357,16 +367,7 @@ class LocalTrino(LocalServer):
             trainer = LocalTrino(self.params, aot_output=work / AOT_FILE)
             trainer.start()
             try:
-                connection = trino.dbapi.connect(  # type: ignore[no-untyped-call]
-                    host=LOOPBACK, port=trainer.port, user="workbook-aot-training", request_timeout=60
-                )
-                try:
-                    cursor = connection.cursor()
-                    for statement in _TRAINING:
-                        cursor.execute(statement)
-                        cursor.fetchall()
-                finally:
-                    connection.close()
+                trainer._run(_TRAINING, user="workbook-aot-training", timeout_s=60)
             finally:
                 trainer.stop(timeout_s=_AOT_STOP_TIMEOUT_S)
             self._check_aot_cache(java, work / AOT_FILE)
