@@ -210,6 +210,7 @@ def pipeline_status(params: WorkbookParams, *, check: bool = True) -> PipelineSt
                 "state": job.get("state", "NOT STARTED"),
                 "pid": job.get("pid"),
                 "loops": job.get("loops"),
+                "held_by": "; ".join(job.get("held_by") or []) or None,
                 "updated_s_ago": _age(job.get("updated_at")),
                 "error": job.get("error"),
             }

@@ -22,6 +22,7 @@ from helpers.bronze.watch import BronzeWatch
 from helpers.errors import WorkbookError
 from helpers.params import SilverParams, WorkbookParams
 from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
+from helpers.silver.hold import holders
 from helpers.silver.ingest import ingest_all
 from helpers.silver.streamer import run_streamer_job
 from helpers.silver.tables import bronze_store, pending_bronze
@@ -132,11 +133,20 @@ def _loop(
     watch: BronzeWatch,
 ) -> None:
     """Rounds until stopped; between two rounds the pause of :func:`round_interval`, cut short by
-    a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`)."""
+    a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`).
+    While another process holds the job (:mod:`helpers.silver.hold`) it skips its rounds and looks
+    again every ``silver.min_interval_s``; the status names the holder."""
     last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
     while not stopping.is_set():
         watch.start()  # a no-op once watching; the folder may appear after the job starts
         started = time.monotonic()
+        held = holders(directory)
+        if held or status.get("held_by"):
+            status["held_by"] = [f"pid {h['pid']}: {h.get('reason', '')}" for h in held] or None
+            write_status(directory, status)
+        if held:
+            stopping.wait(params.silver.min_interval_s)
+            continue
         result = None
         try:
             result = ingest_all(params, spark=spark)

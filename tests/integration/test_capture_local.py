@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -331,6 +332,62 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     finally:
         job.stop()
     assert job.status()["state"] == "STOPPED"
+
+
+def test_a_held_continuous_job_ingests_nothing_until_the_hold_ends(capture: Capture, tmp_path: Path) -> None:
+    """While a process holds the job (the conformance harness does, :mod:`helpers.silver.hold`),
+    changes reach Bronze but no round commits, and the status names the holder; when the hold
+    ends, the next round takes them all and Silver equals the source. A claim left by a process
+    that is gone holds nothing."""
+    import subprocess
+    import sys
+
+    from helpers.checks.parity import bronze_vs_source, silver_vs_source
+    from helpers.hudi.timeline import completed_instants
+    from helpers.silver.hold import HOLDS_DIR, hold_rounds
+    from helpers.silver.job import SilverJob
+    from helpers.silver.tables import table_config
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
+
+    base = capture.stack.params
+    params, job_params = own_job_params(base, "category", tmp_path, min_interval_s=0.2, idle_interval_s=0.2)
+    path = table_config(params, params.silver.tables[0]).base_path
+    job = SilverJob(job_params)
+    job.start()
+    try:
+        wait_until(
+            lambda: bool(silver_vs_source(params, ["category"])["equal"].all()),
+            timeout_s=120,
+            what="the job's first load of category",
+        )
+        with hold_rounds(job_params, "a test"):
+            commits = completed_instants(path)
+            apply_edge_case(base, "burst_postgres")
+            assert bronze_vs_source(base, [capture.specs["ems"]], wait_s=30)["equal"].all()
+            loops = job.status()["loops"]
+            held = wait_until(
+                lambda: job.status().get("held_by"), timeout_s=10, what="the job's status to name its holder"
+            )
+            assert held == [f"pid {os.getpid()}: a test"]
+            time.sleep(2.0)  # ten of the job's pauses: each would have been a round
+            assert completed_instants(path) == commits
+            assert job.status()["loops"] == loops
+            assert not silver_vs_source(params, ["category"])["equal"].all()
+        gone = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+        )
+        stale = job_params.state_path / "silver" / HOLDS_DIR / f"{int(gone.stdout)}-gone.json"
+        stale.write_text(json.dumps({"pid": int(gone.stdout), "start": "1", "reason": "a killed run"}))
+        wait_until(
+            lambda: bool(silver_vs_source(params, ["category"])["equal"].all()),
+            timeout_s=60,
+            what="Silver to equal the source once the hold ended",
+        )
+        assert len(completed_instants(path)) > len(commits)
+        assert job.status().get("held_by") is None
+        assert not stale.exists()
+    finally:
+        job.stop()
 
 
 def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> None:

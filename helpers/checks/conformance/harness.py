@@ -31,6 +31,7 @@ from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
 from helpers.params import WorkbookParams
 from helpers.proc import read_pid
+from helpers.silver.hold import hold_rounds
 from helpers.silver.tables import table_config
 from helpers.sources.edge_cases.catalogue import EDGE_CASES
 from helpers.sources.edge_cases.session import CATEGORY, DATE, SALE, VENUE, Target
@@ -320,6 +321,7 @@ def run_scenarios(
     silver_root: str | Path | None = None,
     progress: bool = False,
     side_by_side: bool = True,
+    hold_job: bool = True,
 ) -> pd.DataFrame:
     """Run scenarios against the running local pipeline; the pass/fail table.
 
@@ -337,6 +339,10 @@ def run_scenarios(
             scenarios (``Scenario.beside_other_tables``) side by side on distinct tables, then the
             others one at a time; False: every scenario alone, in the given order
             (``bench/bench_conformance.py``'s baseline, or to see one failure on its own).
+        hold_job: hold the continuous Silver job for the run (:func:`helpers.silver.hold.hold_rounds`):
+            the scenarios get the cores, and the job takes their changes to the workbook's own
+            tables in its first round after the run; False: the job ingests beside the scenarios
+            (``bench/bench_conformance.py``'s baseline).
 
     Returns:
         One row per scenario and Silver variant: scenario, item, source, table_type, delete_mode,
@@ -357,7 +363,12 @@ def run_scenarios(
 
     cparams = conformance_params(params, silver_root)
     by_name: dict[str, list[dict[str, Any]]] = {}
-    with one_run_at_a_time(params), tqdm(total=len(names), desc="conformance", disable=not progress) as bar:
+    held = hold_rounds(params, f"conformance scenarios ({len(names)})")
+    with (
+        one_run_at_a_time(params),
+        held if hold_job else contextlib.nullcontext(),
+        tqdm(total=len(names), desc="conformance", disable=not progress) as bar,
+    ):
         for group in scenario_groups(names, side_by_side=side_by_side):
             if len(group) == 1:
                 by_name[group[0]] = _run_one(params, cparams, SCENARIOS[group[0]], None)
