@@ -594,6 +594,10 @@ class ConformanceParams(_Strict):
     #: notebook 07 runs these scenarios by name instead (``./workbook conformance --list`` names
     #: them); empty: the set ``short`` chooses
     scenarios: Annotated[tuple[str, ...], Field(strict=False)] = ()  # a YAML list
+    #: hold the continuous Silver job while scenarios run (:mod:`helpers.silver.hold`): they get the
+    #: cores, and the job takes their changes to the workbook's tables after them; False: the job
+    #: ingests beside them
+    hold_job: bool = True
 
 
 class WorkbookParams(_Strict):

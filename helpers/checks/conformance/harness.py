@@ -321,7 +321,7 @@ def run_scenarios(
     silver_root: str | Path | None = None,
     progress: bool = False,
     side_by_side: bool = True,
-    hold_job: bool = True,
+    hold_job: bool | None = None,
 ) -> pd.DataFrame:
     """Run scenarios against the running local pipeline; the pass/fail table.
 
@@ -342,7 +342,7 @@ def run_scenarios(
         hold_job: hold the continuous Silver job for the run (:func:`helpers.silver.hold.hold_rounds`):
             the scenarios get the cores, and the job takes their changes to the workbook's own
             tables in its first round after the run; False: the job ingests beside the scenarios
-            (``bench/bench_conformance.py``'s baseline).
+            (``bench/bench_conformance.py``'s baseline); None: ``conformance.hold_job``.
 
     Returns:
         One row per scenario and Silver variant: scenario, item, source, table_type, delete_mode,
@@ -363,10 +363,11 @@ def run_scenarios(
 
     cparams = conformance_params(params, silver_root)
     by_name: dict[str, list[dict[str, Any]]] = {}
+    hold = params.conformance.hold_job if hold_job is None else hold_job
     held = hold_rounds(params, f"conformance scenarios ({len(names)})")
     with (
         one_run_at_a_time(params),
-        held if hold_job else contextlib.nullcontext(),
+        held if hold else contextlib.nullcontext(),
         tqdm(total=len(names), desc="conformance", disable=not progress) as bar,
     ):
         for group in scenario_groups(names, side_by_side=side_by_side):
