@@ -108,9 +108,11 @@ def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
     try:
         return wait_until(round_done, timeout_s=timeout_s, what="a round of the continuous Silver job")
     except WaitTimeoutError:
+        held = job.status().get("held_by")
+        why = f"it is held by {'; '.join(held)} (helpers.silver.hold), until that run ends" if held else ""
         raise HudiError(
-            f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s; see "
-            f"{job.directory / 'job.log'}"
+            f"Failed to run the continuous Silver job: no round finished in {timeout_s:.0f} s"
+            f"{'; ' + why if why else ''}; see {job.directory / 'job.log'}"
         ) from None
 
 

@@ -131,3 +131,24 @@ def test_a_held_job_skips_its_rounds_and_names_the_holder_then_goes_on(params: A
     assert len(rounds) == 2  # the hold ended: rounds again
     assert status["loops"] == 2
     assert statuses[-1]["held_by"] is None
+
+
+def test_a_wait_for_a_round_of_a_held_job_says_who_holds_it(tmp_path: Path) -> None:
+    from helpers.errors import HudiError
+    from helpers.silver.backend import wait_for_job_round
+
+    class _HeldJob:
+        directory = tmp_path
+
+        def status(self) -> dict[str, Any]:
+            return {
+                "state": "RUNNING",
+                "run_id": "r",
+                "loops": 3,
+                "held_by": ["pid 42: conformance scenarios (12)"],
+            }
+
+    with pytest.raises(
+        HudiError, match=r"no round finished in 1 s; it is held by pid 42: conformance scenarios"
+    ):
+        wait_for_job_round(_HeldJob(), timeout_s=1.0)
