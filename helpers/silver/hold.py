@@ -3,8 +3,8 @@
 The conformance scenarios (:mod:`helpers.checks.conformance`) script changes on the sources and
 ingest them into Silver variants of their own, in the notebook's Spark driver. On the local
 machine's two cores the continuous job's rounds, ingesting the same changes into the workbook's
-own tables, take a fifth of that run's time (``bench/README.md``, "The continuous job beside the
-short set"). A run therefore *holds* the job: the job skips its rounds while held and takes
+own tables, took a fifth to a quarter of a short set's time (``bench/README.md``, "The continuous
+job held during a run"). A run therefore *holds* the job: the job skips its rounds while held and takes
 everything that landed meanwhile in its next round once the hold ends. Nothing is lost or applied
 twice: a held job only waits, and Bronze keeps every file until a commit takes it.
 
