@@ -258,7 +258,14 @@ def _reconcile_table(
     reached, note = (
         (True, "equal") if result["equal"] else caught_up(params, silver_params, table, snap.position)
     )
-    if not result["equal"] and not reached and idle is not None:
+    if not result["equal"] and reached:
+        # Silver reached the position by the time caught_up looked, which may be after the
+        # compare above read it (a commit landing in between): only a compare made after
+        # that look may call the table different
+        result, detail = compare()
+        if result["equal"]:
+            note = "equal"
+    elif not result["equal"] and idle is not None:
         note = f"not caught up: {note}; {idle}"
     elif not result["equal"] and not reached:
         left = deadline - time.monotonic()
