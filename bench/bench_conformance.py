@@ -38,7 +38,7 @@ from _targets import record  # noqa: E402
 from helpers.checks.conformance import failed_scenarios, run_scenarios  # noqa: E402
 from helpers.hudi.timeline import completed_instants  # noqa: E402
 from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
-from helpers.params import load_params  # noqa: E402
+from helpers.params import WorkbookParams, load_params  # noqa: E402
 from helpers.pipeline import stop_all  # noqa: E402
 from helpers.poll import wait_until  # noqa: E402
 from helpers.runner import run_workbook  # noqa: E402
@@ -57,14 +57,14 @@ def _commits(root: Path) -> int:
     )
 
 
-def _caught_up(params: object) -> float:
+def _caught_up(params: WorkbookParams) -> float:
     """Seconds until the continuous job has finished a round after now and no Bronze file of the
     workbook's own tables is pending."""
     started = time.monotonic()
-    job = SilverJob(params)  # type: ignore[arg-type]
+    job = SilverJob(params)
     wait_for_job_round(job)
     wait_until(
-        lambda: all(t["pending_files"] == 0 for t in pending_lag(params).values()),  # type: ignore[arg-type]
+        lambda: all(t["pending_files"] == 0 for t in pending_lag(params).values()),
         timeout_s=300,
         what="the continuous job to take every Bronze file",
     )

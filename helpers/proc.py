@@ -36,6 +36,8 @@ __all__ = [
     "log_tail",
     "pid_alive",
     "process_start",
+    "process_identity",
+    "identity_alive",
     "port_in_use",
     "read_pid",
     "read_status",
@@ -103,6 +105,19 @@ def process_start(pid: int) -> str | None:
     when it does not run: with the pid, it names one process even after the pid is reused."""
     fields = _stat_after_command(pid)
     return None if fields is None else fields[19]
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``<pid>-<start>`` (:func:`process_start`) of a process, by default this one: a name for
+    files and folders that it owns which still tells it apart after its pid is reused."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}-{process_start(pid)}"
+
+
+def identity_alive(identity: str) -> bool:
+    """Whether the process a :func:`process_identity` names still runs (False for another form)."""
+    pid, _, start = identity.partition("-")
+    return pid.isdigit() and process_start(int(pid)) == start
 
 
 def read_pid(pid_file: Path) -> int | None:

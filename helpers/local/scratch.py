@@ -18,23 +18,17 @@ Hadoop clean only their own exits.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import psutil
 
-from helpers.proc import process_start
+from helpers.proc import identity_alive, process_identity
 
 __all__ = ["SCRATCH_DIR", "driver_scratch", "scratch_conf"]
 
 #: Under the state directory: one folder per Python process that starts local drivers.
 SCRATCH_DIR = Path("tmp") / "spark"
-
-
-def _owner_alive(name: str) -> bool:
-    pid, _, start = name.partition("-")
-    return pid.isdigit() and process_start(int(pid)) == start
 
 
 def _named_by_a_process(folders: list[Path]) -> set[Path]:
@@ -52,14 +46,13 @@ def driver_scratch(state_path: Path) -> Path:
     folders nothing uses any more are removed."""
     root = state_path / SCRATCH_DIR
     if root.is_dir():
-        orphans = [entry for entry in root.iterdir() if not _owner_alive(entry.name)]
+        orphans = [entry for entry in root.iterdir() if not identity_alive(entry.name)]
         if orphans:
             in_use = _named_by_a_process(orphans)
             for entry in orphans:
                 if entry not in in_use:
                     shutil.rmtree(entry, ignore_errors=True)
-    pid = os.getpid()
-    folder = root / f"{pid}-{process_start(pid)}"
+    folder = root / process_identity()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -8,9 +8,10 @@ job held during a run"). A run therefore *holds* the job: the job skips its roun
 everything that landed meanwhile in its next round once the hold ends. Nothing is lost or applied
 twice: a held job only waits, and Bronze keeps every file until a commit takes it.
 
-A hold is a claim file under ``<state_dir>/silver/holds/``, named and filled with the holder's pid
-and that process's start time. A claim counts only while that very process runs, so a holder that
-is killed (``kill -9``, a kernel restart) stalls nothing: the job ignores and removes its claim.
+A hold is a claim file under ``<state_dir>/silver/holds/``, named after the holding process
+(:func:`helpers.proc.process_identity`: its pid and start time) and holding its pid and reason. A
+claim counts only while that very process runs, so a holder that is killed (``kill -9``, a kernel
+restart) stalls nothing: the job ignores and removes its claim.
 
 The PySpark engine's job honours holds. The streamer engine's job (``silver.engine: streamer``)
 does not: HoodieStreamer's continuous mode has no pause, so it ingests beside the holder as before.
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.params import WorkbookParams
-from helpers.proc import process_start, replace_text
+from helpers.proc import identity_alive, process_identity, replace_text
 
 __all__ = ["HOLDS_DIR", "hold_rounds", "holders"]
 
@@ -58,11 +59,9 @@ def hold_rounds(params: WorkbookParams, reason: str) -> Iterator[Path]:
     Yields:
         The claim file.
     """
-    pid = os.getpid()
-    claim = _holds(params.state_path / "silver") / f"{pid}-{uuid.uuid4().hex[:8]}.json"
+    claim = _holds(params.state_path / "silver") / f"{process_identity()}-{uuid.uuid4().hex[:8]}.json"
     claim.parent.mkdir(parents=True, exist_ok=True)
-    body = {"pid": pid, "start": process_start(pid), "reason": reason, "since": time.time()}
-    replace_text(claim, json.dumps(body))
+    replace_text(claim, json.dumps({"pid": os.getpid(), "reason": reason, "since": time.time()}))
     try:
         yield claim
     finally:
@@ -81,15 +80,15 @@ def holders(directory: Path) -> list[dict[str, Any]]:
         return []
     live = []
     for claim in sorted(folder.glob("*.json")):
-        try:
-            body = json.loads(claim.read_text())
-            started = process_start(int(body["pid"]))
-            alive = started is not None and started == body["start"]
-        except FileNotFoundError:  # ended while listed
-            continue
-        except (ValueError, KeyError, TypeError):
-            alive = False
-        if alive:
+        body = None
+        if identity_alive(claim.stem.rsplit("-", 1)[0]):  # <pid>-<start>-<hold>.json
+            try:
+                body = json.loads(claim.read_text())
+            except FileNotFoundError:  # ended while listed
+                continue
+            except ValueError:  # damaged: a claim is written whole
+                pass
+        if isinstance(body, dict):
             live.append(body)
         else:
             claim.unlink(missing_ok=True)

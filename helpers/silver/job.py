@@ -142,7 +142,7 @@ def _loop(
         started = time.monotonic()
         held = holders(directory)
         if held or status.get("held_by"):
-            status["held_by"] = [f"pid {h['pid']}: {h.get('reason', '')}" for h in held] or None
+            status["held_by"] = [f"pid {h.get('pid')}: {h.get('reason', '')}" for h in held] or None
             write_status(directory, status)
         if held:
             stopping.wait(params.silver.min_interval_s)

@@ -376,8 +376,8 @@ def test_a_held_continuous_job_ingests_nothing_until_the_hold_ends(capture: Capt
         gone = subprocess.run(
             [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
         )
-        stale = job_params.state_path / "silver" / HOLDS_DIR / f"{int(gone.stdout)}-gone.json"
-        stale.write_text(json.dumps({"pid": int(gone.stdout), "start": "1", "reason": "a killed run"}))
+        stale = job_params.state_path / "silver" / HOLDS_DIR / f"{int(gone.stdout)}-1-gone.json"
+        stale.write_text(json.dumps({"pid": int(gone.stdout), "reason": "a killed run"}))
         wait_until(
             lambda: bool(silver_vs_source(params, ["category"])["equal"].all()),
             timeout_s=60,

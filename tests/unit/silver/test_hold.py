@@ -17,7 +17,7 @@ import pytest
 
 import helpers.silver.job as job
 from helpers.params import load_params
-from helpers.proc import process_start
+from helpers.proc import process_identity, process_start
 from helpers.silver.hold import HOLDS_DIR, hold_rounds, holders
 
 
@@ -59,7 +59,7 @@ def test_a_claim_of_a_process_that_ended_holds_nothing_and_is_removed(params: An
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
     )
     pid = int(child.stdout)
-    path = _claim(params, f"{pid}-dead.json", {"pid": pid, "start": "1", "reason": "killed run"})
+    path = _claim(params, f"{pid}-1-dead.json", {"pid": pid, "reason": "killed run"})
     assert holders(_directory(params)) == []
     assert not path.exists()
 
@@ -67,13 +67,13 @@ def test_a_claim_of_a_process_that_ended_holds_nothing_and_is_removed(params: An
 def test_a_claim_whose_pid_now_names_another_process_holds_nothing(params: Any) -> None:
     mine = os.getpid()
     other_start = str(int(process_start(mine) or 0) + 1)  # same pid, another start: a reused pid
-    path = _claim(params, f"{mine}-reused.json", {"pid": mine, "start": other_start, "reason": "old run"})
+    path = _claim(params, f"{mine}-{other_start}-reused.json", {"pid": mine, "reason": "old run"})
     assert holders(_directory(params)) == []
     assert not path.exists()
 
 
 def test_a_damaged_claim_holds_nothing_and_is_removed(params: Any) -> None:
-    path = _claim(params, "1-damaged.json", "{not json")
+    path = _claim(params, f"{process_identity()}-damaged.json", "{not json")  # of a live process
     assert holders(_directory(params)) == []
     assert not path.exists()
 
