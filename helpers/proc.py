@@ -8,6 +8,7 @@ Liveness is read from ``/proc`` (a zombie is not alive); the local servers
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pwd
@@ -139,8 +140,6 @@ def set_timer_slack(microseconds: int) -> bool:
     """
     if microseconds <= 0 or not sys.platform.startswith("linux"):
         return False
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     return int(libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(microseconds * 1000), 0, 0, 0)) == 0
 
