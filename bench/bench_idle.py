@@ -136,6 +136,15 @@ def measure(
     return shares, peak, threads
 
 
+def _print_threads(trees: dict[str, list[tuple[str, float]]]) -> None:
+    """A table of each process tree's five largest threads (share of one core)."""
+    print("| process | threads (share of one core) |")
+    print("|---|---|")
+    for name, threads in trees.items():
+        top = ", ".join(f"`{thread}` {share:.2f} %" for thread, share in threads[:5])
+        print(f"| {name} | {top} |")
+
+
 def _restart_job(params: WorkbookParams, settle_s: float) -> None:
     job = SilverJob(params)
     job.stop()
@@ -192,18 +201,9 @@ def main() -> None:
         rss = (paced_peak.get(name, 0.0), every_peak.get(name, 0.0))
         print(f"| Silver job peak RSS, {name} | {rss[0]:.0f} MiB | {rss[1]:.0f} MiB | |")
     print("\nWhere the idle-pacing window's CPU went, by thread (the largest five of each process tree):\n")
-    print("| process | threads (share of one core) |")
-    print("|---|---|")
-    for name, threads in paced_threads.items():
-        top = ", ".join(f"`{thread}` {share:.2f} %" for thread, share in threads[:5])
-        print(f"| {name} | {top} |")
+    _print_threads(paced_threads)
     print("\nThe same without timer slack in the capture workers:\n")
-    print("| process | threads (share of one core) |")
-    print("|---|---|")
-    for name, threads in no_slack_threads.items():
-        if name.startswith("capture"):
-            top = ", ".join(f"`{thread}` {share:.2f} %" for thread, share in threads[:5])
-            print(f"| {name} | {top} |")
+    _print_threads({n: t for n, t in no_slack_threads.items() if n.startswith("capture")})
     jvm = max(paced_peak.get("java", 0.0), every_peak.get("java", 0.0))
     print(
         f"\nCPU target {'met' if total <= TARGET_CPU else 'NOT met'}; "

@@ -3,6 +3,7 @@ thread starts afterwards inherit it (the JVM's threads, in a worker)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 #: call set it, then what a thread started afterwards has (``prctl(PR_GET_TIMERSLACK)``).
 _PROBE = textwrap.dedent(
     """
-    import ctypes, threading
+    import ctypes, json, threading
     from helpers.proc import set_timer_slack
     libc = ctypes.CDLL(None)
     def slack():
@@ -29,7 +30,7 @@ _PROBE = textwrap.dedent(
     child = []
     thread = threading.Thread(target=lambda: child.append(slack()))
     thread.start(); thread.join()
-    print(seen + child)
+    print(json.dumps(seen + child))
     """
 )
 
@@ -39,7 +40,7 @@ def test_the_slack_is_set_and_the_threads_started_after_inherit_it() -> None:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    before, set_zero, after_zero, set_two_ms, in_thread = eval(out)  # noqa: S307 - our own print of a list
+    before, set_zero, after_zero, set_two_ms, in_thread = json.loads(out)
     assert (set_zero, after_zero) == (False, before)  # 0 leaves the kernel's slack
     assert set_two_ms is True
     assert in_thread == 2_000_000
