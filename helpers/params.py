@@ -554,6 +554,10 @@ class SilverParams(_Strict):
     #: CPU locally, paid LIST requests on S3); the first new file brings ``min_interval_s`` back
     idle_after_s: Annotated[float, Field(ge=0, le=86_400)] = 60.0
     idle_interval_s: Annotated[float, Field(gt=0, le=3600)] = 2.0
+    #: ... and ``idle_interval_watched_s`` instead while Bronze's file notices wake the job (a
+    #: local Bronze folder and ``watch_bronze``): a landing starts a round at once, so the pause is
+    #: only the safety net for a notice that never comes, and bounds how late such a file is taken
+    idle_interval_watched_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
     #: the continuous job: a Bronze file landing in a local Bronze folder starts its next round at
     #: once (:mod:`helpers.bronze.watch`); false: the pauses above alone (S3 has no notices anyway)
     watch_bronze: bool = True

@@ -5,9 +5,11 @@ The continuous job (:mod:`helpers.silver.job`) looks for new Bronze files every
 object, so there that poll is the only way. In a local Bronze folder :class:`BronzeWatch` also
 wakes the job the moment a file lands: the operating system's file notices (inotify on Linux,
 FSEvents on macOS) through the ``watchdog`` package, so a change does not wait out the rest of
-the job's pause. The poll stays the safety net: a notice that never comes (a watch that could
-not start, a queue overflow, a network file system) delays a file by one interval at most and
-never loses it, since every round lists Bronze whatever woke it.
+the job's pause. The poll stays the safety net: a notice that never comes (a queue overflow, a
+network file system written by another host) delays a file by one interval at most
+(``silver.idle_interval_watched_s`` once idle, 15 s) and never loses it, since every round lists
+Bronze whatever woke it. A watch that could not start is not active, and the job then paces as
+on S3.
 
 A landing is a visible Bronze name appearing (:func:`helpers.bronze.store.is_bronze_name`): the
 writers rename a finished hidden temporary file to it, or create it whole. A new folder (a topic's

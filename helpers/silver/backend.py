@@ -86,13 +86,16 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
 
 
 def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
-    """Wait until the continuous job (this start of it) has finished a round after now.
+    """Wait until the continuous job (this start of it) has finished a round after now; the job is
+    asked for that round (:meth:`helpers.silver.job.SilverJob.request_round`), so an idle job does
+    not finish its pause first.
 
     Raises:
         HudiError: when the job dies or does not finish a round in time.
     """
     first = job.status()
     seen = {"run": first.get("run_id"), "start": first.get("loops", 0)}
+    job.request_round()
 
     def round_done() -> dict[str, Any] | None:
         status: dict[str, Any] = job.status()

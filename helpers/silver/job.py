@@ -28,7 +28,15 @@ from helpers.silver.streamer import run_streamer_job
 from helpers.silver.tables import bronze_store, pending_bronze
 from helpers.spark import build_spark_session
 
-__all__ = ["SilverJob", "main", "pending_lag", "round_interval"]
+__all__ = [
+    "REQUEST_CHECK_S",
+    "REQUEST_NAME",
+    "SilverJob",
+    "main",
+    "pause_between_rounds",
+    "pending_lag",
+    "round_interval",
+]
 
 
 @dataclass
@@ -55,6 +63,14 @@ class SilverJob(ModuleJob):
             self.params.model_dump(mode="json", by_alias=True),
             {"state": "STARTING", "run_id": uuid.uuid4().hex, "loops": 0, "last_commit": {}, "error": None},
         )
+
+    def request_round(self) -> None:
+        """Ask the running job for a round now: it ends its pause within :data:`REQUEST_CHECK_S`
+        instead of at the end of an idle pause (``silver.idle_interval_watched_s``). A held job
+        serves the request once the hold ends; the streamer engine's job paces itself and ignores
+        it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / REQUEST_NAME).touch()
 
 
 def pending_lag(params: WorkbookParams, store: Any = None) -> dict[str, Any]:
@@ -86,11 +102,30 @@ def _lag_after(params: WorkbookParams, store: Any, result: Any) -> dict[str, Any
     return {t.name: {"pending_files": 0, "oldest_pending_s": 0.0} for t in params.silver.tables}
 
 
-def round_interval(silver: SilverParams, quiet_s: float) -> float:
-    """Seconds from one round's start to the next: ``silver.min_interval_s``, or
-    ``silver.idle_interval_s`` (never less) once no round took a file for ``silver.idle_after_s``."""
+#: the file in the job's folder that asks for a round now (:meth:`SilverJob.request_round`)
+REQUEST_NAME = "round.request"
+#: how often a pause between two rounds looks for a request
+REQUEST_CHECK_S = 0.5
+
+
+def pause_between_rounds(watch: BronzeWatch, seconds: float, stopping: Any, request: Path) -> None:
+    """Sleep up to ``seconds``; less when a Bronze file lands, a round is requested or the job is
+    asked to stop."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0 and not stopping.is_set():
+        if request.exists() or watch.wait(min(left, REQUEST_CHECK_S), stop=stopping):
+            return
+
+
+def round_interval(silver: SilverParams, quiet_s: float, watching: bool = False) -> float:
+    """Seconds from one round's start to the next: ``silver.min_interval_s``, or once no round
+    took a file for ``silver.idle_after_s`` ``silver.idle_interval_s`` (never less), or
+    ``silver.idle_interval_watched_s`` while Bronze's file notices wake the job (``watching``): a
+    landing ends the pause at once, so an idle round then only looks for a file whose notice never
+    came."""
     if quiet_s >= silver.idle_after_s:
-        return max(silver.min_interval_s, silver.idle_interval_s)
+        idle = silver.idle_interval_watched_s if watching else silver.idle_interval_s
+        return max(silver.min_interval_s, idle)
     return silver.min_interval_s
 
 
@@ -133,7 +168,8 @@ def _loop(
     watch: BronzeWatch,
 ) -> None:
     """Rounds until stopped; between two rounds the pause of :func:`round_interval`, cut short by
-    a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`).
+    a Bronze file landing in a local Bronze folder (:class:`helpers.bronze.watch.BronzeWatch`) or
+    a requested round (:meth:`SilverJob.request_round`).
     While another process holds the job (:mod:`helpers.silver.hold`) it skips its rounds and looks
     again every ``silver.min_interval_s``; the status names the holder."""
     last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
@@ -147,6 +183,7 @@ def _loop(
         if held:
             stopping.wait(params.silver.min_interval_s)
             continue
+        (directory / REQUEST_NAME).unlink(missing_ok=True)  # served by this round
         result = None
         try:
             result = ingest_all(params, spark=spark)
@@ -166,11 +203,13 @@ def _loop(
         status["lag"] = _lag_after(params, store, result)  # result: None when the round failed
         if _took_files_or_failed(result):
             last_taken = time.monotonic()
-        interval = round_interval(params.silver, time.monotonic() - last_taken)
+        interval = round_interval(params.silver, time.monotonic() - last_taken, watching=watch.active)
         status["interval_s"] = interval
         status["watching"] = watch.active
         write_status(directory, status)
-        watch.wait(interval - (time.monotonic() - started), stop=stopping)
+        pause_between_rounds(
+            watch, interval - (time.monotonic() - started), stopping, directory / REQUEST_NAME
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -346,6 +346,46 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     assert job.status()["state"] == "STOPPED"
 
 
+def _silver_equals_category(params: Any, timeout_s: float, what: str) -> None:
+    """Wait until a job's own Silver ``category`` equals the source, row by row."""
+    from helpers.checks.parity import silver_vs_source
+
+    wait_until(
+        lambda: bool(silver_vs_source(params, ["category"])["equal"].all()), timeout_s=timeout_s, what=what
+    )
+
+
+def test_an_idle_watching_job_rounds_at_once_when_asked_or_when_a_file_lands(
+    capture: Capture, tmp_path: Path
+) -> None:
+    """An idle job whose Bronze notices wake it pauses ``silver.idle_interval_watched_s`` between
+    rounds (here 600 s): a wait for its next round asks for one and gets it at once
+    (:func:`helpers.silver.backend.wait_for_job_round`), and a burst's Bronze files still reach
+    Silver at once. Without the request, or without the watch, each would wait out the pause."""
+    from helpers.silver.backend import wait_for_job_round
+    from helpers.silver.job import SilverJob
+    from helpers.sources.edge_cases.catalogue import apply_edge_case
+
+    base = capture.stack.params
+    pause = {"min_interval_s": 0.2, "idle_after_s": 0.0, "idle_interval_watched_s": 600.0}
+    params, job_params = own_job_params(base, "category", tmp_path, **pause)
+    job = SilverJob(job_params)
+    job.start()
+    try:
+        _silver_equals_category(params, 120, "the job's first load of category")
+        status = wait_until(
+            lambda: (s := job.status()).get("interval_s") == 600.0 and s, timeout_s=30, what="an idle pause"
+        )
+        assert status["watching"] is True, status
+        for _ in range(2):
+            loops = job.status()["loops"]
+            assert wait_for_job_round(job, timeout_s=10)["loops"] > loops
+        apply_edge_case(base, "burst_postgres")
+        _silver_equals_category(params, 60, "Silver to equal the source (woken by the burst's files)")
+    finally:
+        job.stop()
+
+
 def test_a_held_continuous_job_ingests_nothing_until_the_hold_ends(capture: Capture, tmp_path: Path) -> None:
     """While a process holds the job (the conformance harness does, :mod:`helpers.silver.hold`),
     changes reach Bronze but no round commits, and the status names the holder; when the hold
@@ -367,11 +407,7 @@ def test_a_held_continuous_job_ingests_nothing_until_the_hold_ends(capture: Capt
     job = SilverJob(job_params)
     job.start()
     try:
-        wait_until(
-            lambda: bool(silver_vs_source(params, ["category"])["equal"].all()),
-            timeout_s=120,
-            what="the job's first load of category",
-        )
+        _silver_equals_category(params, 120, "the job's first load of category")
         with hold_rounds(job_params, "a test"):
             commits = completed_instants(path)
             apply_edge_case(base, "burst_postgres")
@@ -390,11 +426,7 @@ def test_a_held_continuous_job_ingests_nothing_until_the_hold_ends(capture: Capt
         )
         stale = job_params.state_path / "silver" / HOLDS_DIR / f"{int(gone.stdout)}-1-gone.json"
         stale.write_text(json.dumps({"pid": int(gone.stdout), "reason": "a killed run"}))
-        wait_until(
-            lambda: bool(silver_vs_source(params, ["category"])["equal"].all()),
-            timeout_s=60,
-            what="Silver to equal the source once the hold ended",
-        )
+        _silver_equals_category(params, 60, "Silver to equal the source once the hold ended")
         assert len(completed_instants(path)) > len(commits)
         assert job.status().get("held_by") is None
         assert not stale.exists()

@@ -102,7 +102,8 @@ class _Watch:
         pass
 
     def wait(self, timeout: float, stop: Any = None) -> bool:
-        return self.stopping.wait(timeout)
+        self.stopping.wait(timeout)
+        return True  # a file landed: each pause is one wait
 
 
 def test_a_held_job_skips_its_rounds_and_names_the_holder_then_goes_on(params: Any, monkeypatch: Any) -> None:
@@ -140,6 +141,9 @@ def test_a_wait_for_a_round_of_a_held_job_says_who_holds_it(tmp_path: Path) -> N
     class _HeldJob:
         directory = tmp_path
 
+        def request_round(self) -> None:
+            (tmp_path / "asked").touch()
+
         def status(self) -> dict[str, Any]:
             return {
                 "state": "RUNNING",
@@ -152,3 +156,4 @@ def test_a_wait_for_a_round_of_a_held_job_says_who_holds_it(tmp_path: Path) -> N
         HudiError, match=r"no round finished in 1 s; it is held by pid 42: conformance scenarios"
     ):
         wait_for_job_round(_HeldJob(), timeout_s=1.0)
+    assert (tmp_path / "asked").exists()  # the round was asked for; the hold keeps it waiting

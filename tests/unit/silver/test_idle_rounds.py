@@ -4,13 +4,17 @@ a while and shrinks with the first new file, and a round with nothing new takes 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
+import pandas as pd
 import pytest
 
+from helpers.bronze.watch import BronzeWatch
 from helpers.params import load_params
+from helpers.silver import job as job_module
 from helpers.silver.ingest import ingest_table
-from helpers.silver.job import round_interval
+from helpers.silver.job import REQUEST_CHECK_S, REQUEST_NAME, SilverJob, pause_between_rounds, round_interval
 from helpers.silver.tables import table_lock
 
 
@@ -33,6 +37,50 @@ def test_the_pause_is_the_short_one_until_the_job_has_been_quiet_for_idle_after_
     assert round_interval(silver, 59.9) == 0.5
     assert round_interval(silver, 60.0) == 2.0
     assert round_interval(silver, 3600.0) == 2.0
+
+
+def test_an_idle_pause_is_the_long_one_while_bronze_notices_wake_the_job(params: Any) -> None:
+    pacing = {
+        "min_interval_s": 0.5,
+        "idle_after_s": 60.0,
+        "idle_interval_s": 2.0,
+        "idle_interval_watched_s": 15.0,
+    }
+    silver = params.silver.model_copy(update=pacing)
+    assert round_interval(silver, 0.0, watching=True) == 0.5  # not idle: as without notices
+    assert round_interval(silver, 60.0, watching=True) == 15.0
+    assert round_interval(silver, 60.0, watching=False) == 2.0  # S3, or the watch could not start
+
+
+def test_a_pause_ends_when_a_round_is_requested_and_the_round_takes_the_request(
+    params: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    directory = tmp_path / "job"
+    directory.mkdir()
+    job = SilverJob(params.model_copy(update={"state_dir": str(tmp_path / "st")}))
+    monkeypatch.setattr(SilverJob, "directory", property(lambda self: directory))
+    stopping = threading.Event()
+    with BronzeWatch(tmp_path / "bronze", enabled=False) as watch:  # no notices: only the request
+        threading.Timer(0.3, job.request_round).start()
+        started = time.monotonic()
+        pause_between_rounds(watch, 60.0, stopping, directory / REQUEST_NAME)
+        assert time.monotonic() - started < 0.3 + 2 * REQUEST_CHECK_S
+    assert (directory / REQUEST_NAME).exists()  # the pause only ends; the next round takes it
+
+    rounds: list[bool] = []
+
+    def one_round(p: Any, spark: Any = None) -> pd.DataFrame:
+        rounds.append((directory / REQUEST_NAME).exists())
+        stopping.set()
+        return pd.DataFrame([{"table": "category", "files": 0, "instant": None}])
+
+    monkeypatch.setattr(job_module, "ingest_all", one_round)
+    monkeypatch.setattr(job_module, "pending_lag", lambda p, store=None: {})
+    status: dict[str, Any] = {"state": "RUNNING", "loops": 0, "last_commit": {}}
+    with BronzeWatch(tmp_path / "bronze", enabled=False) as watch:
+        job_module._loop(params, directory, None, None, status, stopping, watch)  # type: ignore[arg-type]
+    assert rounds == [False]  # removed as the round began: a request made during it asks again
+    assert status["loops"] == 1
 
 
 def test_an_idle_pause_is_never_shorter_than_min_interval_s(params: Any) -> None:
