@@ -144,6 +144,12 @@ def set_timer_slack(microseconds: int) -> bool:
     return int(libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(microseconds * 1000), 0, 0, 0)) == 0
 
 
+def _reset_timer_slack() -> None:
+    """This thread's timer slack back to its default (the value it was started with)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(0), 0, 0, 0)
+
+
 def read_pid(pid_file: Path) -> int | None:
     """The pid on the first line of ``pid_file`` (None: no file, or not a number)."""
     try:
@@ -261,29 +267,37 @@ def spawn_server(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     user: str | None = None,
+    timer_slack_us: int = 0,
 ) -> subprocess.Popen[bytes]:
     """Start a local server detached (its own session), output appended to ``log_file``, its pid
     written to ``pid_file`` (None: the server writes its own) and its exit status collected later
     (:func:`register_child`). ``user``: the system user it runs as (root only; its primary group,
-    no supplementary groups).
+    no supplementary groups). ``timer_slack_us``: the server's timer slack (:func:`set_timer_slack`;
+    0 leaves the kernel's): set on this thread while it starts the server, which inherits it and
+    keeps it across ``exec``, then this thread's own again.
 
     Returns:
         The process (see :func:`wait_started`).
     """
     account = pwd.getpwnam(user) if user else None
+    slack = set_timer_slack(timer_slack_us)
     with open(log_file, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - the caller's fixed argv, no secret in it
-            list(argv),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-            env=None if env is None else dict(env),
-            start_new_session=True,
-            user=account.pw_uid if account else None,
-            group=account.pw_gid if account else None,
-            extra_groups=[] if account else None,
-        )
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - the caller's fixed argv, no secret in it
+                list(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env=None if env is None else dict(env),
+                start_new_session=True,
+                user=account.pw_uid if account else None,
+                group=account.pw_gid if account else None,
+                extra_groups=[] if account else None,
+            )
+        finally:
+            if slack:
+                _reset_timer_slack()
     register_child(proc)
     if pid_file is not None:
         pid_file.write_text(str(proc.pid))

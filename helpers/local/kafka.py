@@ -523,6 +523,12 @@ class _ConnectWorker(LocalServer):
     def address(self) -> str:
         return self.kafka.url
 
+    @property
+    def timer_slack_us(self) -> int:
+        """``capture.timer_slack_us``: the worker runs the Debezium connectors, whose idle poll
+        loops the slack quiets as in the embedded capture workers (``EmbeddedBackend``)."""
+        return self.kafka.params.capture.timer_slack_us
+
     def command(self) -> list[str]:
         props = self.home / "connect-distributed.properties"
         main = ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)]

@@ -132,6 +132,11 @@ class LocalServer(abc.ABC):
         environment, or None to inherit this process's."""
         return None
 
+    @property
+    def timer_slack_us(self) -> int:
+        """The server's timer slack (:func:`helpers.proc.set_timer_slack`); 0: the kernel's."""
+        return 0
+
     def ready(self) -> bool:
         """Whether it serves: by default, its first port accepts a connection."""
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -191,6 +196,7 @@ class LocalServer(abc.ABC):
             cwd=self.workdir,
             env=env,
             user=self.run_as,
+            timer_slack_us=self.timer_slack_us,
         )
         if wait_started(
             proc,

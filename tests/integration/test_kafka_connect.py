@@ -18,6 +18,7 @@ where the rows are checked further along: in Bronze, then in Silver.
 from __future__ import annotations
 
 import collections
+import ctypes
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,6 +164,24 @@ def test_worker_lists_the_debezium_plugins_binds_loopback_and_keeps_secrets_priv
     world.figures["broker_rss_mib"] = process_rss(broker_pid) / 2**20
     world.figures["connect_rss_mib"] = process_rss(connect_pid) / 2**20
     assert world.figures["broker_rss_mib"] < 768 and world.figures["connect_rss_mib"] < 1024
+
+
+def test_the_worker_waits_with_the_capture_timer_slack_and_the_broker_with_the_kernels(
+    world: KafkaWorld,
+) -> None:
+    """The Connect worker, which runs Debezium's poll loops, has
+    ``capture.timer_slack_us`` (2 ms) as its timer slack, as the embedded capture workers do; the
+    broker keeps the kernel's (50 µs), as the process that started them does."""
+    broker_pid, connect_pid = (s.pid for s in world.kafka.status())
+    assert broker_pid and connect_pid
+
+    def slack(pid: int) -> int:  # the process's first thread's, which every JVM thread inherits
+        return int(Path(f"/proc/{pid}/timerslack_ns").read_text())
+
+    own = int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK: this thread's
+    assert world.params.capture.timer_slack_us == 2000
+    assert slack(connect_pid) == 2_000_000
+    assert slack(broker_pid) == own != 2_000_000
 
 
 # ------------------------------------------------------------------------------- capture

@@ -3,6 +3,7 @@ thread starts afterwards inherit it (the JVM's threads, in a worker)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
@@ -54,3 +55,28 @@ def test_the_workers_config_carries_the_slack(tmp_path: Path) -> None:
     off = load_params("ci", overrides={"state_dir": str(tmp_path / "st"), "capture.timer_slack_us": 0})
     backend = open_backend(off)
     assert isinstance(backend, EmbeddedBackend) and backend.timer_slack_us == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_server_started_with_a_slack_keeps_it_across_exec_and_the_starter_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    from helpers.proc import spawn_server, stop_process
+
+    def own() -> int:  # this thread's (/proc/<pid>/timerslack_ns is a process's first thread's)
+        return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK
+
+    before = own()
+    started = {
+        us: spawn_server(
+            ["sleep", "30"], log_file=tmp_path / f"{us}.log", pid_file=None, cwd=tmp_path, timer_slack_us=us
+        )
+        for us in (2000, 0)
+    }
+    try:
+        slack = {us: int(Path(f"/proc/{p.pid}/timerslack_ns").read_text()) for us, p in started.items()}
+        assert slack == {2000: 2_000_000, 0: before}
+        assert own() == before != 2_000_000
+    finally:
+        for proc in started.values():
+            stop_process(proc.pid, 5.0)
