@@ -122,8 +122,9 @@ def identity_alive(identity: str) -> bool:
     return pid.isdigit() and process_start(int(pid)) == start
 
 
-#: ``prctl`` option that sets the calling thread's timer slack (``<linux/prctl.h>``).
+#: ``prctl`` options that set and get the calling thread's timer slack (``<linux/prctl.h>``).
 _PR_SET_TIMERSLACK = 29
+_PR_GET_TIMERSLACK = 30
 
 
 def set_timer_slack(microseconds: int) -> bool:
@@ -144,10 +145,17 @@ def set_timer_slack(microseconds: int) -> bool:
     return int(libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(microseconds * 1000), 0, 0, 0)) == 0
 
 
-def _reset_timer_slack() -> None:
-    """This thread's timer slack back to its default (the value it was started with)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(0), 0, 0, 0)
+def _timer_slack_ns() -> int:
+    """This thread's timer slack in nanoseconds (0 where ``prctl`` is not Linux's)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0))
+
+
+def _restore_timer_slack(nanoseconds: int) -> None:
+    """This thread's timer slack set back to ``nanoseconds`` (from :func:`_timer_slack_ns`)."""
+    if nanoseconds > 0:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(nanoseconds), 0, 0, 0)
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -273,16 +281,17 @@ def spawn_server(
     written to ``pid_file`` (None: the server writes its own) and its exit status collected later
     (:func:`register_child`). ``user``: the system user it runs as (root only; its primary group,
     no supplementary groups). ``timer_slack_us``: the server's timer slack (:func:`set_timer_slack`;
-    0 leaves the kernel's): set on this thread while it starts the server, which inherits it and
-    keeps it across ``exec``, then this thread's own again.
+    0 leaves the caller's): set on this thread while it starts the server, which inherits it and
+    keeps it across ``exec``, then this thread's own value again.
 
     Returns:
         The process (see :func:`wait_started`).
     """
     account = pwd.getpwnam(user) if user else None
-    slack = set_timer_slack(timer_slack_us)
+    own_slack = _timer_slack_ns()
     with open(log_file, "ab") as out:
         try:
+            set_timer_slack(timer_slack_us)
             proc = subprocess.Popen(  # noqa: S603 - the caller's fixed argv, no secret in it
                 list(argv),
                 stdout=out,
@@ -296,8 +305,7 @@ def spawn_server(
                 extra_groups=[] if account else None,
             )
         finally:
-            if slack:
-                _reset_timer_slack()
+            _restore_timer_slack(own_slack)
     register_child(proc)
     if pid_file is not None:
         pid_file.write_text(str(proc.pid))

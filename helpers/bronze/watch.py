@@ -124,11 +124,16 @@ class BronzeWatch:
                 time.sleep(min(left, _STOP_CHECK_S))
             elif self._landed.wait(min(left, _STOP_CHECK_S)):
                 break
-        # cleared before the caller's next listing, which sees every file landed so far; a file
-        # landing after this wakes the next wait
-        landed = self._landed.is_set()
+        return self.take()
+
+    def take(self) -> bool:
+        """Whether a file landed since the last :meth:`take` (or :meth:`wait`); the notice is
+        cleared, so call it just before a listing, which then sees every file landed so far. A
+        file landing after it wakes the next wait."""
+        if not self._landed.is_set():
+            return False
         self._landed.clear()
-        return landed
+        return True
 
     def stop(self) -> None:
         """Stop watching (idempotent)."""

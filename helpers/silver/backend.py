@@ -86,9 +86,10 @@ def silver_tables_frame(params: WorkbookParams) -> pd.DataFrame:
 
 
 def wait_for_job_round(job: Any, timeout_s: float = 180.0) -> dict[str, Any]:
-    """Wait until the continuous job (this start of it) has finished a round after now; the job is
-    asked for that round (:meth:`helpers.silver.job.SilverJob.request_round`), so an idle job does
-    not finish its pause first.
+    """Wait until the continuous job (this start of it) has finished a round after now (a round
+    already running counts). The job is asked for a round
+    (:meth:`helpers.silver.job.SilverJob.request_round`), so an idle job does not wait out its
+    pause first.
 
     Raises:
         HudiError: when the job dies or does not finish a round in time.

@@ -184,6 +184,7 @@ def _loop(
             stopping.wait(params.silver.min_interval_s)
             continue
         (directory / REQUEST_NAME).unlink(missing_ok=True)  # served by this round
+        watch.take()  # so are the files landed so far: only a later landing ends the next pause
         result = None
         try:
             result = ingest_all(params, spark=spark)

@@ -22,6 +22,7 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 from support.pipeline import Capture, own_job_params
+from support.timer_slack import timer_slack_ns
 
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
@@ -200,7 +201,7 @@ def test_each_running_worker_waits_with_the_configured_timer_slack(capture: Capt
         assert json.loads((d / "config.json").read_text())["timer_slack_us"] == 2000
         pid = live_pid(d / "worker.pid")
         assert pid is not None, spec.name
-        assert Path(f"/proc/{pid}/timerslack_ns").read_text().strip() == "2000000", spec.name
+        assert timer_slack_ns(pid) == 2_000_000, spec.name
 
 
 @pytest.mark.parametrize(
@@ -367,7 +368,7 @@ def test_an_idle_watching_job_rounds_at_once_when_asked_or_when_a_file_lands(
     from helpers.sources.edge_cases.catalogue import apply_edge_case
 
     base = capture.stack.params
-    pause = {"min_interval_s": 0.2, "idle_after_s": 0.0, "idle_interval_watched_s": 600.0}
+    pause = {"min_interval_s": 0.2, "idle_after_s": 5.0, "idle_interval_watched_s": 600.0}
     params, job_params = own_job_params(base, "category", tmp_path, **pause)
     job = SilverJob(job_params)
     job.start()

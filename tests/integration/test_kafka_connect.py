@@ -26,13 +26,13 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 from support.sockets import listening
+from support.timer_slack import timer_slack_ns
 
 from helpers.capture.backends import KafkaConnectRestBackend, wait_until_running
 from helpers.capture.connectors import ConnectorSpec, postgres_source_config
@@ -175,13 +175,10 @@ def test_the_worker_waits_with_the_capture_timer_slack_and_the_broker_with_the_k
     broker_pid, connect_pid = (s.pid for s in world.kafka.status())
     assert broker_pid and connect_pid
 
-    def slack(pid: int) -> int:  # the process's first thread's, which every JVM thread inherits
-        return int(Path(f"/proc/{pid}/timerslack_ns").read_text())
-
     own = int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK: this thread's
     assert world.params.capture.timer_slack_us == 2000
-    assert slack(connect_pid) == 2_000_000
-    assert slack(broker_pid) == own != 2_000_000
+    assert timer_slack_ns(connect_pid) == 2_000_000
+    assert timer_slack_ns(broker_pid) == own != 2_000_000
 
 
 # ------------------------------------------------------------------------------- capture

@@ -34,7 +34,7 @@ def test_a_file_the_bronze_writer_lands_ends_the_wait(tmp_path: Path) -> None:
         landed, seconds = _timed_wait(watch, 30.0)
         assert landed and seconds < 10.0
         time.sleep(0.3)  # the rest of that write's notices
-        watch.wait(0)
+        watch.take()  # those notices taken, as a round does before its listing
         writer.write_batch(_one_event("tickit.ems.t", 2))  # the day folder exists now: the rename alone
         landed, seconds = _timed_wait(watch, 30.0)
         assert landed and seconds < 10.0
@@ -75,3 +75,19 @@ def test_without_a_local_folder_the_wait_is_the_pause(tmp_path: Path) -> None:
     (tmp_path / "not-yet").mkdir()
     assert later.start() and later.active  # the folder appeared: the next start watches it
     later.stop()
+
+
+def test_a_notice_lasts_until_it_is_taken(tmp_path: Path) -> None:
+    """A landing stays noticed through waits that time out before it (the job's pause waits in
+    short slices) and until :meth:`BronzeWatch.take`, which a round calls before its listing."""
+    with BronzeWatch(tmp_path) as watch:
+        assert not watch.take()
+        BronzeWriter(tmp_path, "avro").write_batch(_one_event("tickit.ems.t", 1))
+        landed, _ = _timed_wait(watch, 30.0)
+        assert landed
+        time.sleep(0.3)  # the rest of that write's notices (the wait took the first)
+        watch.take()
+        BronzeWriter(tmp_path, "avro").write_batch(_one_event("tickit.ems.t", 2))
+        time.sleep(0.5)  # noticed while no one waits
+        assert watch.take() and not watch.take()
+        assert not watch.wait(0.1)  # taken: nothing left to end a wait

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from helpers.capture.backends import EmbeddedBackend
 from helpers.capture.register import open_backend
 from helpers.params import load_params
+from helpers.poll import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,22 +63,35 @@ def test_the_workers_config_carries_the_slack(tmp_path: Path) -> None:
 def test_a_server_started_with_a_slack_keeps_it_across_exec_and_the_starter_keeps_its_own(
     tmp_path: Path,
 ) -> None:
-    from helpers.proc import spawn_server, stop_process
+    """Each server reports its own slack (reading another process's needs CAP_SYS_NICE); the
+    starting thread, here one with a slack of its own (3 ms), has it again afterwards."""
+    from helpers.proc import set_timer_slack, spawn_server, stop_process
 
-    def own() -> int:  # this thread's (/proc/<pid>/timerslack_ns is a process's first thread's)
-        return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK
+    def own() -> int:  # this thread's: PR_GET_TIMERSLACK
+        return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))
 
-    before = own()
-    started = {
-        us: spawn_server(
-            ["sleep", "30"], log_file=tmp_path / f"{us}.log", pid_file=None, cwd=tmp_path, timer_slack_us=us
-        )
-        for us in (2000, 0)
-    }
+    seen: dict[str, int] = {}
+    started = []
+
+    def start() -> None:
+        set_timer_slack(3000)
+        for us in (2000, 0):
+            log = tmp_path / f"{us}.log"
+            argv = ["sh", "-c", "cat /proc/self/timerslack_ns; exec sleep 30"]
+            started.append(
+                (log, spawn_server(argv, log_file=log, pid_file=None, cwd=tmp_path, timer_slack_us=us))
+            )
+        seen["after"] = own()
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
     try:
-        slack = {us: int(Path(f"/proc/{p.pid}/timerslack_ns").read_text()) for us, p in started.items()}
-        assert slack == {2000: 2_000_000, 0: before}
-        assert own() == before != 2_000_000
+        for log, _ in started:
+            wait_until(lambda log=log: log.read_text().strip(), timeout_s=10, what=f"{log.name}'s report")
+        reports = {log.name: int(log.read_text()) for log, _ in started}
+        assert reports == {"2000.log": 2_000_000, "0.log": 3_000_000}  # 0: the starter's own
+        assert seen["after"] == 3_000_000
     finally:
-        for proc in started.values():
+        for _, proc in started:
             stop_process(proc.pid, 5.0)
