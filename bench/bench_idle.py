@@ -203,10 +203,8 @@ def main() -> None:
     for name in paced:
         others = " | ".join(f"{w.get(name, float('nan')):.2f} %" for w in windows)
         print(f"| {name} | {paced[name]:.2f} % | {others} |")
-    total, (total_unwatched, total_every, total_no_slack) = (
-        sum(paced.values()),
-        [sum(w.values()) for w in windows],
-    )
+    total = sum(paced.values())
+    total_unwatched, total_every, total_no_slack = (sum(w.values()) for w in windows)
     print(
         f"| **all together** (target <= {TARGET_CPU:g} %) | **{total:.2f} %** | {total_unwatched:.2f} % | "
         f"{total_every:.2f} % | {total_no_slack:.2f} % |"

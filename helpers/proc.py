@@ -49,6 +49,7 @@ __all__ = [
     "spawn_module",
     "spawn_server",
     "stop_process",
+    "thread_timer_slack_ns",
     "wait_started",
     "write_status",
 ]
@@ -127,6 +128,14 @@ _PR_SET_TIMERSLACK = 29
 _PR_GET_TIMERSLACK = 30
 
 
+def _prctl_timer_slack(option: int, nanoseconds: int = 0) -> int | None:
+    """``prctl(option, nanoseconds)`` for one of the timer-slack options (None where ``prctl`` is
+    not Linux's)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return int(ctypes.CDLL(None, use_errno=True).prctl(option, ctypes.c_ulong(nanoseconds), 0, 0, 0))
+
+
 def set_timer_slack(microseconds: int) -> bool:
     """Let the kernel end this thread's timed waits up to ``microseconds`` late, and so those of
     every thread it starts from now on (threads inherit their creator's slack): Linux's
@@ -139,23 +148,13 @@ def set_timer_slack(microseconds: int) -> bool:
     Returns:
         Whether the slack was set (False for 0, or where ``prctl`` is not Linux's).
     """
-    if microseconds <= 0 or not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return int(libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(microseconds * 1000), 0, 0, 0)) == 0
+    return microseconds > 0 and _prctl_timer_slack(_PR_SET_TIMERSLACK, microseconds * 1000) == 0
 
 
-def _timer_slack_ns() -> int:
-    """This thread's timer slack in nanoseconds (0 where ``prctl`` is not Linux's)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_TIMERSLACK, 0, 0, 0, 0))
-
-
-def _restore_timer_slack(nanoseconds: int) -> None:
-    """This thread's timer slack set back to ``nanoseconds`` (from :func:`_timer_slack_ns`)."""
-    if nanoseconds > 0:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(nanoseconds), 0, 0, 0)
+def thread_timer_slack_ns() -> int:
+    """This thread's timer slack in nanoseconds (``prctl(PR_GET_TIMERSLACK)``; 0 where ``prctl``
+    is not Linux's)."""
+    return _prctl_timer_slack(_PR_GET_TIMERSLACK) or 0
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -288,7 +287,7 @@ def spawn_server(
         The process (see :func:`wait_started`).
     """
     account = pwd.getpwnam(user) if user else None
-    own_slack = _timer_slack_ns()
+    own_slack = thread_timer_slack_ns() if timer_slack_us > 0 else 0
     with open(log_file, "ab") as out:
         try:
             set_timer_slack(timer_slack_us)
@@ -305,7 +304,8 @@ def spawn_server(
                 extra_groups=[] if account else None,
             )
         finally:
-            _restore_timer_slack(own_slack)
+            if own_slack:
+                _prctl_timer_slack(_PR_SET_TIMERSLACK, own_slack)
     register_child(proc)
     if pid_file is not None:
         pid_file.write_text(str(proc.pid))

@@ -18,7 +18,6 @@ where the rows are checked further along: in Bronze, then in Silver.
 from __future__ import annotations
 
 import collections
-import ctypes
 import json
 import os
 import shutil
@@ -45,7 +44,7 @@ from helpers.memory import process_rss
 from helpers.naming import publication_name, slot_name, table_topic
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
-from helpers.proc import free_port
+from helpers.proc import free_port, thread_timer_slack_ns
 from helpers.sources.api import LocalSources
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -175,7 +174,7 @@ def test_the_worker_waits_with_the_capture_timer_slack_and_the_broker_with_the_k
     broker_pid, connect_pid = (s.pid for s in world.kafka.status())
     assert broker_pid and connect_pid
 
-    own = int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))  # PR_GET_TIMERSLACK: this thread's
+    own = thread_timer_slack_ns()
     assert world.params.capture.timer_slack_us == 2000
     assert timer_slack_ns(connect_pid) == 2_000_000
     assert timer_slack_ns(broker_pid) == own != 2_000_000

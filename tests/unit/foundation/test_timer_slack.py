@@ -3,7 +3,6 @@ thread starts afterwards inherit it (the JVM's threads, in a worker)."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import subprocess
 import sys
@@ -65,10 +64,7 @@ def test_a_server_started_with_a_slack_keeps_it_across_exec_and_the_starter_keep
 ) -> None:
     """Each server reports its own slack (reading another process's needs CAP_SYS_NICE); the
     starting thread, here one with a slack of its own (3 ms), has it again afterwards."""
-    from helpers.proc import set_timer_slack, spawn_server, stop_process
-
-    def own() -> int:  # this thread's: PR_GET_TIMERSLACK
-        return int(ctypes.CDLL(None).prctl(30, 0, 0, 0, 0))
+    from helpers.proc import set_timer_slack, spawn_server, stop_process, thread_timer_slack_ns
 
     seen: dict[str, int] = {}
     started = []
@@ -81,7 +77,7 @@ def test_a_server_started_with_a_slack_keeps_it_across_exec_and_the_starter_keep
             started.append(
                 (log, spawn_server(argv, log_file=log, pid_file=None, cwd=tmp_path, timer_slack_us=us))
             )
-        seen["after"] = own()
+        seen["after"] = thread_timer_slack_ns()
 
     thread = threading.Thread(target=start)
     thread.start()
