@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _targets import record  # noqa: E402
 
 from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
+from helpers.local.class_data import driver_java  # noqa: E402
 from helpers.memory import descendants, process_parents, process_rss  # noqa: E402
 from helpers.params import WorkbookParams, load_params  # noqa: E402
 from helpers.pipeline import ensure_pipeline, stop_all  # noqa: E402
@@ -86,13 +89,77 @@ def _thread_ticks(pids: set[int]) -> Threads:
 
 
 def _by_thread(before: Threads, pids: set[int], seconds: float) -> list[tuple[str, float]]:
-    """Share of one core per thread name over the window (threads that ended in it are left out;
-    the tree's total includes them), largest first."""
+    """Share of one core per thread over the window (threads that ended in it are left out; the
+    tree's total includes them), largest first. A JVM thread is named by what it runs as well
+    (:func:`thread_owners`, asked once the window has ended); threads alike share a line."""
     shares: dict[str, float] = {}
-    for key, (name, ticks) in _thread_ticks(pids).items():
-        used = ticks - before.get(key, (name, 0))[1]
-        shares[name] = shares.get(name, 0.0) + used / TICKS / seconds * 100
+    after = _thread_ticks(pids)  # before jcmd's attach, which costs its JVM some CPU
+    owners = {pid: _java_thread_owners(pid) for pid in pids}
+    for (pid, tid), (name, ticks) in after.items():
+        used = ticks - before.get((pid, tid), (name, 0))[1]
+        owner = owners.get(pid, {}).get(tid)
+        label = f"{name} ({owner})" if owner else name
+        shares[label] = shares.get(label, 0.0) + used / TICKS / seconds * 100
     return sorted(((n, v) for n, v in shares.items() if v > 0), key=lambda item: -item[1])
+
+
+#: Frames of the JDK itself: a thread's own code is the first frame from the top outside these.
+_JDK = ("java.", "javax.", "jdk.", "sun.", "com.sun.")
+_HEADER = re.compile(r'^"(?P<name>.*)" .*\bnid=(?P<nid>0x[0-9a-f]+)')
+_FRAME = re.compile(r"^\s+at (?P<method>[\w.$<>]+)\(")
+
+
+def thread_owners(dump: str) -> dict[int, str]:
+    """What each thread of a ``jcmd <pid> Thread.print`` dump runs, by native thread id (the
+    ``/proc`` task id): its full Java name and its two topmost frames outside the JDK (class
+    without package, then method), e.g. ``Thread-4: MeasurementCollector$MeasurementPublisher.run``.
+    A thread with no frame of its own (an idle pool thread) gets its name only."""
+    owners: dict[int, str] = {}
+    tid: int | None = None
+    name = ""
+    frames: list[str] = []
+
+    def close() -> None:
+        if tid is not None:
+            owners[tid] = f"{name}: {' < '.join(frames)}" if frames else name
+
+    for line in dump.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            close()
+            tid, name, frames = int(header["nid"], 16), header["name"], []
+            continue
+        frame = _FRAME.match(line)
+        if tid is None or not frame or len(frames) == 2:
+            continue
+        method = frame["method"]
+        if method.startswith(_JDK) or "$$Lambda" in method:
+            continue
+        cls, _, call = method.rpartition(".")
+        frames.append(f"{cls.rsplit('.', 1)[-1]}.{call}")
+    close()
+    return owners
+
+
+def _java_thread_owners(pid: int) -> dict[int, str]:
+    """:func:`thread_owners` of a running JVM (a capture worker's JPype JVM, the job's Spark
+    driver); empty for a process without one (``jcmd`` is asked only where ``libjvm.so`` is
+    mapped: it signals the process with SIGQUIT to attach, which would end a plain Python) or when
+    ``jcmd`` fails."""
+    java = driver_java()
+    try:
+        if java is None or "libjvm.so" not in Path(f"/proc/{pid}/maps").read_text():
+            return {}
+        dump = subprocess.run(
+            [str(java.parent / "jcmd"), str(pid), "Thread.print"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return thread_owners(dump)
 
 
 def _process_name(pid: int) -> str:
@@ -121,7 +188,7 @@ def measure(
 ) -> tuple[dict[str, float], dict[str, float], dict[str, list[tuple[str, float]]]]:
     """CPU share of one core per process tree over ``seconds``; the job's peak RSS (MiB) per
     process name (``java``: the Spark driver; ``python``: the job's own loop); and each tree's
-    share per thread (JVM threads carry their Java names, cut to 15 characters by Linux)."""
+    share per thread (a JVM thread with its Java name and its topmost frames of its own)."""
     roots = _roots(params)
     parents = process_parents()
     trees = {name: descendants(pid, parents) for name, pid in roots.items()}
