@@ -141,14 +141,25 @@ def thread_owners(dump: str) -> dict[int, str]:
     return owners
 
 
+def _attachable(pid: int) -> bool:
+    """Whether ``jcmd`` may ask ``pid`` without harm. It attaches through the JVM's listener
+    socket, ``/tmp/.java_pid<pid>``, and where there is none yet it sends SIGQUIT for the JVM to
+    open one, which ends a process whose JVM leaves that signal alone. So: a JVM whose listener
+    already runs (a capture worker's JPype JVM starts it at once, since it runs with ``-Xrs``, and
+    HotSpot does so for ``-Xrs``), or a ``java`` launcher's JVM without ``-Xrs`` (the Spark
+    driver), which handles SIGQUIT itself."""
+    if Path(f"/tmp/.java_pid{pid}").exists():
+        return "libjvm.so" in Path(f"/proc/{pid}/maps").read_text()
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return Path(os.readlink(f"/proc/{pid}/exe")).name == "java" and b"-Xrs" not in args
+
+
 def _java_thread_owners(pid: int) -> dict[int, str]:
-    """:func:`thread_owners` of a running JVM (a capture worker's JPype JVM, the job's Spark
-    driver); empty for a process without one (``jcmd`` is asked only where ``libjvm.so`` is
-    mapped: it signals the process with SIGQUIT to attach, which would end a plain Python) or when
-    ``jcmd`` fails."""
+    """:func:`thread_owners` of a running JVM; empty for a process that :func:`_attachable` leaves
+    alone, or when ``jcmd`` fails."""
     java = driver_java()
     try:
-        if java is None or "libjvm.so" not in Path(f"/proc/{pid}/maps").read_text():
+        if java is None or not _attachable(pid):
             return {}
         dump = subprocess.run(
             [str(java.parent / "jcmd"), str(pid), "Thread.print"],
