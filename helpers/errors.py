@@ -37,6 +37,7 @@ __all__ = [
     "LabError",
     "BrowserError",
     "ConfigLintError",
+    "cause_line",
 ]
 
 
@@ -158,3 +159,24 @@ class BrowserError(WorkbookError):
 
 class ConfigLintError(WorkbookError):
     """A configuration file given to the linter cannot be read or parsed (names file and line)."""
+
+
+#: What Py4J puts before a Java exception's own text (``"An error occurred while calling o59.load."``).
+_PY4J_PREAMBLE = "An error occurred while calling "
+
+
+def cause_line(exc: BaseException, limit: int = 2000) -> str:
+    """The line of ``exc``'s text that says what went wrong, for a ``: <cause>`` message.
+
+    A Java exception raised through Py4J starts with a line naming only the call
+    (``An error occurred while calling o436.load.``); its cause is the next line
+    (``org.apache.hudi.exception.TableNotFoundException: ...``), which is returned instead.
+
+    Args:
+        exc: any exception.
+        limit: most characters returned.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith(_PY4J_PREAMBLE):
+        return lines[1].removeprefix(":").strip()[:limit]
+    return (lines[0] if lines else type(exc).__name__)[:limit]

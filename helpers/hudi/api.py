@@ -10,11 +10,20 @@ why: ``docs/hudi.md``.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from helpers.errors import HudiError
-from helpers.hudi.read import BEGIN_INSTANT, END_INSTANT, QUERY_TYPE, parse_read_options
+from helpers.errors import HudiError, cause_line
+from helpers.hudi.read import (
+    BEGIN_INSTANT,
+    END_INSTANT,
+    QUERY_TYPE,
+    READ_RETRIES,
+    READ_RETRY_PAUSE_S,
+    parse_read_options,
+    transient_read_error,
+)
 from helpers.hudi.timeline import completed_instants, read_commit_metadata, write_stats
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -193,7 +202,9 @@ def read_hudi_df(spark: SparkSession, path: str, options: Mapping[str, Any] | No
         A DataFrame (lazy).
 
     Raises:
-        HudiError: for invalid options, or when the table cannot be read.
+        HudiError: for invalid options, or when the table cannot be read. A load that meets
+            ``hoodie.properties`` half-rewritten by a concurrent writer (Hudi 0.14's streamer does
+            that on every commit) is tried again: :func:`helpers.hudi.read.transient_read_error`.
     """
     opts = dict(options or {})
     incremental_format = str(opts.pop(INCREMENTAL_FORMAT, "latest_state")).strip().lower()
@@ -208,7 +219,12 @@ def read_hudi_df(spark: SparkSession, path: str, options: Mapping[str, Any] | No
             ds[END_INSTANT] = spec.end
     elif incremental_format == "cdc":
         raise HudiError(f"Failed to read Hudi table {path}: the cdc format needs {QUERY_TYPE}=incremental")
-    try:
-        return spark.read.format("hudi").options(**ds).load(str(path))
-    except Exception as exc:  # noqa: BLE001
-        raise HudiError(f"Failed to read Hudi table {path}: {str(exc).splitlines()[0][:2000]}") from exc
+    for attempt in range(READ_RETRIES + 1):
+        try:
+            return spark.read.format("hudi").options(**ds).load(str(path))
+        except Exception as exc:  # noqa: BLE001
+            if attempt < READ_RETRIES and transient_read_error(exc, str(path)):
+                time.sleep(READ_RETRY_PAUSE_S)  # a writer was rewriting hoodie.properties
+                continue
+            raise HudiError(f"Failed to read Hudi table {path}: {cause_line(exc)}") from exc
+    raise AssertionError("unreachable")

@@ -10,6 +10,7 @@ meaning of every option.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +33,8 @@ __all__ = [
     "EARLIEST_INSTANT",
     "IGNORED_READ_OPTIONS",
     "QUERY_TYPE",
+    "READ_RETRIES",
+    "READ_RETRY_PAUSE_S",
     "FileSliceRef",
     "HudiReadSpec",
     "QueryType",
@@ -45,6 +48,7 @@ __all__ = [
     "read_incremental",
     "read_snapshot",
     "table_arrow_schema",
+    "transient_read_error",
 ]
 
 #: Spark datasource option: time travel instant.
@@ -234,26 +238,56 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
     """
 
     options = {**hudi_storage_options(str(base_path)), **(hudi_options or {})}
-    for attempt in range(_RETRIES + 1):
+    for attempt in range(READ_RETRIES + 1):
         try:
             return HudiTableBuilder.from_base_uri(str(base_path)).with_options(options).build()
         except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
-            if attempt < _RETRIES and _transient(exc):
-                time.sleep(_RETRY_PAUSE_S)
+            if attempt < READ_RETRIES and transient_read_error(exc, base_path):
+                time.sleep(READ_RETRY_PAUSE_S)
                 continue
             raise HudiError(f"Failed to open Hudi table {base_path}: {exc}") from exc
     raise AssertionError("unreachable")
 
 
-#: The official writer creates a completed instant's file and then writes its JSON, so a reader
-#: listing the timeline at that moment can meet an empty commit file: retried, not an error.
-_RETRIES = 40
-_RETRY_PAUSE_S = 0.05
+#: How often, and how far apart, a read that failed on a writer's half-written file is tried again
+#: (:func:`transient_read_error`): 40 tries 50 ms apart outlast both windows below many times over.
+READ_RETRIES = 40
+READ_RETRY_PAUSE_S = 0.05
+
+#: Failures a concurrent writer causes for a moment, by the text each reader gives:
+#:
+#: * the official writer creates a completed instant's file and then writes its JSON, so a reader
+#:   listing the timeline at that moment can meet an empty commit file (hudi-rs);
+#: * Hudi 0.14's writer (the streamer, EMR 6.15's pair) with ``hoodie.metadata.enable=false``
+#:   clears the table's metadata partitions in ``hoodie.properties`` on every commit, even when
+#:   there are none (``HoodieTable.maybeDeleteMetadataTable``): it copies the file to
+#:   ``hoodie.properties.backup``, deletes it and writes it again, so for a few milliseconds a
+#:   round the file is absent or empty. Hudi 1.0's Spark reader falls back to the backup when the
+#:   file is absent but takes an empty one as valid and fails with ``Table does not exist``;
+#:   hudi-rs reads no backup and fails on both.
+_TRANSIENT_TEXTS = (
+    "EOF while parsing",
+    "Failed to parse JSON commit metadata",
+    "TableNotFoundException: Hoodie table not found in path Table does not exist",
+    "Config 'hoodie.table.name' not found",
+)
+#: hudi-rs on an absent ``hoodie.properties``: transient only where the table's ``.hoodie`` exists.
+_ABSENT_PROPERTIES = "hoodie.properties not found"
 
 
-def _transient(exc: BaseException) -> bool:
+def transient_read_error(exc: BaseException, base_path: str) -> bool:
+    """Tell whether a read of ``base_path`` failed only because a writer was half-way through a
+    file (see ``_TRANSIENT_TEXTS``), so the same read tried again a moment later succeeds.
+
+    An absent ``hoodie.properties`` on a local path counts only when the table's ``.hoodie``
+    folder exists, so a wrong path fails at once.
+    """
     text = str(exc)
-    return "EOF while parsing" in text or "Failed to parse JSON commit metadata" in text
+    if any(t in text for t in _TRANSIENT_TEXTS):
+        return True
+    if _ABSENT_PROPERTIES in text:
+        return "://" in str(base_path) or os.path.isdir(os.path.join(str(base_path), ".hoodie"))
+    return False
 
 
 def table_arrow_schema(table: HudiTable) -> pa.Schema:
@@ -321,7 +355,7 @@ def read_hudi(
         HudiError: naming the path, for invalid options or when the reader fails.
     """
     spec = parse_read_options(options)
-    for attempt in range(_RETRIES + 1):
+    for attempt in range(READ_RETRIES + 1):
         table = open_table(base_path)
         try:
             schema = _project(table_arrow_schema(table), columns, base_path)
@@ -330,8 +364,8 @@ def read_hudi(
         except HudiError:
             raise
         except Exception as exc:  # noqa: BLE001 - HudiCoreError is not importable by name
-            if attempt < _RETRIES and _transient(exc):
-                time.sleep(_RETRY_PAUSE_S)
+            if attempt < READ_RETRIES and transient_read_error(exc, base_path):
+                time.sleep(READ_RETRY_PAUSE_S)
                 continue
             raise _wrap_read_error(base_path, exc) from exc
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from helpers.engines import quote_spark
-from helpers.errors import HudiError
+from helpers.errors import HudiError, cause_line
 from helpers.hudi.timeline import completed_instants
 from helpers.naming import silver_database
 from helpers.params import SilverTableParams, WorkbookParams
@@ -58,9 +58,7 @@ def catalog_tables(params: WorkbookParams, spark: Any = None) -> dict[str, dict[
     except Exception as exc:  # noqa: BLE001 - AnalysisException: no such database yet
         if "not found" in str(exc).lower() or "SCHEMA_NOT_FOUND" in str(exc):
             return {}
-        raise HudiError(
-            f"Failed to list the catalog database {database}: {str(exc).splitlines()[0]}"
-        ) from exc
+        raise HudiError(f"Failed to list the catalog database {database}: {cause_line(exc)}") from exc
     out: dict[str, dict[str, str]] = {}
     for name in sorted(names):
         hudi_table, query_type = name, "snapshot"

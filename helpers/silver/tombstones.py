@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from helpers.engines import quote_spark
-from helpers.errors import HudiError
+from helpers.errors import HudiError, cause_line
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.keys import RECORD_KEY_COL
 from helpers.lake_store import is_s3, join, open_store
@@ -75,7 +75,7 @@ def read_tombstones(
     try:
         return _state_frame(spark, location)
     except Exception as exc:  # noqa: BLE001 - Py4J errors
-        cause = str(exc).splitlines()[0][:500]
+        cause = cause_line(exc, 500)
         raise HudiError(
             f"Failed to read the tombstones {location} of table {config.table_name}: {cause}"
         ) from None

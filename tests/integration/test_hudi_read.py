@@ -10,7 +10,10 @@ the same inputs; instants come from each table's timeline, never written by hand
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,3 +246,55 @@ def test_errors_name_the_table_path(tmp_path: Path, spark: Any) -> None:
         read_hudi_df(spark, missing).collect()
     with pytest.raises(HudiError, match="unknown option"):
         read_hudi_df(spark, missing, {"hoodie.datasource.query.typ": "snapshot"})
+
+
+@contextlib.contextmanager
+def _properties_rewrite(base: str, *, absent: bool, hold_s: float) -> Iterator[None]:
+    """Hold ``hoodie.properties`` as Hudi 0.14's writer leaves it for a moment every commit (the
+    copy in ``hoodie.properties.backup``, the file deleted, or created and still empty) for
+    ``hold_s`` seconds from a thread, then put it back as that writer does."""
+    props = Path(base, ".hoodie", "hoodie.properties")
+    backup = props.with_name("hoodie.properties.backup")
+    text = props.read_bytes()
+    backup.write_bytes(text)
+    props.unlink()
+    if not absent:
+        props.write_bytes(b"")
+    done = threading.Event()
+
+    def restore() -> None:
+        time.sleep(hold_s)
+        props.write_bytes(text)
+        backup.unlink()
+        done.set()
+
+    thread = threading.Thread(target=restore, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+        assert done.is_set() and props.read_bytes() == text
+
+
+@pytest.mark.parametrize("absent", [False, True], ids=["empty", "absent"])
+def test_both_readers_read_through_the_streamer_rewriting_hoodie_properties(
+    absent: bool, tables: dict[str, Written], spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that starts while ``hoodie.properties`` is empty or absent, as the continuous
+    streamer (Hudi 0.14) leaves it for a few milliseconds on every commit.
+
+    Expected: both readers wait it out and return the table's rows; with the retries turned off,
+    the empty file fails the Spark read with Hudi's ``Table does not exist``, the failure CI met
+    while the streamer ran (so this test can fail)."""
+    t = tables["cow"]
+    with _properties_rewrite(t.base, absent=absent, hold_s=0.6):
+        by_spark = _by_key([r.asDict() for r in read_hudi_df(spark, t.base).collect()], t.key)
+    with _properties_rewrite(t.base, absent=absent, hold_s=0.6):
+        by_rust = _by_key(read_snapshot(t.base).to_pylist(), t.key)
+    assert by_spark == by_rust == t.expected(2)
+    if not absent:
+        monkeypatch.setattr("helpers.hudi.api.READ_RETRIES", 0)
+        with _properties_rewrite(t.base, absent=False, hold_s=0.6):
+            with pytest.raises(HudiError, match="Table does not exist"):
+                read_hudi_df(spark, t.base)

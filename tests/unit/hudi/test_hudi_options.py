@@ -6,14 +6,16 @@ No Spark and no Hudi jar: the official branch is checked through the exact optio
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
-from helpers.errors import HudiError
+from helpers.errors import HudiError, cause_line
 from helpers.hudi.api import DEFAULT_WRITE_OPTIONS, read_hudi_df, write_options
 from helpers.hudi.config import HudiTableConfig
 from helpers.hudi.keys import record_keys
-from helpers.hudi.read import EARLIEST_INSTANT, HudiReadSpec, parse_read_options
+from helpers.hudi.read import EARLIEST_INSTANT, HudiReadSpec, parse_read_options, transient_read_error
 
 KEYGEN = "org.apache.hudi.keygen."
 BASE = {
@@ -191,3 +193,36 @@ def test_record_keys_follow_hudis_key_generators() -> None:
     assert record_keys(table, cfg).to_pylist() == ["a:1,b:__null__", "a:2,b:__empty__"]
     with pytest.raises(HudiError, match="null or empty"):
         record_keys(pa.table({"a": [None, 1]}), one)
+
+
+# ----------------------------------------------------------------------------- read errors
+
+
+def test_only_a_writers_half_written_file_is_tried_again(tmp_path: Path) -> None:
+    """The texts each reader gives for ``hoodie.properties`` or a commit file caught mid-write are
+    transient; an absent ``hoodie.properties`` only where the table's ``.hoodie`` exists (a wrong
+    local path fails at once); anything else is an error at once."""
+    spark_empty = RuntimeError(
+        "An error occurred while calling o436.load.\n"
+        ": org.apache.hudi.exception.TableNotFoundException: "
+        "Hoodie table not found in path Table does not exist"
+    )
+    absent = RuntimeError(f"Storage error: Object at location {tmp_path}/.hoodie/hoodie.properties not found")
+    assert transient_read_error(spark_empty, str(tmp_path))
+    assert transient_read_error(RuntimeError("Config error: Config 'hoodie.table.name' not found"), "x")
+    assert transient_read_error(RuntimeError("EOF while parsing a value at line 1 column 0"), "x")
+    assert not transient_read_error(absent, str(tmp_path))
+    (tmp_path / ".hoodie").mkdir()
+    assert transient_read_error(absent, str(tmp_path))
+    assert transient_read_error(absent, "s3a://lake/silver/date")
+    missing = RuntimeError("TableNotFoundException: Hoodie table not found in path /x/.hoodie")
+    assert not transient_read_error(missing, "/x")
+
+
+def test_a_java_errors_message_names_its_cause_not_the_py4j_call() -> None:
+    """``cause_line`` skips Py4J's ``An error occurred while calling ...`` line."""
+    java = RuntimeError("An error occurred while calling o1.load.\n: org.X: the cause\n\tat org.Y")
+    assert cause_line(java) == "org.X: the cause"
+    assert cause_line(ValueError("plain\nsecond")) == "plain"
+    assert cause_line(ValueError("")) == "ValueError"
+    assert cause_line(ValueError("a" * 10), limit=3) == "aaa"
