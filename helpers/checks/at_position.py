@@ -23,7 +23,6 @@ import logging
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import connectorx
@@ -42,6 +41,7 @@ from helpers.engines import engine_kind, quote_mariadb
 from helpers.environments import implementations
 from helpers.errors import ReconcileError, WorkbookError
 from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import table_exists
 from helpers.local.kafka import local_worker
 from helpers.local.stack import LocalStack
 from helpers.naming import connector_name, silver_topic, slot_name
@@ -371,15 +371,11 @@ def _as_declared(rows: pa.Table, declared: dict[str, tuple[str, Any, Any]]) -> p
     return pa.table(columns, names=rows.column_names)
 
 
-def _is_table(base: str) -> bool:
-    return Path(base, ".hoodie", "hoodie.properties").exists()
-
-
 def silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | None:
     """Silver's live rows through the official Hudi reader (soft-deleted ones left out); None when
     the table does not exist yet."""
     base = table_config(params, table).base_path
-    if not _is_table(base):
+    if not table_exists(base):
         return None
     rows = read_snapshot(base)
     if table.delete_mode == "soft" and "__deleted" in rows.column_names:
@@ -392,7 +388,7 @@ def silver_rows(params: WorkbookParams, table: SilverTableParams) -> pa.Table | 
 def silver_position(params: WorkbookParams, table: SilverTableParams, engine: str) -> SourcePosition | None:
     """The highest source position among Silver's rows (soft-deleted ones included)."""
     base = table_config(params, table).base_path
-    if not _is_table(base):
+    if not table_exists(base):
         return None
     cols = ["__lsn"] if engine == "postgres" else ["__file", "__pos"]
     try:

@@ -11,13 +11,14 @@ commit / delta commit / replace commit metadata is JSON. Works on a local path o
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from helpers.errors import HudiError, WaitTimeoutError
-from helpers.lake_store import LakeStore, join, open_store
+from helpers.lake_store import LakeStore, is_s3, join, open_store
 from helpers.poll import wait_until
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "list_instants",
     "pending_instants",
     "read_commit_metadata",
+    "table_exists",
     "write_stats",
 ]
 
@@ -68,6 +70,25 @@ class Instant:
 def hoodie_dir(base_path: str) -> str:
     """``<base_path>/.hoodie``."""
     return join(str(base_path), ".hoodie")
+
+
+#: The table's properties, and the copy Hudi's writer keeps while it rewrites them.
+_PROPERTIES = ("hoodie.properties", "hoodie.properties.backup")
+
+
+def table_exists(base_path: str) -> bool:
+    """Whether a Hudi table is at ``base_path`` (a path or an ``s3://`` URI).
+
+    A table is there when ``.hoodie/hoodie.properties`` is, or the backup Hudi's writer makes
+    before it deletes and writes that file again (Hudi 0.14's streamer does so on every commit:
+    ``docs/streamer.md``, "Traps of 0.14.0"), so a check during a rewrite does not say "no table".
+    The backup is removed only once the new file is written, so the file is looked for again last.
+    """
+    folder = hoodie_dir(base_path)
+    if is_s3(str(base_path)):
+        return any(e.name in _PROPERTIES for e in open_store(folder).list(""))
+    props, backup = (os.path.join(folder, name) for name in _PROPERTIES)
+    return os.path.exists(props) or os.path.exists(backup) or os.path.exists(props)
 
 
 def _parse(name: str) -> tuple[str, str, str] | None:

@@ -16,7 +16,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -27,7 +26,7 @@ from helpers.hudi.api import read_hudi_df
 from helpers.hudi.config import DELETE_MARKER_FIELD
 from helpers.hudi.keys import META_COLUMNS
 from helpers.hudi.read import HudiReadSpec, open_table, read_hudi, read_snapshot, table_arrow_schema
-from helpers.hudi.timeline import completed_instants, write_stats
+from helpers.hudi.timeline import completed_instants, table_exists, write_stats
 from helpers.instants import InstantInput, instant_to_datetime, to_instant
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.tableref import (
@@ -60,10 +59,9 @@ class Version:
 
 def cdc_enabled(base_path: str) -> bool:
     """Whether the table keeps Hudi's CDC log (``hoodie.table.cdc.enabled=true``)."""
-    props = Path(base_path, ".hoodie", "hoodie.properties")
-    if not props.exists():
+    if not table_exists(base_path):
         return False
-    return "hoodie.table.cdc.enabled=true" in props.read_text(encoding="utf-8").splitlines()
+    return open_table(base_path).hudi_options().get("hoodie.table.cdc.enabled", "false").lower() == "true"
 
 
 class _Broken:

@@ -17,7 +17,7 @@ import fastavro
 
 from helpers.errors import TimeTravelError
 from helpers.hudi.read import ReadFilter
-from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata
+from helpers.hudi.timeline import Instant, completed_instants, hoodie_dir, read_commit_metadata, table_exists
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.silver.tables import table_config
 
@@ -64,7 +64,7 @@ def table_base_path(params: WorkbookParams, table: SilverTableParams) -> str:
         TimeTravelError: when no Hudi table is there yet.
     """
     base = table_config(params, table).base_path
-    if not os.path.exists(os.path.join(hoodie_dir(base), "hoodie.properties")):
+    if not table_exists(base):
         raise TimeTravelError(
             f"Failed to open Silver table {table.name} at {base}: no Hudi table there yet "
             "(run notebook 03 or helpers.silver.ingest.ingest_all first)"

@@ -29,6 +29,7 @@ from helpers.checks.conformance.rounds import SharedRounds
 from helpers.environments import implementations
 from helpers.errors import CheckError, ParamsError, WorkbookError
 from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import table_exists
 from helpers.params import WorkbookParams
 from helpers.proc import read_pid
 from helpers.silver.hold import hold_rounds
@@ -261,7 +262,7 @@ def _check(ctx: ScenarioContext, scenario: Scenario, started: float, cap: int = 
         deleted = [tuple(k) for k in ctx.deleted.get(target, [])]
         for table in variants(target):
             base = table_config(ctx.cparams, table).base_path
-            if not Path(base, ".hoodie", "hoodie.properties").exists():
+            if not table_exists(base):
                 silver = source.slice(0, 0)
             else:
                 silver = read_snapshot(base)

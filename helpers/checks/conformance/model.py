@@ -22,6 +22,7 @@ from helpers.checks.at_position import source_table
 from helpers.checks.compare import compare_tables
 from helpers.checks.divergence import DIFFERS, check_divergence
 from helpers.hudi.read import read_snapshot
+from helpers.hudi.timeline import table_exists
 from helpers.params import SilverTableParams, WorkbookParams
 from helpers.poll import wait_until
 from helpers.silver.ingest import ingest_tables
@@ -245,7 +246,7 @@ class ScenarioContext:
         top = max(top, SLICE_FROM.get(target, 0) - 1)
         for table in variants(target):
             base = Path(self.cparams.path(self.cparams.lake.silver)) / table.name
-            if Path(base, ".hoodie", "hoodie.properties").exists():
+            if table_exists(str(base)):
                 values = read_snapshot(str(base), columns=[column]).column(column).to_pylist()
                 top = max([top, *(int(v) for v in values if v is not None)])
         return self.rounds.reserve(target, top + 1) if self.rounds else top + 1
@@ -300,7 +301,7 @@ class ScenarioContext:
         real_silver = Path(self.cparams.path(self.cparams.lake.silver))
         for target in self.targets:
             for table in variants(target):
-                if (real_silver / table.name / ".hoodie" / "hoodie.properties").exists():
+                if table_exists(str(real_silver / table.name)):
                     copy = self.scratch / "silver" / table.name
                     shutil.copytree(real_silver / table.name, copy, symlinks=True)
                     tombstones = Path(tombstone_folder(str(real_silver / table.name)))
