@@ -4,15 +4,11 @@ shows."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.bench_modules import load_bench_module
 
 #: A dump in the layout of JDK 17's ``Thread.print`` (threads and frames made up for the test).
 DUMP = """\
@@ -51,13 +47,7 @@ JNI global refs: 20, weak refs: 0
 
 @pytest.fixture
 def bench_idle(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # its ``from _targets import record``
-    spec = importlib.util.spec_from_file_location("bench_idle_under_test", ROOT / "bench" / "bench_idle.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_module("bench_idle", monkeypatch)
 
 
 def test_each_thread_is_named_by_its_two_topmost_frames_outside_the_jdk(bench_idle: ModuleType) -> None:

@@ -3,14 +3,13 @@ prints at its end, and the limits it points to staying true to ``bench/README.md
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.bench_modules import load_bench_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,12 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("WORKBOOK_BENCH_TARGETS", str(tmp_path / "results" / "targets.jsonl"))
-    spec = importlib.util.spec_from_file_location("bench_targets_under_test", ROOT / "bench" / "_targets.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_module("_targets", monkeypatch)
 
 
 def test_the_newest_record_of_each_target_wins_and_issues_sort_by_number(targets: ModuleType) -> None:
