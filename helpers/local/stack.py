@@ -62,6 +62,7 @@ class LocalStack(PostgresAccess, MariaDBAccess):
                 server, its port and the last lines of its log.
         """
         with self._locked():
+            self._prepare_root()  # the state dir's own faults first, before any port is probed
             self.start_postgres()
             self.start_mariadb()
             LocalMetastore(self.params).start()
