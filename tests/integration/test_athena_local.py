@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from support.hoodie_properties import properties_rewrite
 from support.pipeline import Capture
 
 from helpers.checks.compare import compare_frames
@@ -317,3 +318,26 @@ def test_trino_starts_from_the_set_up_s_aot_cache(on_trino: WorkbookParams) -> N
     assert cache.is_file(), f"no AOT cache {cache}: ./workbook setup makes it (python -m helpers.warmup)"
     assert f"-XX:AOTCache={cache}".encode() in command
     assert str(cache) in Path(f"/proc/{pid}/maps").read_text(), "Java did not map the AOT cache"
+
+
+def test_trino_reads_through_the_streamer_rewriting_hoodie_properties(
+    on_trino: WorkbookParams, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Trino query that starts while ``sale``'s ``hoodie.properties`` is empty, as the continuous
+    streamer (Hudi 0.14) leaves it for a few milliseconds on every commit
+    (``tests/support/hoodie_properties.py``). Trino 476 reads the file with Hudi 1.0.2's library,
+    which takes an empty file as a valid one; the engine tries the query again and returns the
+    same rows. With its retries off the same query fails with Hudi's error, so this test can fail."""
+    sale = next(t for t in on_trino.silver.tables if t.name == "sale")
+    base = table_config(on_trino, sale).base_path
+    sql = "SELECT salesid, pricepaid FROM sale ORDER BY salesid"
+    gone = "GENERIC_INTERNAL_ERROR: Hoodie table not found in path Table does not exist"
+    with open_engine(on_trino, progress=False) as engine:
+        before = engine.query(sql)
+        with properties_rewrite(base, absent=False, hold_s=0.6):
+            during = engine.query(sql)
+        monkeypatch.setattr("helpers.query.engines.READ_RETRIES", 0)
+        with properties_rewrite(base, absent=False, hold_s=0.6), pytest.raises(QueryError, match=gone):
+            engine.query(sql)
+    assert len(before) > 0
+    pd.testing.assert_frame_equal(during, before)

@@ -10,16 +10,14 @@ the same inputs; instants come from each table's timeline, never written by hand
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from support.hoodie_properties import properties_rewrite
 from support.silver_tables import spark_frame
 
 from helpers.errors import HudiError
@@ -248,35 +246,6 @@ def test_errors_name_the_table_path(tmp_path: Path, spark: Any) -> None:
         read_hudi_df(spark, missing, {"hoodie.datasource.query.typ": "snapshot"})
 
 
-@contextlib.contextmanager
-def _properties_rewrite(base: str, *, absent: bool, hold_s: float) -> Iterator[None]:
-    """Hold ``hoodie.properties`` as Hudi 0.14's writer leaves it for a moment every commit (the
-    copy in ``hoodie.properties.backup``, the file deleted, or created and still empty) for
-    ``hold_s`` seconds from a thread, then put it back as that writer does."""
-    props = Path(base, ".hoodie", "hoodie.properties")
-    backup = props.with_name("hoodie.properties.backup")
-    text = props.read_bytes()
-    backup.write_bytes(text)
-    props.unlink()
-    if not absent:
-        props.write_bytes(b"")
-    done = threading.Event()
-
-    def restore() -> None:
-        time.sleep(hold_s)
-        props.write_bytes(text)
-        backup.unlink()
-        done.set()
-
-    thread = threading.Thread(target=restore, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
-        assert done.is_set() and props.read_bytes() == text
-
-
 @pytest.mark.parametrize("absent", [False, True], ids=["empty", "absent"])
 def test_both_readers_read_through_the_streamer_rewriting_hoodie_properties(
     absent: bool, tables: dict[str, Written], spark: Any, monkeypatch: pytest.MonkeyPatch
@@ -288,13 +257,13 @@ def test_both_readers_read_through_the_streamer_rewriting_hoodie_properties(
     the empty file fails the Spark read with Hudi's ``Table does not exist``, the failure CI met
     while the streamer ran (so this test can fail)."""
     t = tables["cow"]
-    with _properties_rewrite(t.base, absent=absent, hold_s=0.6):
+    with properties_rewrite(t.base, absent=absent, hold_s=0.6):
         by_spark = _by_key([r.asDict() for r in read_hudi_df(spark, t.base).collect()], t.key)
-    with _properties_rewrite(t.base, absent=absent, hold_s=0.6):
+    with properties_rewrite(t.base, absent=absent, hold_s=0.6):
         by_rust = _by_key(read_snapshot(t.base).to_pylist(), t.key)
     assert by_spark == by_rust == t.expected(2)
     if not absent:
         monkeypatch.setattr("helpers.hudi.api.READ_RETRIES", 0)
-        with _properties_rewrite(t.base, absent=False, hold_s=0.6):
+        with properties_rewrite(t.base, absent=False, hold_s=0.6):
             with pytest.raises(HudiError, match="Table does not exist"):
                 read_hudi_df(spark, t.base)

@@ -209,6 +209,11 @@ def test_only_a_writers_half_written_file_is_tried_again(tmp_path: Path) -> None
     )
     absent = RuntimeError(f"Storage error: Object at location {tmp_path}/.hoodie/hoodie.properties not found")
     assert transient_read_error(spark_empty, str(tmp_path))
+    trino_empty = RuntimeError(
+        'TrinoQueryError(type=INTERNAL_ERROR, name=GENERIC_INTERNAL_ERROR, message="Hoodie table not '
+        'found in path Table does not exist", query_id=20261204_055000_00003_abcde)'
+    )
+    assert transient_read_error(trino_empty, "")
     assert transient_read_error(RuntimeError("Config error: Config 'hoodie.table.name' not found"), "x")
     assert transient_read_error(RuntimeError("EOF while parsing a value at line 1 column 0"), "x")
     assert not transient_read_error(absent, str(tmp_path))
