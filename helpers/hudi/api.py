@@ -10,7 +10,6 @@ why: ``docs/hudi.md``.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +18,8 @@ from helpers.hudi.read import (
     BEGIN_INSTANT,
     END_INSTANT,
     QUERY_TYPE,
-    READ_RETRIES,
-    READ_RETRY_PAUSE_S,
     parse_read_options,
-    transient_read_error,
+    retry_transient,
 )
 from helpers.hudi.timeline import completed_instants, read_commit_metadata, write_stats
 
@@ -219,12 +216,7 @@ def read_hudi_df(spark: SparkSession, path: str, options: Mapping[str, Any] | No
             ds[END_INSTANT] = spec.end
     elif incremental_format == "cdc":
         raise HudiError(f"Failed to read Hudi table {path}: the cdc format needs {QUERY_TYPE}=incremental")
-    for attempt in range(READ_RETRIES + 1):
-        try:
-            return spark.read.format("hudi").options(**ds).load(str(path))
-        except Exception as exc:  # noqa: BLE001
-            if attempt < READ_RETRIES and transient_read_error(exc, str(path)):
-                time.sleep(READ_RETRY_PAUSE_S)  # a writer was rewriting hoodie.properties
-                continue
-            raise HudiError(f"Failed to read Hudi table {path}: {cause_line(exc)}") from exc
-    raise AssertionError("unreachable")
+    try:  # again while a writer is rewriting hoodie.properties
+        return retry_transient(lambda: spark.read.format("hudi").options(**ds).load(str(path)), str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise HudiError(f"Failed to read Hudi table {path}: {cause_line(exc)}") from exc

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 from hudi import HudiFileGroupReader, HudiQueryType, HudiReadOptions, HudiTableBuilder
@@ -47,6 +47,7 @@ __all__ = [
     "read_hudi_pandas",
     "read_incremental",
     "read_snapshot",
+    "retry_transient",
     "table_arrow_schema",
     "transient_read_error",
 ]
@@ -238,16 +239,16 @@ def open_table(base_path: str, hudi_options: Mapping[str, str] | None = None) ->
     """
 
     options = {**hudi_storage_options(str(base_path)), **(hudi_options or {})}
-    for attempt in range(READ_RETRIES + 1):
-        try:
-            return HudiTableBuilder.from_base_uri(str(base_path)).with_options(options).build()
-        except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
-            if attempt < READ_RETRIES and transient_read_error(exc, base_path):
-                time.sleep(READ_RETRY_PAUSE_S)
-                continue
-            raise HudiError(f"Failed to open Hudi table {base_path}: {exc}") from exc
-    raise AssertionError("unreachable")
+    try:
+        return retry_transient(
+            lambda: HudiTableBuilder.from_base_uri(str(base_path)).with_options(options).build(),
+            str(base_path),
+        )
+    except Exception as exc:  # noqa: BLE001 - hudi raises HudiCoreError / ValueError / OSError
+        raise HudiError(f"Failed to open Hudi table {base_path}: {exc}") from exc
 
+
+_T = TypeVar("_T")
 
 #: How often, and how far apart, a read that failed on a writer's half-written file is tried again
 #: (:func:`transient_read_error`): 40 tries 50 ms apart outlast both windows below many times over.
@@ -290,6 +291,23 @@ def transient_read_error(exc: BaseException, base_path: str) -> bool:
     if _ABSENT_PROPERTIES in text:
         return "://" in str(base_path) or os.path.isdir(os.path.join(str(base_path), ".hoodie"))
     return False
+
+
+def retry_transient(call: Callable[[], _T], base_path: str) -> _T:
+    """``call()``, tried again up to ``READ_RETRIES`` times ``READ_RETRY_PAUSE_S`` apart while it
+    fails with :func:`transient_read_error` for ``base_path`` (a workbook error, already final, is
+    raised at once); the last failure is raised as it came. Every reader of Silver uses it: both
+    readers here, :func:`helpers.hudi.api.read_hudi_df` and the Trino engine."""
+    for _ in range(READ_RETRIES):
+        try:
+            return call()
+        except WorkbookError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - each reader raises its own types
+            if not transient_read_error(exc, base_path):
+                raise
+            time.sleep(READ_RETRY_PAUSE_S)
+    return call()
 
 
 def table_arrow_schema(table: HudiTable) -> pa.Schema:
@@ -357,19 +375,19 @@ def read_hudi(
         HudiError: naming the path, for invalid options or when the reader fails.
     """
     spec = parse_read_options(options)
-    for attempt in range(READ_RETRIES + 1):
+
+    def attempt() -> tuple[pa.Schema, list[pa.RecordBatch]]:
         table = open_table(base_path)
-        try:
-            schema = _project(table_arrow_schema(table), columns, base_path)
-            batches = table.read(spec.to_read_options(columns, filters))
-            break
-        except HudiError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - HudiCoreError is not importable by name
-            if attempt < READ_RETRIES and transient_read_error(exc, base_path):
-                time.sleep(READ_RETRY_PAUSE_S)
-                continue
-            raise _wrap_read_error(base_path, exc) from exc
+        return _project(table_arrow_schema(table), columns, base_path), table.read(
+            spec.to_read_options(columns, filters)
+        )
+
+    try:
+        schema, batches = retry_transient(attempt, base_path)
+    except HudiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - HudiCoreError is not importable by name
+        raise _wrap_read_error(base_path, exc) from exc
     try:
         return pa.Table.from_batches([_conform(b, schema) for b in batches], schema=schema)
     except (pa.ArrowException, ValueError, KeyError) as exc:

@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from helpers.artefacts import save
 from helpers.environments import implementations
 from helpers.errors import QueryError, WorkbookError
-from helpers.hudi.read import READ_RETRIES, READ_RETRY_PAUSE_S, read_snapshot, transient_read_error
+from helpers.hudi.read import read_snapshot, retry_transient
 from helpers.hudi.timeline import completed_instants
 from helpers.local.server import LOOPBACK
 from helpers.local.trino import HIVE_CATALOG, LocalTrino
@@ -339,24 +339,19 @@ class TrinoEngine(QueryEngine):
     def _fetch_when_scheduled(self, text: str, values: Sequence[ParameterValue]) -> pd.DataFrame:
         """:meth:`_fetch`, again while Trino says ``NO_NODES_AVAILABLE``: just after its start, the
         node announces its catalogs to the coordinator within seconds, and a query that scans a
-        table fails until then (nothing ran: trying again is safe). Also again, up to
-        ``READ_RETRIES`` times ``READ_RETRY_PAUSE_S`` apart, when Hudi's library inside Trino met a
-        file a writer was half-way through (:func:`helpers.hudi.read.transient_read_error`: Hudi
-        0.14's streamer leaves ``hoodie.properties`` empty for a few milliseconds every commit);
-        a statement that failed returned no rows."""
+        table fails until then (nothing ran: trying again is safe). Also again when Hudi's library
+        inside Trino met a file a writer was half-way through
+        (:func:`helpers.hudi.read.retry_transient`: Hudi 0.14's streamer leaves
+        ``hoodie.properties`` empty for a few milliseconds every commit); a statement that failed
+        returned no rows."""
         deadline = time.monotonic() + _SCHEDULE_WAIT_S
-        tries = 0
         while True:
             try:
-                return self._fetch(text, values)
+                return retry_transient(lambda: self._fetch(text, values), "")
             except trino.exceptions.TrinoQueryError as exc:
-                if exc.error_name == "NO_NODES_AVAILABLE" and time.monotonic() <= deadline:
-                    time.sleep(1.0)
-                elif tries < READ_RETRIES and transient_read_error(exc, ""):
-                    tries += 1
-                    time.sleep(READ_RETRY_PAUSE_S)
-                else:
+                if exc.error_name != "NO_NODES_AVAILABLE" or time.monotonic() > deadline:
                     raise
+                time.sleep(1.0)
 
     def _send(self, text: str, values: Sequence[ParameterValue], label: str) -> pd.DataFrame:
         try:

@@ -336,7 +336,7 @@ def test_trino_reads_through_the_streamer_rewriting_hoodie_properties(
         before = engine.query(sql)
         with properties_rewrite(base, absent=False, hold_s=0.6):
             during = engine.query(sql)
-        monkeypatch.setattr("helpers.query.engines.READ_RETRIES", 0)
+        monkeypatch.setattr("helpers.hudi.read.READ_RETRIES", 0)
         with properties_rewrite(base, absent=False, hold_s=0.6), pytest.raises(QueryError, match=gone):
             engine.query(sql)
     assert len(before) > 0

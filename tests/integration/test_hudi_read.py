@@ -263,7 +263,7 @@ def test_both_readers_read_through_the_streamer_rewriting_hoodie_properties(
         by_rust = _by_key(read_snapshot(t.base).to_pylist(), t.key)
     assert by_spark == by_rust == t.expected(2)
     if not absent:
-        monkeypatch.setattr("helpers.hudi.api.READ_RETRIES", 0)
+        monkeypatch.setattr("helpers.hudi.read.READ_RETRIES", 0)
         with properties_rewrite(t.base, absent=False, hold_s=0.6):
             with pytest.raises(HudiError, match="Table does not exist"):
                 read_hudi_df(spark, t.base)
