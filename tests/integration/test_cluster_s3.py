@@ -1,7 +1,9 @@
 """The default capture profile with its lake on the local S3 server and Silver on the local Spark
 cluster: the embedded connectors write Bronze to ``s3://`` (one PutObject per file), the cluster's
 executors read it through s3a and write Silver there (the tables that hold every column kind), and
-both equal the sources row by row. The flow runs in a process of its own
+both equal the sources row by row. Notebook 07's reconciliation reads that ``s3://`` Silver too: it
+finds every table equal at a source position, then names the one key of ``date`` changed behind
+capture's back and the command that repairs it. The flow runs in a process of its own
 (tests/support/embedded_s3_cluster_flow.py), the cluster's driver.
 """
 
@@ -43,3 +45,13 @@ def test_embedded_capture_to_s3_and_silver_on_the_cluster_equal_the_sources(tmp_
     silver = seen["silver"]
     assert {row["table"] for row in silver} == set(STREAMER_TABLES), silver  # every column kind
     assert all(row["equal"] for row in silver), silver
+    reconciled = seen["reconciled"]
+    assert {row["table"] for row in reconciled} == set(STREAMER_TABLES), reconciled
+    assert all(row["equal"] and row["caught_up"] and row["silver_rows"] > 0 for row in reconciled), reconciled
+    (diverged,) = seen["diverged"]
+    assert not diverged["equal"] and diverged["caught_up"], diverged
+    assert diverged["differing_keys"] == [{"dateid": seen["diverged_key"], "difference": "different"}], (
+        diverged
+    )
+    assert (diverged["different"], diverged["missing_in_silver"], diverged["extra_in_silver"]) == (1, 0, 0)
+    assert "resnapshot date" in diverged["fix"], diverged

@@ -7,7 +7,9 @@ OUT.json``: a throw-away stack on free ports (PostgreSQL, MariaDB, the S3 server
 and worker), the CI sample data, the embedded connectors writing Bronze to ``s3://``, then Bronze
 compared with the sources, one Silver round on the cluster (its executors reading Bronze through
 s3a) of the tables that hold every column kind (``support.silver_tables.STREAMER_TABLES``),
-Spark's executor metrics, and Silver compared with the sources. Writes what it saw to
+Spark's executor metrics, and Silver compared with the sources; then notebook 07's
+reconciliation of those tables on the ``s3://`` Silver, and again of ``date`` after a change made
+behind capture's back (``sql_log_bin = 0``), which it must find and name. Writes what it saw to
 ``OUT.json``.
 """
 
@@ -17,6 +19,7 @@ import json
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
@@ -29,6 +32,7 @@ from helpers.capture.register import (  # noqa: E402
     wait_for_snapshots,
 )
 from helpers.checks.parity import bronze_vs_source, silver_vs_source  # noqa: E402
+from helpers.checks.reconcile import reconcile  # noqa: E402
 from helpers.lake_store import open_store, use_lake_s3  # noqa: E402
 from helpers.naming import silver_topic  # noqa: E402
 from helpers.pipeline import ensure_pipeline  # noqa: E402
@@ -39,6 +43,35 @@ from helpers.spark import build_spark_session  # noqa: E402
 from support.silver_tables import STREAMER_TABLES  # noqa: E402
 
 BUCKET = "wb-embedded-lake"
+#: The reconciliation's columns the test reads.
+RECONCILED = [
+    "table",
+    "equal",
+    "caught_up",
+    "differing_keys",
+    "different",
+    "missing_in_silver",
+    "extra_in_silver",
+    "source_rows",
+    "silver_rows",
+    "fix",
+    "note",
+]
+
+
+def diverge_date(stack: Any) -> int:
+    """Flip ``holiday`` of ``date``'s first key with ``sql_log_bin = 0`` (root's connection commits
+    each statement): the binlog, so capture and Silver, never see it. Returns the key."""
+    admin = stack.connect_mariadb_admin(stack.params.source("ecomm").database)
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute("SELECT MIN(dateid) FROM `date`")
+            key = int(cur.fetchone()[0])
+            cur.execute("UPDATE `date` SET holiday = NOT holiday WHERE dateid = %s", (key,))
+    finally:
+        admin.close()
+    return key
 
 
 def main(out: Path) -> int:
@@ -82,6 +115,9 @@ def main(out: Path) -> int:
         url = f"http://127.0.0.1:{ui}/api/v1/applications/{app}/allexecutors"
         executors = json.loads(urllib.request.urlopen(url).read())  # noqa: S310 - loopback
         silver_check = silver_vs_source(silver_params, spark=spark)
+        reconciled = reconcile(params, silver_params=silver_params, wait_s=120)
+        diverged_key = diverge_date(stack)
+        diverged = reconcile(params, ["date"], silver_params=silver_params, ingest=True, wait_s=120)
         out.write_text(
             json.dumps(
                 {
@@ -96,6 +132,9 @@ def main(out: Path) -> int:
                         for e in executors
                     ],
                     "silver": silver_check.to_dict("records"),
+                    "reconciled": reconciled[RECONCILED].to_dict("records"),
+                    "diverged_key": diverged_key,
+                    "diverged": diverged[RECONCILED].to_dict("records"),
                 },
                 default=str,
             )
