@@ -1,6 +1,7 @@
 """The words that describe the code stay true: every helpers module sits in the layer table of
-``docs/architecture.md``, every command of ``./workbook`` is in the README, and every command a
-message or a doc tells the user to run exists."""
+``docs/architecture.md``, every command of ``./workbook`` is in the README, every command a
+message or a doc tells the user to run exists, and every repository file and ``helpers`` name the
+docs and notebooks give in backticks exists."""
 
 from __future__ import annotations
 
@@ -90,4 +91,57 @@ def test_every_command_a_message_or_doc_names_exists() -> None:
         for name in re.findall(r"\./workbook ([a-z][a-z-]*)", text):
             if name not in launcher:
                 wrong.append(f"{path.relative_to(ROOT)}: ./workbook {name}")
+    assert not wrong, wrong
+
+
+def _docs_and_notebooks() -> list[tuple[str, str]]:
+    """(name, text) of the README, ``docs/``, ``bench/README.md`` and the notebooks' cells."""
+    import json
+
+    out = [
+        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+        for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "bench" / "README.md"]
+    ]
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        out.append((str(nb.relative_to(ROOT)), "\n".join("".join(c["source"]) for c in cells)))
+    return out
+
+
+#: Paths a doc may name that a fresh clone does not hold: what runs make, git-ignored.
+_MADE_BY_RUNS = (".cache/", ".jars/", ".state/", ".venv/", "runs/", "lake/", "s3:")
+
+
+def test_every_repository_file_a_doc_names_exists() -> None:
+    """A file of the repository named in backticks (``helpers/x.py``, ``params/base.yaml``) exists:
+    a moved or deleted file leaves no doc pointing at nothing."""
+    suffixes = r"py|yaml|sh|tsv|md|ipynb|sql|json|toml|cfg"
+    wrong = []
+    for name, text in _docs_and_notebooks():
+        for path in re.findall(rf"`([\w./-]+/[\w.-]+\.(?:{suffixes}))(?::\w+)?`", text):
+            if path.startswith(("/", *_MADE_BY_RUNS)) or (ROOT / path).exists():
+                continue
+            wrong.append(f"{name}: {path}")
+    assert not wrong, wrong
+
+
+def test_every_helpers_name_a_doc_gives_resolves() -> None:
+    """A dotted name in backticks (``helpers.silver.ingest.ingest_table``) is a module of the
+    package or an attribute of one: a renamed function leaves no doc naming the old one."""
+    import importlib
+
+    wrong = []
+    for name, text in _docs_and_notebooks():
+        for dotted in sorted(set(re.findall(r"`(helpers(?:\.\w+)+)[`(]", text))):
+            parts = dotted.split(".")
+            for cut in range(len(parts), 0, -1):
+                try:
+                    found: object = importlib.import_module(".".join(parts[:cut]))
+                except ImportError:
+                    continue
+                for attr in parts[cut:]:
+                    found = getattr(found, attr, None)
+                if found is None:
+                    wrong.append(f"{name}: {dotted}")
+                break
     assert not wrong, wrong
