@@ -42,7 +42,8 @@ class TargetRecord:
         met: whether the figure meets the goal; None for a target that is a report, not a goal.
         bench: the benchmark (and its arguments) that measured it.
         limit: for a target not met, the ``bench/README.md`` section that takes its limit apart.
-        commit: the tree's commit when it was measured.
+        commit: the tree's commit when the benchmark started (its process imported this
+            module), with ``HEAD`` at the record's time after it when a commit landed meanwhile.
         at: when (UTC, ISO 8601).
     """
 
@@ -71,6 +72,19 @@ def _commit() -> str:
     except OSError:
         return ""
     return out.stdout.strip()
+
+
+#: The commit the running benchmark measures: ``HEAD`` when its process started.
+_STARTED_AT = _commit()
+
+
+def _measured_commit() -> str:
+    """:data:`_STARTED_AT`, and ``HEAD`` now after it when they differ (a commit landed while the
+    benchmark ran: the figure belongs to the first, the record would otherwise name the second)."""
+    now = _commit()
+    if now and _STARTED_AT and now != _STARTED_AT:
+        return f"{_STARTED_AT}; HEAD {now} at the end"
+    return _STARTED_AT or now
 
 
 def record(
@@ -103,7 +117,7 @@ def record(
         met,
         name,
         limit if met is False else "",
-        _commit(),
+        _measured_commit(),
         dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
     path = targets_file()

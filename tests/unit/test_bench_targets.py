@@ -55,6 +55,18 @@ def test_a_new_run_keeps_the_previous_record_aside_and_a_bad_line_is_skipped(
     assert "No target was recorded" in capsys.readouterr().out
 
 
+def test_a_record_names_the_commit_its_benchmark_started_at(
+    targets: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit landing while a benchmark runs does not take its figures: the record names the
+    commit at the start, and the later ``HEAD`` beside it."""
+    monkeypatch.setattr(targets, "_STARTED_AT", "aaaaaaa")
+    monkeypatch.setattr(targets, "_commit", lambda: "aaaaaaa")
+    assert targets.record("25", "t", "1", "0", True, bench="b").commit == "aaaaaaa"
+    monkeypatch.setattr(targets, "_commit", lambda: "bbbbbbb")
+    assert targets.record("25", "t", "2", "0", True, bench="b").commit == "aaaaaaa; HEAD bbbbbbb at the end"
+
+
 def test_every_limit_a_benchmark_names_is_a_section_of_bench_readme() -> None:
     """A target not met points to where bench/README.md takes its limit apart: that section must
     exist under the name given."""
