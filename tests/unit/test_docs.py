@@ -6,13 +6,21 @@ docs and notebooks give in backticks exists."""
 from __future__ import annotations
 
 import ast
+import importlib
+import json
 import re
+from pathlib import Path
 
 from helpers.cli import build_parser
 from helpers.params import project_root
 
 ROOT = project_root()
 HELPERS = ROOT / "helpers"
+
+
+def _doc_files() -> list[Path]:
+    """The README, ``docs/*.md`` and ``bench/*.md``: the prose the user reads."""
+    return [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "bench").glob("*.md")]
 
 
 def _section(text: str, title: str) -> str:
@@ -81,8 +89,7 @@ def test_every_command_a_message_or_doc_names_exists() -> None:
     """A message that tells the user to run ``./workbook X`` names a real command, and none names
     ``workbook-stack`` (a console script the project never had)."""
     launcher = _launcher_commands()
-    docs = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "bench").glob("*.md")]
-    texts = [*HELPERS.rglob("*.py"), *docs]
+    texts = [*HELPERS.rglob("*.py"), *_doc_files()]
     wrong = []
     for path in texts:
         text = path.read_text(encoding="utf-8")
@@ -95,13 +102,8 @@ def test_every_command_a_message_or_doc_names_exists() -> None:
 
 
 def _docs_and_notebooks() -> list[tuple[str, str]]:
-    """(name, text) of the README, ``docs/``, ``bench/README.md`` and the notebooks' cells."""
-    import json
-
-    out = [
-        (str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
-        for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "bench" / "README.md"]
-    ]
+    """(name, text) of :func:`_doc_files` and of the notebooks' cells."""
+    out = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in _doc_files()]
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
         out.append((str(nb.relative_to(ROOT)), "\n".join("".join(c["source"]) for c in cells)))
@@ -128,8 +130,6 @@ def test_every_repository_file_a_doc_names_exists() -> None:
 def test_every_helpers_name_a_doc_gives_resolves() -> None:
     """A dotted name in backticks (``helpers.silver.ingest.ingest_table``) is a module of the
     package or an attribute of one: a renamed function leaves no doc naming the old one."""
-    import importlib
-
     wrong = []
     for name, text in _docs_and_notebooks():
         for dotted in sorted(set(re.findall(r"`(helpers(?:\.\w+)+)[`(]", text))):
