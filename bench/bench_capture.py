@@ -2,7 +2,7 @@
 
 Not a test. Starts its own servers in a temporary state directory on free ports (``.state`` is
 not touched), loads TICKIT at full scale, enables CDC as notebook 01 does, registers the embedded
-connectors as notebook 02 does (default capture parameters: ``flush_interval_ms`` 500), then
+connectors as notebook 02 does (default capture parameters: ``capture.flush_interval_ms``, 250), then
 
 * snapshot throughput: rows of the initial snapshot per second, per connector, from the first
   registration call until every captured table's op=r count equals the source's count;

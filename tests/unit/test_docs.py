@@ -1,7 +1,8 @@
 """The words that describe the code stay true: every helpers module sits in the layer table of
 ``docs/architecture.md``, every command of ``./workbook`` is in the README, every command a
-message or a doc tells the user to run exists, and every repository file and ``helpers`` name the
-docs and notebooks give in backticks exists."""
+message or a doc tells the user to run exists, every repository file and ``helpers`` name the
+docs and notebooks give in backticks exists, and every setting they show (``local.jit: lean``) is
+a parameter that takes the value shown."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ import ast
 import importlib
 import json
 import re
+import typing
 from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from helpers.cli import build_parser
-from helpers.params import project_root
+from helpers.params import WorkbookParams, project_root
 
 ROOT = project_root()
 HELPERS = ROOT / "helpers"
@@ -144,4 +151,60 @@ def test_every_helpers_name_a_doc_gives_resolves() -> None:
                 if found is None:
                     wrong.append(f"{name}: {dotted}")
                 break
+    assert not wrong, wrong
+
+
+def _model_of(annotation: object) -> type[BaseModel] | None:
+    """The parameters model a field holds (through ``X | None`` and the like), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (model := _model_of(arg)) is not None:
+            return model
+    return None
+
+
+def _setting_field(key: str) -> FieldInfo | None:
+    """The field of :class:`helpers.params.WorkbookParams` a dotted key names (``sources.<name>.``
+    keys go through the map to :class:`helpers.params.SourceParams`), or None."""
+    model: type[BaseModel] | None = WorkbookParams
+    parts = key.split(".")
+    found = None
+    while parts and model is not None:
+        key_part = parts.pop(0)  # a field's name or its YAML alias (a source's ``schema``)
+        fields = model.model_fields
+        found = fields.get(key_part) or next((f for f in fields.values() if f.alias == key_part), None)
+        if found is None:
+            return None
+        if typing.get_origin(found.annotation) is dict and parts:
+            parts.pop(0)  # the map's key (a source's name)
+            args = typing.get_args(found.annotation)
+        else:
+            args = (found.annotation,)
+        model = _model_of(args[-1])
+    return found if not parts else None
+
+
+def test_every_setting_a_doc_shows_is_a_parameter_with_a_valid_value() -> None:
+    """A setting shown as ``section.key: value`` in backticks (``local.jit: lean``) is a parameter
+    of the workbook, and the value is one the parameter takes: a renamed setting, or a value
+    the parameter no longer accepts, leaves no doc telling the user to set it. (Only the field's
+    own type is checked, not rules across fields.)"""
+    sections = {n for n, f in WorkbookParams.model_fields.items() if _model_of(f.annotation)}
+    wrong = []
+    for name, text in _docs_and_notebooks():
+        for key, value in sorted(set(re.findall(r"`([a-z_]+(?:\.[a-z_0-9]+)+): ([^`]+)`", text))):
+            if key.split(".")[0] not in sections:
+                continue  # not the workbook's (a schema's ``connect.name``)
+            found = _setting_field(key)
+            if found is None:
+                wrong.append(f"{name}: {key} is no parameter")
+                continue
+            if "<" in value:
+                continue  # a placeholder (``spark://127.0.0.1:<local.spark.port>``)
+            kind = Annotated[found.annotation, *found.metadata] if found.metadata else found.annotation
+            try:
+                TypeAdapter(kind).validate_python(yaml.safe_load(value))
+            except ValidationError as err:
+                wrong.append(f"{name}: {key}: {value} ({err.errors()[0]['msg']})")
     assert not wrong, wrong
