@@ -118,8 +118,9 @@ def insert_source_row(params: WorkbookParams, source: str, table: str, row: Mapp
 def restore_sample_row(params: WorkbookParams, source: str, table: str, key: Mapping[str, Any]) -> bool:
     """Put a TICKIT record back at the source as the generator made it, if it is missing.
 
-    Notebook 04 deletes its sample sale at the end; a re-run first restores it (an insert,
-    captured like any other change).
+    Notebook 04 deletes its sample sale and puts it back before it ends; a run that stopped in
+    between leaves it missing, and the next run first restores it (an insert, captured like any
+    other change).
 
     Returns:
         True if the row was missing and has been inserted, False if it was there.
