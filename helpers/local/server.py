@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from helpers.errors import JarsMissingError, StackError
+from helpers.errors import JarsMissingError, StackError, WaitTimeoutError
+from helpers.poll import wait_until
 from helpers.proc import (
     ServerStatus,
     live_pid,
@@ -78,6 +79,8 @@ class LocalServer(abc.ABC):
     #: True when the server writes ``pid_file`` itself (PostgreSQL, MariaDB); it is then never
     #: written or removed here, and :meth:`pid` should check it is not a recycled pid
     own_pid_file: ClassVar[bool] = False
+    #: how long :meth:`stop` waits for the stopped server's ports to be free
+    release_timeout_s: ClassVar[float] = 10.0
 
     def __init__(
         self,
@@ -219,10 +222,26 @@ class LocalServer(abc.ABC):
         )
 
     def stop(self, timeout_s: float = 30.0) -> ServerStatus:
-        """Stop the server: :attr:`stop_signal`, then SIGKILL after ``timeout_s``."""
+        """Stop the server: :attr:`stop_signal`, then SIGKILL after ``timeout_s``; then wait (up to
+        :attr:`release_timeout_s`) until its ports are free, so a start right after it finds them
+        free. A JVM's pid can be gone (its main thread exited) while its other threads still hold
+        the listening socket, and a process this one did not start cannot be waited for: a fresh
+        clone's ``bench_query.py`` restarted the metastore that way and met ``port ... is in use by
+        another program`` (2026-12-04). A port still taken after the wait is left to the next
+        start's check, which names the setting."""
         pid = self.pid()
         if pid is not None:
             stop_process(pid, timeout_s, self.stop_signal)
+            try:
+                wait_until(
+                    lambda: not any(port_in_use(p.number, LOOPBACK) for p in self.ports),
+                    timeout_s=self.release_timeout_s,
+                    what=f"{self.title}'s ports to be free",
+                    interval_s=0.05,
+                    max_interval_s=0.25,
+                )
+            except WaitTimeoutError:
+                pass
         self._forget_pid()
         return self.status()
 
