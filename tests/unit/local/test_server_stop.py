@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from helpers.local.server import LOOPBACK, LocalServer, ServerPort
-from helpers.proc import port_in_use
+from helpers.proc import free_port, port_in_use
 
 #: Listens, hands the socket to a child that keeps it 1.5 s after the parent is gone, and exits
 #: at once on SIGTERM.
@@ -31,12 +31,6 @@ _SERVER = textwrap.dedent(
         conn, _ = sock.accept(); conn.close()
     """
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 class _Lingering(LocalServer):
@@ -71,7 +65,7 @@ class _Lingering(LocalServer):
 
 
 def test_stop_waits_for_the_ports_and_a_start_right_after_succeeds(tmp_path: Path) -> None:
-    server = _Lingering(tmp_path, _free_port())
+    server = _Lingering(tmp_path, free_port())
     server.start()
     first = server.pid()
     assert first is not None and port_in_use(server.port, LOOPBACK)
