@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from support.pipeline import Capture
+from support.pipeline import Capture, table_rows_by_topic
 
 from helpers.capture import connector_specs, open_backend, register_connectors
 from helpers.capture.backends import EmbeddedBackend
@@ -36,11 +36,12 @@ def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPath
         sources.load_sample_data()
         sources.enable_cdc()
         specs = connector_specs(params, LocalSources(params).endpoints())
+        initial_rows = table_rows_by_topic(stack, specs)  # what the connectors' snapshot will read
         backend = open_backend(params)
         assert isinstance(backend, EmbeddedBackend)
         try:
             register_connectors(backend, specs, timeout_s=180)
-            yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze)
+            yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze, initial_rows)
         finally:
             for spec in specs:
                 backend.stop(spec.name)
