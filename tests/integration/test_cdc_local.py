@@ -1,7 +1,10 @@
 """Integration tests of local CDC enablement and preflight against real servers.
 
 A module-scoped stack in a temporary state dir with small tables in every source
-(ems, crm, orders on PostgreSQL; ecomm on MariaDB).
+(ems, crm, orders on PostgreSQL; ecomm on MariaDB). The first test reads that stack before
+anything enables CDC on it, so it runs first (pytest keeps a file's order); every later test
+that needs CDC enabled enables it itself (``enable_cdc_local`` is idempotent), so each of them
+also passes alone.
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ def test_a_heartbeat_table_of_another_shape_fails_preflight_and_names_the_fix(st
 
 def test_full_row_images_per_table(stack: LocalStack) -> None:
     """Only the chosen tables must be FULL; the others pass with a primary key."""
+    enable_cdc_local(stack, stack.params)
     with stack.connect_postgres_admin("ems") as conn:
         conn.execute("ALTER TABLE ems.venue REPLICA IDENTITY DEFAULT")
     choice = {"ems": ["category", "event"]}
@@ -167,6 +171,7 @@ def test_wrong_wal_level_fails_with_fix_and_is_repaired(stack: LocalStack) -> No
 
 
 def test_wrong_mariadb_settings_fail_with_fix_and_are_repaired(stack: LocalStack) -> None:
+    enable_cdc_local(stack, stack.params)  # so that the other sources pass, below
     conn = stack.connect_mariadb_admin()
     with conn.cursor() as cur:
         cur.execute("SET GLOBAL binlog_row_image = 'MINIMAL'")
