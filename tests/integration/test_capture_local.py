@@ -12,14 +12,15 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.pipeline import Capture, own_job_params
+from support.threads import RaisingThread
 from support.timer_slack import timer_slack_ns
 
 from helpers.bronze.events import position_of
@@ -28,6 +29,7 @@ from helpers.capture.backends import wait_until_running
 from helpers.errors import CaptureError
 from helpers.poll import wait_until
 from helpers.proc import live_pid
+from helpers.sources.connect import max_value
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -74,6 +76,13 @@ def test_snapshot_rows_arrive_as_r_and_equal_every_source_table(capture: Capture
         assert {r["__deleted"] for r in got} == {"false"}
 
 
+def fresh_key(capture: Capture, source: str, table: str, column: str, topic: str) -> int:
+    """A key no row of the table has, nor had: one past the largest at the source and in the
+    topic's Bronze (other tests of this shared pipeline insert and delete keys of their own)."""
+    in_bronze = [r[column] for r in read_bronze(capture.bronze, topic) if r.get(column) is not None]
+    return max([int(max_value(capture.stack.params, source, table, column) or 0), *in_bronze]) + 1
+
+
 @pytest.mark.parametrize("source", ["ems", "ecomm"])
 def test_insert_updates_delete_arrive_in_order_per_key(capture: Capture, source: str) -> None:
     """c, u, u, d of one key arrive in that order with increasing log positions and the values
@@ -81,37 +90,40 @@ def test_insert_updates_delete_arrive_in_order_per_key(capture: Capture, source:
     sp = capture.stack.params.source(source)
     if sp.engine == "postgres":
         topic, key_col = "tickit.ems.category", "catid"
+        key = fresh_key(capture, source, "category", key_col, topic)
         with capture.stack.connect_postgres(sp.database, autocommit=True) as conn:
             conn.execute(
-                "INSERT INTO ems.category (catid, catgroup, catname, catdesc) VALUES (901, 'G', 'n0', 'd')"
+                "INSERT INTO ems.category (catid, catgroup, catname, catdesc) VALUES (%s, 'G', 'n0', 'd')",
+                (key,),
             )
             for name in ("n1", "n2"):
-                conn.execute("UPDATE ems.category SET catname = %s WHERE catid = 901", (name,))
-            conn.execute("DELETE FROM ems.category WHERE catid = 901")
+                conn.execute("UPDATE ems.category SET catname = %s WHERE catid = %s", (name, key))
+            conn.execute("DELETE FROM ems.category WHERE catid = %s", (key,))
         field, values = "catname", ["n0", "n1", "n2", "n2"]
     else:
         topic, key_col = "tickit.ecomm.sale", "salesid"
+        key = fresh_key(capture, source, "sale", key_col, topic)
         conn2 = capture.stack.connect_mariadb(sp.database, autocommit=True)
         try:
             with conn2.cursor() as cur:
                 cur.execute(
                     "INSERT INTO sale (salesid, listid, sellerid, buyerid, eventid, dateid, qtysold,"
-                    " pricepaid, commission, saletime) SELECT 900001, listid, sellerid, buyerid, eventid,"
-                    " dateid, 1, 10.05, 1.51, saletime FROM sale ORDER BY salesid LIMIT 1"
+                    " pricepaid, commission, saletime) SELECT %s, listid, sellerid, buyerid, eventid,"
+                    " dateid, 1, 10.05, 1.51, saletime FROM sale ORDER BY salesid LIMIT 1",
+                    (key,),
                 )
                 for qty in (2, 3):
-                    cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = 900001", (qty,))
-                cur.execute("DELETE FROM sale WHERE salesid = 900001")
+                    cur.execute("UPDATE sale SET qtysold = %s WHERE salesid = %s", (qty, key))
+                cur.execute("DELETE FROM sale WHERE salesid = %s", (key,))
         finally:
             conn2.close()
         field, values = "qtysold", [1, 2, 3, 3]
 
     def events() -> list[dict[str, Any]]:
-        rows = read_bronze(capture.bronze, topic)
-        rows = [r for r in rows if r.get(key_col) in (901, 900001) and r["__op"] != "r"]
+        rows = [r for r in read_bronze(capture.bronze, topic) if r.get(key_col) == key]
         return rows if len(rows) >= 4 else []
 
-    rows = wait_until(events, timeout_s=30, what=f"4 changes on {topic}")
+    rows = wait_until(events, timeout_s=30, what=f"4 changes of key {key} on {topic}")
     rows.sort(key=position_of)
     assert [r["__op"] for r in rows] == ["c", "u", "u", "d"]
     assert [r[field] for r in rows] == values
@@ -300,7 +312,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
         wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
         assert job.status().get("watching") is True, job.status()
         path = table_config(params, params.silver.tables[0]).base_path
-        writer = threading.Thread(target=lambda: [apply_edge_case(base, "burst_postgres") for _ in range(5)])
+        writer = RaisingThread(lambda: [apply_edge_case(base, "burst_postgres") for _ in range(5)])
         writer.start()
         wait_until(
             lambda: pending_instants(path),
@@ -432,11 +444,12 @@ def test_two_concurrent_ingestions_never_take_a_file_twice(capture: Capture) -> 
     apply_edge_case(params, "burst_postgres")
     assert bronze_vs_source(params, [capture.specs["ems"]], wait_s=30)["equal"].all()
     category = next(t for t in params.silver.tables if t.name == "category")
-    threads = [threading.Thread(target=ingest_table, args=(params, category)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(ingest_table, params, category) for _ in range(2)]
+        results = [run.result() for run in runs]  # a run that failed (a lock timeout, say) fails the test
+    # the burst's files are all in Bronze: the run that got the lock first takes them, the other
+    # then finds them in the committed checkpoint
+    assert sorted(r.files > 0 for r in results) == [False, True], results
     base = table_config(params, category).base_path
     recorded: list[str] = []
     for instant in completed_instants(base):

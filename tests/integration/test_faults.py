@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from support.pipeline import Capture, own_job_params
+from support.threads import RaisingThread
 
 from helpers.capture.backends import wait_until_running
 from helpers.checks.parity import bronze_vs_source
@@ -37,7 +38,8 @@ from helpers.proc import pid_alive
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
-def _insert_venues(cap: Capture, keys: range) -> None:
+def _insert_venues(cap: Capture, keys: range, done: list[int] | None = None, pace_s: float = 0.0) -> None:
+    """One commit per venue; each key is appended to ``done`` once committed, ``pace_s`` apart."""
     db = cap.stack.params.source("ems").database
     with cap.stack.connect_postgres(db, autocommit=True) as conn:
         for key in keys:
@@ -46,9 +48,13 @@ def _insert_venues(cap: Capture, keys: range) -> None:
                 " VALUES (%s, %s, 'c', 'ST', 1)",
                 (key, f"fault{key}"),
             )
+            if done is not None:
+                done.append(key)
+            time.sleep(pace_s)
 
 
-def _insert_dates(cap: Capture, keys: range) -> None:
+def _insert_dates(cap: Capture, keys: range, done: list[int] | None = None, pace_s: float = 0.0) -> None:
+    """One commit per date; each key is appended to ``done`` once committed, ``pace_s`` apart."""
     conn = cap.stack.connect_mariadb(cap.stack.params.source("ecomm").database, autocommit=True)
     try:
         with conn.cursor() as cur:
@@ -58,6 +64,9 @@ def _insert_dates(cap: Capture, keys: range) -> None:
                     " VALUES (%s, '2031-01-01', 'MO', 1, 'JAN', '1', 2031, 0)",
                     (key,),
                 )
+                if done is not None:
+                    done.append(key)
+                time.sleep(pace_s)
     finally:
         conn.close()
 
@@ -85,12 +94,14 @@ def _ensure_running(cap: Capture, source: str) -> None:
 def test_kill_9_capture_worker_mid_stream_then_silver_equals_the_source(
     capture: Capture, source: str, first: int
 ) -> None:
-    """120 single-row commits; the worker is killed with SIGKILL after some reached Bronze, then
+    """120 single-row commits, 20 ms apart; the worker is killed with SIGKILL after 20 reached
+    Bronze, while the inserts still run (checked: some are committed only after the kill), then
     restarted: Bronze and the Silver table (CoW) equal the source, redeliveries collapsed."""
     insert, table = INSERT[source]
     name = capture.specs[source].name
     keys = range(first, first + 120)
-    thread = threading.Thread(target=insert, args=(capture, keys))
+    done: list[int] = []
+    thread = RaisingThread(insert, capture, keys, done, 0.02)
     thread.start()
     try:
         from helpers.capture import read_bronze
@@ -106,10 +117,15 @@ def test_kill_9_capture_worker_mid_stream_then_silver_equals_the_source(
             max_interval_s=0.1,  # look often: the kill must come while the inserts still run
         )
         assert capture.backend.kill(name) is not None
+        committed_at_kill = len(done)
         assert capture.backend.status(name).state == "FAILED"
     finally:
-        thread.join()
-        _ensure_running(capture, source)
+        try:
+            thread.join()
+        finally:
+            _ensure_running(capture, source)  # the shared pipeline's worker runs again, whatever failed
+    assert len(done) == len(keys)
+    assert committed_at_kill < len(keys), "the inserts had all ended before the kill: not mid-stream"
     params = capture.stack.params
     assert bronze_vs_source(params, [capture.specs[source]], wait_s=90)["equal"].all()
     _silver_equals_source(params, [table])
@@ -147,7 +163,7 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
         finally:
             conn.close()
 
-    writer = threading.Thread(target=update_sales)
+    writer = RaisingThread(update_sales)
     job.start()
     try:
         writer.start()
@@ -173,9 +189,11 @@ def test_kill_9_silver_job_mid_merge_on_read_commit_then_it_catches_up(
         assert lag["sale_mor"]["pending_files"] == 0, lag
     finally:
         stop.set()
-        if writer.is_alive():
-            writer.join()
-        job.stop()
+        try:
+            if writer.is_alive():
+                writer.join()
+        finally:
+            job.stop()
 
 
 def _kill_server(cap: Capture, engine: str) -> None:

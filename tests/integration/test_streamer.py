@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from support.pipeline import Capture
+from support.threads import RaisingThread
 
 from helpers.bronze.events import UNAVAILABLE_VALUE
 from helpers.bronze.read import read_bronze
@@ -146,7 +147,7 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
             _change_sales(capture, 10, offset=100 + 10 * round_)
             time.sleep(0.2)
 
-    writer = threading.Thread(target=change)
+    writer = RaisingThread(change)
     job.start()
     try:
         wait_until(lambda: job.status().get("state") == "RUNNING", timeout_s=120, what="the streamer to run")
@@ -181,9 +182,11 @@ def test_kill_9_of_the_continuous_streamer_mid_commit_then_it_catches_up(
         assert not killed.exists(), "the killed job's scratch folder was left behind"
     finally:
         stop.set()
-        if writer.is_alive():
-            writer.join()
-        job.stop()
+        try:
+            if writer.is_alive():
+                writer.join()
+        finally:
+            job.stop()
 
 
 def test_switching_engines_goes_on_from_the_other_engine_s_checkpoint(

@@ -1,0 +1,24 @@
+"""tests/support/threads.py: a background thread's failure reaches the test that joins it."""
+
+from __future__ import annotations
+
+import pytest
+from support.threads import RaisingThread
+
+
+def test_join_raises_what_the_target_raised() -> None:
+    def fails(what: str) -> None:
+        raise ValueError(what)
+
+    thread = RaisingThread(fails, "the writer's insert failed")
+    thread.start()
+    with pytest.raises(ValueError, match="the writer's insert failed"):
+        thread.join()
+
+
+def test_join_returns_when_the_target_succeeded() -> None:
+    done: list[int] = []
+    thread = RaisingThread(done.extend, [1, 2])
+    thread.start()
+    thread.join()
+    assert done == [1, 2] and thread.error is None
