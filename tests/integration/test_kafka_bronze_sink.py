@@ -28,6 +28,7 @@ import fastavro
 import pytest
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 from support.silver_tables import STREAMER_TABLES
+from support.threads import RaisingThread
 
 from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
@@ -111,26 +112,22 @@ def _while_rows_flow(world: World, first_key: int, crash: Callable[[], None]) ->
     and the inserts go on until 120 more have been made. Returns how many rows per table."""
     stop = threading.Event()
     made: list[int] = []
-    failed: list[BaseException] = []
 
     def insert() -> None:
         key = first_key
-        try:
-            while not stop.is_set() and key < first_key + 1000:
-                insert_venues(world.stack, range(key, key + 1), "ks")
-                insert_dates(world.stack, range(key, key + 1), 2032)
-                made.append(key)
-                key += 1
-                time.sleep(0.02)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            failed.append(exc)
+        while not stop.is_set() and key < first_key + 1000:
+            insert_venues(world.stack, range(key, key + 1), "ks")
+            insert_dates(world.stack, range(key, key + 1), 2032)
+            made.append(key)
+            key += 1
+            time.sleep(0.02)
+
+    thread = RaisingThread(insert)
 
     def rows(n: int) -> bool:
-        if failed:
-            raise failed[0]
+        thread.raise_error()  # a failed insert fails the wait at once
         return len(made) >= n
 
-    thread = threading.Thread(target=insert)
     thread.start()
     try:
         wait_until(lambda: rows(40), timeout_s=60, what="rows before the crash")

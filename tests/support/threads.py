@@ -25,7 +25,11 @@ class RaisingThread(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - handed to join()
             self.error = exc
 
-    def join(self, timeout: float | None = None) -> None:
-        super().join(timeout)
+    def raise_error(self) -> None:
+        """Raise what the target raised, if it has (while it may still be running otherwise)."""
         if self.error is not None:
             raise self.error
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        self.raise_error()
