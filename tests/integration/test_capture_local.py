@@ -307,6 +307,7 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
     pause = {"min_interval_s": 90.0, "idle_interval_s": 90.0}
     params, job_params = own_job_params(base, "category", tmp_path, **pause)
     job = SilverJob(job_params)
+    writer: RaisingThread | None = None
     job.start()
     try:
         wait_until(lambda: job.status().get("loops", 0) >= 1, timeout_s=60, what="the job's first round")
@@ -337,7 +338,11 @@ def test_continuous_silver_job_survives_kill_9_mid_commit(capture: Capture, tmp_
             what="the job's status to show no Bronze file pending",
         )
     finally:
-        job.stop()
+        try:
+            if writer is not None and writer.is_alive():
+                writer.join()  # no burst goes on into later tests; its error, if any, is raised
+        finally:
+            job.stop()
     assert job.status()["state"] == "STOPPED"
 
 
