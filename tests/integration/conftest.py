@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from support.pipeline import Capture, table_rows_by_topic
 
-from helpers.capture import connector_specs, open_backend, register_connectors
+from helpers.capture import connector_specs, open_backend, register_connectors, wait_for_snapshots
 from helpers.capture.backends import EmbeddedBackend
 from helpers.sources.api import LocalSources
 
@@ -41,6 +41,10 @@ def capture(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPath
         assert isinstance(backend, EmbeddedBackend)
         try:
             register_connectors(backend, specs, timeout_s=180)
+            # every initial snapshot read before a test changes a source: a MariaDB connector reads
+            # its tables after it reports RUNNING, so a write right after this could enter its snapshot
+            counts = {topic: len(rows) for topic, rows in initial_rows.items()}
+            wait_for_snapshots(backend, specs, counts, timeout_s=300)
             yield Capture(stack, backend, {s.name.split("-", 1)[1]: s for s in specs}, bronze, initial_rows)
         finally:
             for spec in specs:
