@@ -59,7 +59,9 @@ def process_label(pid: int) -> str:
     """A short name for what a process is, to group a run's memory by: a JVM's main class
     (``SparkSubmit``, ``CoarseGrainedExecutorBackend``, ``HiveMetaStore``, ``TrinoServer``), a
     Python process's module (``helpers.capture.worker``, ``pyspark.daemon``, ``ipykernel_launcher``)
-    or script, else the executable's name (``postgres``, ``mariadbd``); ``"gone"`` if it ended."""
+    or script, else the executable's name (``postgres``, ``mariadbd``); ``"gone"`` if it ended. A
+    process caught the moment it starts, before the kernel shows its arguments, is labelled by its
+    name (``python``)."""
     try:
         proc = psutil.Process(pid)
         name, args = str(proc.name()), [str(arg) for arg in proc.cmdline()]
