@@ -67,6 +67,9 @@ def main() -> int:
                 if all(snap.get(t, 0) >= n for t, n in want.items()):
                     done[spec.name] = time.monotonic() - started
             time.sleep(0.05)
+        if len(done) < len(specs):
+            late = sorted(s.name for s in specs if s.name not in done)
+            raise SystemExit(f"the initial snapshot of {', '.join(late)} did not finish within 900 s")
         print("\n## initial snapshot (from registration until every table's op=r count = source count)")
         print("| connector | rows | seconds | rows/s |")
         print("|---|---|---|---|")

@@ -294,7 +294,9 @@ def main() -> None:
     _print_threads(paced_threads)
     print("\nThe same without timer slack in the capture workers:\n")
     _print_threads({n: t for n, t in no_slack_threads.items() if n.startswith("capture")})
-    jvm = max(paced_peak.get("java", 0.0), every_peak.get("java", 0.0))
+    if "java" not in paced_peak or "java" not in every_peak:
+        raise SystemExit("the Silver job's Spark driver JVM was not found in its process tree: no JVM figure")
+    jvm = max(paced_peak["java"], every_peak["java"])
     print(
         f"\nCPU target {'met' if total <= TARGET_CPU else 'NOT met'}; "
         f"job JVM <= {TARGET_JVM_MIB:.0f} MiB {'met' if jvm <= TARGET_JVM_MIB else 'NOT met'}"

@@ -192,7 +192,7 @@ def _latency_cases(params: WorkbookParams, args: argparse.Namespace, title: str,
                 continue
             figure = f"p50 {p50:.2f} s, p95 {p95:.2f} s ({args.changes} changes; {phases} s)"
             baseline = f"capture alone p50 {cap50:.2f} s, p95 {cap95:.2f} s"
-            if not case.label.startswith("date"):
+            if not case.label.startswith("date"):  # issue 25 names category, sale and sale_mor
                 goal = "commit to readable in Silver p50 <= 3 s, p95 <= 8 s"
                 record(
                     "25",
