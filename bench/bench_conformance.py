@@ -95,6 +95,8 @@ def main() -> None:
         (unheld_way, True, params, False),
     ]
     for n in args.parallel:
+        if n == params.silver.parallel_tables:
+            continue  # the shared way already runs with n at a time: one column, one median
         other = params.model_copy(update={"silver": params.silver.model_copy(update={"parallel_tables": n})})
         ways.append((f"side by side ({n} at a time)", True, other, True))
     runs: dict[str, list[tuple[float, int, bool, float]]] = {way: [] for way, *_ in ways}
