@@ -17,18 +17,17 @@ EPERM "Operation not permitted") is used. Both are undone in ``finally``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.pipeline import Capture, own_job_params
-from support.threads import RaisingThread
+from support.threads import Pacing, RaisingThread
 
 from helpers.capture.backends import wait_until_running
 from helpers.checks.parity import bronze_vs_source
@@ -37,24 +36,6 @@ from helpers.poll import wait_until
 from helpers.proc import pid_alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-
-
-@dataclasses.dataclass
-class Pacing:
-    """Commits made one key at a time, ``pace_s`` apart, until ``stop`` is set; each key is
-    appended to ``done`` once committed."""
-
-    pace_s: float = 0.0
-    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
-    done: list[int] = dataclasses.field(default_factory=list)
-
-    def each(self, keys: range, commit: Callable[[int], Any]) -> None:
-        for key in keys:
-            if self.stop.is_set():
-                break
-            commit(key)
-            self.done.append(key)
-            time.sleep(self.pace_s)
 
 
 def _insert_venues(cap: Capture, keys: range, pacing: Pacing | None = None) -> None:

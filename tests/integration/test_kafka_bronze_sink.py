@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ import fastavro
 import pytest
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
 from support.silver_tables import STREAMER_TABLES
-from support.threads import RaisingThread
+from support.threads import Pacing, RaisingThread
 
 from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
@@ -110,34 +109,28 @@ def world(stack_factory: Callable[..., Any], tmp_path_factory: pytest.TempPathFa
 def _while_rows_flow(world: World, first_key: int, crash: Callable[[], None]) -> int:
     """Insert a venue and a date per 20 ms from ``first_key``; ``crash`` runs after 40 of them,
     and the inserts go on until 120 more have been made. Returns how many rows per table."""
-    stop = threading.Event()
-    made: list[int] = []
+    pacing = Pacing(pace_s=0.02)
 
-    def insert() -> None:
-        key = first_key
-        while not stop.is_set() and key < first_key + 1000:
-            insert_venues(world.stack, range(key, key + 1), "ks")
-            insert_dates(world.stack, range(key, key + 1), 2032)
-            made.append(key)
-            key += 1
-            time.sleep(0.02)
+    def insert(key: int) -> None:
+        insert_venues(world.stack, range(key, key + 1), "ks")
+        insert_dates(world.stack, range(key, key + 1), 2032)
 
-    thread = RaisingThread(insert)
+    thread = RaisingThread(pacing.each, range(first_key, first_key + 1000), insert)
 
     def rows(n: int) -> bool:
         thread.raise_error()  # a failed insert fails the wait at once
-        return len(made) >= n
+        return len(pacing.done) >= n
 
     thread.start()
     try:
         wait_until(lambda: rows(40), timeout_s=60, what="rows before the crash")
         crash()
-        count = len(made)
+        count = len(pacing.done)
         wait_until(lambda: rows(count + 120), timeout_s=120, what="rows after the crash")
     finally:
-        stop.set()
+        pacing.stop.set()
         thread.join()
-    return len(made)
+    return len(pacing.done)
 
 
 def _bronze_equal(world: World, what: str) -> dict[str, int]:

@@ -1,8 +1,10 @@
-"""A test's background thread whose failure fails the test."""
+"""A test's background thread whose failure fails the test, and the paced commits such threads make."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,3 +35,21 @@ class RaisingThread(threading.Thread):
     def join(self, timeout: float | None = None) -> None:
         super().join(timeout)
         self.raise_error()
+
+
+@dataclasses.dataclass
+class Pacing:
+    """Commits made one key at a time, ``pace_s`` apart, until ``stop`` is set; each key is
+    appended to ``done`` once committed."""
+
+    pace_s: float = 0.0
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    done: list[int] = dataclasses.field(default_factory=list)
+
+    def each(self, keys: range, commit: Callable[[int], Any]) -> None:
+        for key in keys:
+            if self.stop.is_set():
+                break
+            commit(key)
+            self.done.append(key)
+            time.sleep(self.pace_s)
