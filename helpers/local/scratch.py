@@ -59,10 +59,13 @@ def driver_scratch(state_path: Path) -> Path:
 
 def scratch_conf(folder: str | Path, driver_options: str) -> dict[str, str]:
     """The Spark settings that put a local driver's scratch files in ``folder``: Spark's local dir,
-    and the JVM's temporary dir appended to ``driver_options`` (the driver's other JVM options).
-    The workbook's own sessions (:func:`helpers.spark.spark_conf`) and the streamer runtime's
-    ``spark-submit`` (:mod:`helpers.silver.streamer`) both take them from here."""
+    the JVM's temporary dir appended to ``driver_options`` (the driver's other JVM options), and
+    Hadoop's (``hadoop.tmp.dir``, whose ``s3a`` folder holds the blocks of an upload to S3 while
+    they are written: ``/tmp/hadoop-<user>`` by default). The workbook's own sessions
+    (:func:`helpers.spark.spark_conf`) and the streamer runtime's ``spark-submit``
+    (:mod:`helpers.silver.streamer`) both take them from here."""
     return {
         "spark.local.dir": str(folder),
         "spark.driver.extraJavaOptions": f"{driver_options} -Djava.io.tmpdir={folder}".strip(),
+        "spark.hadoop.hadoop.tmp.dir": str(Path(folder) / "hadoop"),
     }

@@ -216,7 +216,8 @@ def test_silver_hudi_table_on_s3_equals_the_source(
     """``ingest_table`` in a process of its own (Spark s3a, the official Hudi bundle) writes the
     ``category`` table to ``s3://`` Silver from that Bronze: 2 files, 55 events, one commit. The
     Rust reader and the Spark datasource both read back the expected 35 rows; the table is Hudi
-    table version 6; no key is on the command line of that process or of its Spark JVM."""
+    table version 6; no key is on the command line of that process or of its Spark JVM; s3a's
+    upload buffers were in the driver's scratch folder under the state directory."""
     spec = tmp_path / "overrides.json"
     spec.write_text(json.dumps(overrides))
     out = tmp_path / "spark.parquet"
@@ -230,6 +231,9 @@ def test_silver_hudi_table_on_s3_equals_the_source(
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # s3a buffered the upload's blocks in the driver's scratch folder, not in /tmp/hadoop-<user>
+    buffers = list((Path(overrides["state_dir"]) / "tmp" / "spark").glob("*/hadoop/s3a"))
+    assert len(buffers) == 1 and buffers[0].is_dir(), buffers
     report = json.loads(Path(str(out) + ".json").read_text())
     result = report["result"]
     assert (result["files"], result["events"], result["deletes"]) == (2, 55, 0) and result["instant"]

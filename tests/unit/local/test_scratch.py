@@ -56,11 +56,12 @@ def test_a_process_gets_one_folder_and_the_folders_nothing_uses_go(tmp_path: Pat
     assert sorted(p.name for p in root.iterdir()) == sorted([mine.name, alive.name])
 
 
-def test_scratch_conf_names_the_folder_as_spark_local_dir_and_jvm_tmpdir(tmp_path: Path) -> None:
+def test_scratch_conf_names_the_folder_as_spark_local_dir_and_jvm_and_hadoop_tmpdir(tmp_path: Path) -> None:
     """The driver's other options are kept, in order, before the temporary dir."""
     folder = tmp_path / "tmp" / "spark" / "1-2"
     assert scratch_conf(folder, "-Da=1 -Db=2") == {
         "spark.local.dir": str(folder),
         "spark.driver.extraJavaOptions": f"-Da=1 -Db=2 -Djava.io.tmpdir={folder}",
+        "spark.hadoop.hadoop.tmp.dir": str(folder / "hadoop"),
     }
     assert scratch_conf(folder, "")["spark.driver.extraJavaOptions"] == f"-Djava.io.tmpdir={folder}"
