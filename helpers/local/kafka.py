@@ -116,6 +116,16 @@ def _properties(values: Mapping[str, str]) -> str:
     return java_properties(values, __name__)
 
 
+def _empty(folder: Path) -> None:
+    """Remove what ``folder`` holds (a stopped JVM's temporary files), keeping the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 def _log4j2(log_file: Path) -> str:
     return _properties(
         {
@@ -191,7 +201,14 @@ class LocalKafka:
         except JarsMissingError as exc:
             raise StackError(str(exc)) from None
 
-    def _java(self, heap: str, log4j: Path, main: Sequence[str]) -> list[str]:
+    def _java(self, heap: str, log4j: Path, main: Sequence[str], tmp_dir: Path) -> list[str]:
+        """A Kafka JVM's command line; its temporary files go to ``tmp_dir`` (created), not ``/tmp``.
+
+        Kafka's ``connect-plugin-path`` tool leaves a temporary copy of the shim archive it writes
+        (one per state directory made), and the broker's compression libraries unpack their native
+        code there: under the state directory they go with it, and the prepare steps empty them.
+        """
+        tmp_dir.mkdir(parents=True, exist_ok=True)
         return [
             "java",
             f"-Xmx{heap}",
@@ -202,6 +219,7 @@ class LocalKafka:
             "-Djava.awt.headless=true",
             "-Djava.net.preferIPv4Stack=true",
             f"-Dlog4j2.configurationFile={log4j}",
+            f"-Djava.io.tmpdir={tmp_dir}",
             "-cp",
             self._classpath(),
             *main,
@@ -274,6 +292,7 @@ class LocalKafka:
             "128m",
             log4j,
             ["kafka.tools.StorageTool", "format", "--cluster-id", self._cluster_id(), "--config", str(props)],
+            self.broker.tmp_dir,
         )
         done = subprocess.run(argv, cwd=self.broker_dir, capture_output=True, text=True, check=False)  # noqa: S603
         if done.returncode != 0:
@@ -359,6 +378,7 @@ class LocalKafka:
             "256m",
             log4j,
             ["org.apache.kafka.tools.ConnectPluginPath", "sync-manifests", "--plugin-location", str(target)],
+            self.connect.tmp_dir,
         )
         ran = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 - fixed argv
         if ran.returncode != 0 or not list(target.glob("connect-plugin-path-shim-*.jar")):
@@ -462,6 +482,11 @@ class _Broker(LocalServer):
         ]
 
     @property
+    def tmp_dir(self) -> Path:
+        """The JVM's temporary files (``java.io.tmpdir``), and its tools' (not ``/tmp``)."""
+        return self.home / "tmp"
+
+    @property
     def version(self) -> str:
         return f"kafka {KAFKA_VERSION} (KRaft)"
 
@@ -472,11 +497,15 @@ class _Broker(LocalServer):
     def command(self) -> list[str]:
         props = self.home / "server.properties"
         return self.kafka._java(
-            self.kafka.settings.broker_heap, self.home / "log4j2.properties", ["kafka.Kafka", str(props)]
+            self.kafka.settings.broker_heap,
+            self.home / "log4j2.properties",
+            ["kafka.Kafka", str(props)],
+            self.tmp_dir,
         )
 
     def prepare(self) -> Mapping[str, str] | None:
         """``server.properties`` and the log settings, then the storage formatted on first use."""
+        _empty(self.tmp_dir)
         props = self.home / "server.properties"
         props.write_text(_properties(self.kafka._broker_properties()), encoding="utf-8")
         log4j = self.home / "log4j2.properties"
@@ -512,6 +541,11 @@ class _ConnectWorker(LocalServer):
         return [ServerPort(self.kafka.settings.connect_port, "local.kafka.connect_port")]
 
     @property
+    def tmp_dir(self) -> Path:
+        """The JVM's temporary files (``java.io.tmpdir``), and its tools' (not ``/tmp``)."""
+        return self.home / "tmp"
+
+    @property
     def version(self) -> str:
         return f"kafka connect {KAFKA_VERSION}"
 
@@ -532,10 +566,12 @@ class _ConnectWorker(LocalServer):
     def command(self) -> list[str]:
         props = self.home / "connect-distributed.properties"
         main = ["org.apache.kafka.connect.cli.ConnectDistributed", str(props)]
-        return self.kafka._java(self.kafka.settings.connect_heap, self.home / "log4j2.properties", main)
+        heap = self.kafka.settings.connect_heap
+        return self.kafka._java(heap, self.home / "log4j2.properties", main, self.tmp_dir)
 
     def prepare(self) -> Mapping[str, str] | None:
         """The secrets file (0600), the worker's properties and its log settings."""
+        _empty(self.tmp_dir)
         self.kafka.write_secrets()
         props = self.home / "connect-distributed.properties"
         props.write_text(_properties(self.kafka._connect_properties()), encoding="utf-8")

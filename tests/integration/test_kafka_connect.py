@@ -25,8 +25,10 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import requests
 from support.kafka_profile import insert_dates, insert_venues, kafka_overrides
@@ -42,6 +44,7 @@ from helpers.local.kafka import CONNECTOR_CLASSES, LocalKafka
 from helpers.local.stack import LocalStack
 from helpers.memory import process_rss
 from helpers.naming import publication_name, slot_name, table_topic
+from helpers.params import load_params
 from helpers.pipeline import pipeline_status, start_servers, stop_all
 from helpers.poll import wait_until
 from helpers.proc import free_port, thread_timer_slack_ns
@@ -178,6 +181,35 @@ def test_the_worker_waits_with_the_capture_timer_slack_and_the_broker_with_the_k
     assert world.params.capture.timer_slack_us == 2000
     assert timer_slack_ns(connect_pid) == 2_000_000
     assert timer_slack_ns(broker_pid) == own != 2_000_000
+
+
+def test_the_broker_and_worker_keep_their_temporary_files_in_the_state_directory(world: KafkaWorld) -> None:
+    """Each JVM's ``java.io.tmpdir`` is a folder of its own under the state directory, not ``/tmp``,
+    which other processes share and where files of a killed JVM would stay."""
+    state = world.params.state_path.resolve()
+    for server, folder in ((world.kafka.broker, "broker"), (world.kafka.connect, "connect")):
+        pid = server.pid()
+        assert pid
+        options = [a for a in psutil.Process(pid).cmdline() if a.startswith("-Djava.io.tmpdir=")]
+        assert options == [f"-Djava.io.tmpdir={server.tmp_dir}"], options
+        assert server.tmp_dir.resolve() == state / "kafka" / folder / "tmp" and server.tmp_dir.is_dir()
+
+
+def test_the_converter_plugins_manifests_are_written_with_the_temporary_files_under_the_state(
+    tmp_path: Path,
+) -> None:
+    """Kafka's ``connect-plugin-path sync-manifests``, which makes Apicurio's converter a plugin the
+    worker finds by its manifests, writes its shim archive into the plugin's copy, and the
+    temporary copy of it that the tool leaves behind lands in the worker's temporary folder under
+    the state directory (before, one such file per state directory stayed in ``/tmp``)."""
+    kafka = LocalKafka(load_params("local-kafka", {"state_dir": str(tmp_path / "state")}))
+    kafka.connect_dir.mkdir(parents=True)
+    plugin = kafka._converter_plugin()
+    assert [p.name for p in plugin.glob("connect-plugin-path-shim-*.jar")] == [
+        "connect-plugin-path-shim-1.0.0.jar"
+    ]
+    left = [p.name for p in kafka.connect.tmp_dir.iterdir()]
+    assert len(left) == 1 and left[0].startswith("connect-plugin-path-temporary-"), left
 
 
 # ------------------------------------------------------------------------------- capture
