@@ -90,7 +90,15 @@ def _hardened_flags() -> list[str]:
 
 
 def _profile_env(profile: str) -> dict[str, str]:
-    return {**os.environ, "HOME": profile, "XDG_CONFIG_HOME": profile, "XDG_CACHE_HOME": profile}
+    """Chromium's environment: its home, caches and temporary files (``TMPDIR``: the folder of its
+    single-instance socket, which a killed browser leaves behind) all in the throw-away profile."""
+    return {
+        **os.environ,
+        "HOME": profile,
+        "XDG_CONFIG_HOME": profile,
+        "XDG_CACHE_HOME": profile,
+        "TMPDIR": profile,
+    }
 
 
 class _PlotScanner(HTMLParser):
