@@ -64,12 +64,12 @@ def test_without_a_local_folder_the_wait_is_the_pause(tmp_path: Path) -> None:
     off = BronzeWatch(tmp_path, enabled=False)  # silver.watch_bronze: false
     assert not off.start()
     stopping = threading.Event()
-    stopping.set()  # the job's SIGTERM: the wait ends within half a second, watched or not
+    stopping.set()  # the job's SIGTERM: the wait ends at its next half-second look, watched or not
     for watch in (off, BronzeWatch(tmp_path)):
         watch.start()
         started = time.monotonic()
         assert not watch.wait(60.0, stop=stopping)
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 10.0  # not the minute's pause (bound loose: shared cores)
         watch.stop()
     later = BronzeWatch(tmp_path / "not-yet")
     (tmp_path / "not-yet").mkdir()

@@ -64,7 +64,9 @@ def test_a_pause_ends_when_a_round_is_requested_and_the_round_takes_the_request(
         threading.Timer(0.3, job.request_round).start()
         started = time.monotonic()
         pause_between_rounds(watch, 60.0, stopping, directory / REQUEST_NAME)
-        assert time.monotonic() - started < 0.3 + 2 * REQUEST_CHECK_S
+        # ended at a look for the request (every REQUEST_CHECK_S), not after the minute's pause;
+        # the bound is loose for a busy two-core machine
+        assert time.monotonic() - started < 0.3 + 20 * REQUEST_CHECK_S
     assert (directory / REQUEST_NAME).exists()  # the pause only ends; the next round takes it
 
     # in the loop, pausing a minute between rounds: a request made during a round (as the first
