@@ -25,6 +25,7 @@ BENCHES=(
   "bench_backlog||first loads of 0.45 M, 2.25 M and 9 M events, beside the old driver-side path; the spread over a local cluster"
   "bench_profiles||the embedded capture profile (baseline) vs the local-kafka profile (own servers)"
   "bench_upsert||(c) upsert 10% of sale, Hudi CoW/MoR vs Delta Lake MERGE and Iceberg MERGE INTO, then what each Hudi option buys in Silver's layout"
+  "bench_settings||one-row upserts into sale with Silver's Hudi settings (baseline) vs each setting put back to Hudi's default"
   "bench_idle||CPU of the continuous Silver job and the capture workers while nothing changes, idle pacing vs a round every 0.5 s"
   "bench_conformance||the short conformance set, scenarios side by side sharing their rounds vs one at a time (baseline), full scale"
   "bench_workbook||the whole workbook at full scale, first run and re-run, with peak memory"

@@ -83,3 +83,12 @@ def test_every_limit_a_benchmark_names_is_a_section_of_bench_readme() -> None:
     assert len(named) >= 8, named
     missing = [(script, s) for script, s in named if not any(h.startswith(s) for h in headings)]
     assert not missing
+
+
+def test_every_benchmark_is_run_by_workbook_bench() -> None:
+    """``./workbook bench`` (``bench/run_all.sh``) runs every ``bench/bench_*.py``, as bench/README.md
+    says; a benchmark left out of its list would go unmeasured on a fresh clone."""
+    listed = set(re.findall(r'^\s+"(bench_\w+)\|', (ROOT / "bench" / "run_all.sh").read_text(), flags=re.M))
+    scripts = {p.stem for p in (ROOT / "bench").glob("bench_*.py")}
+    missing = {"not run": sorted(scripts - listed), "no such script": sorted(listed - scripts)}
+    assert scripts == listed, missing
