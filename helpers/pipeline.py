@@ -48,8 +48,8 @@ __all__ = [
 
 
 def start_servers(params: WorkbookParams) -> list[ServerStatus]:
-    """Start the local servers (idempotent): PostgreSQL, MariaDB, the metastore and Trino (when it
-    is the local query engine); the Spark
+    """Start the local servers (idempotent): PostgreSQL, MariaDB and the metastore (not Trino: the
+    query engine starts it when it opens, :func:`helpers.query.engines.open_engine`); the Spark
     standalone cluster when ``spark.master`` names it (:mod:`helpers.local.spark_cluster`); the schema
     registry when ``local.registry.enabled`` (its storage is in that PostgreSQL); the local S3
     server of the lake when ``local.s3.enabled``; and, when the capture backend is

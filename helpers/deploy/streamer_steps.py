@@ -125,7 +125,7 @@ def submit_streamer_steps(
     s3: Any = None,
     dry_run: bool = True,
 ) -> StreamerSubmission:
-    """Upload the files of ``folder`` (written by :func:`helpers.silver.streamer.write_streamer_config`
+    """Upload the files of ``folder`` (written by :func:`helpers.silver.streamer_config.write_streamer_config`
     with ``location=streamer_location(params)``), the plan and the driver to S3, then add the steps
     to ``silver.streamer.emr_cluster_id``. A dry run calls nothing and returns the steps.
 
