@@ -118,12 +118,8 @@ def _properties(values: Mapping[str, str]) -> str:
 
 def _empty(folder: Path) -> None:
     """Remove what ``folder`` holds (a stopped JVM's temporary files), keeping the folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for entry in folder.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
 
 
 def _log4j2(log_file: Path) -> str:
@@ -482,11 +478,6 @@ class _Broker(LocalServer):
         ]
 
     @property
-    def tmp_dir(self) -> Path:
-        """The JVM's temporary files (``java.io.tmpdir``), and its tools' (not ``/tmp``)."""
-        return self.home / "tmp"
-
-    @property
     def version(self) -> str:
         return f"kafka {KAFKA_VERSION} (KRaft)"
 
@@ -539,11 +530,6 @@ class _ConnectWorker(LocalServer):
     @property
     def ports(self) -> list[ServerPort]:
         return [ServerPort(self.kafka.settings.connect_port, "local.kafka.connect_port")]
-
-    @property
-    def tmp_dir(self) -> Path:
-        """The JVM's temporary files (``java.io.tmpdir``), and its tools' (not ``/tmp``)."""
-        return self.home / "tmp"
 
     @property
     def version(self) -> str:

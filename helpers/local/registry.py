@@ -232,7 +232,7 @@ class LocalRegistry(LocalServer):
     def _write_config(self) -> None:
         """The server's settings (nothing secret): Quarkus reads ``config/application.properties``
         from its working directory."""
-        tmp_dir = self.home / "tmp"
+        tmp_dir = self.tmp_dir
         tmp_dir.mkdir(parents=True, exist_ok=True)
         lines = [
             "# written by helpers.local.registry on every start; the password comes from the environment",
@@ -279,7 +279,7 @@ class LocalRegistry(LocalServer):
             "-XX:+UseSerialGC",
             *self.params.local.jit_options,
             "-Djava.net.preferIPv4Stack=true",
-            f"-Djava.io.tmpdir={self.home / 'tmp'}",
+            f"-Djava.io.tmpdir={self.tmp_dir}",
             "-jar",
             str(app / "quarkus-run.jar"),
         ]

@@ -160,6 +160,12 @@ class LocalServer(abc.ABC):
         """Where it listens, as a failed start names it."""
         return f"{LOOPBACK}:{self.ports[0].number}"
 
+    @property
+    def tmp_dir(self) -> Path:
+        """The folder of its temporary files (a JVM's ``java.io.tmpdir``) under its home, not the
+        machine's ``/tmp``, which other processes share and where a killed server's files stay."""
+        return self.home / "tmp"
+
     # ------------------------------------------------------------------ the one code path
 
     def pid(self) -> int | None:
