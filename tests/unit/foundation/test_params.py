@@ -186,3 +186,37 @@ def test_trino_has_a_jit_of_its_own_c1_only_unless_set() -> None:
     assert tiered.local.jit_options == LEAN_JIT
     with pytest.raises(ParamsError, match=r"key 'local.trino.jit' in overrides: Input should be"):
         load_params("local", overrides={"local.trino.jit": "c2"})
+
+
+def test_each_local_overlay_keeps_its_own_state_ports_and_lake() -> None:
+    """``--env ci`` and ``--env local-kafka`` run beside the default profile (README.md, "Useful
+    options"; ``params/local-kafka.yaml``): each has its own state directory, Bronze and Silver
+    zones and server ports, so one overlay's small or differently captured sources never meet
+    another's Bronze (a ``--env ci`` run after the default one failed notebook 02 on the default's
+    full-scale Bronze), nor its servers another's port. The Kafka ports are the Kafka profile's
+    alone: no other overlay starts a broker."""
+
+    def ports(section: dict[str, object], prefix: str) -> dict[str, object]:
+        found: dict[str, object] = {}
+        for key, value in section.items():
+            if isinstance(value, dict):
+                found |= ports(value, f"{prefix}{key}.")
+            elif key.endswith("port"):
+                found[f"{prefix}{key}"] = value
+        return found
+
+    overlays = {env: load_params(env) for env in ("local", "ci", "local-kafka")}
+    seen = {
+        env: {
+            "state_dir": p.state_path,
+            "lake.bronze": p.path(p.lake.bronze),
+            "lake.silver": p.path(p.lake.silver),
+            **{k: v for k, v in ports(p.local.model_dump(), "local.").items() if ".kafka." not in k},
+        }
+        for env, p in overlays.items()
+    }
+    assert len({tuple(sorted(s)) for s in seen.values()}) == 1, seen
+    assert len(seen["local"]) > 10, seen["local"]  # state, two zones, every server's ports
+    for what in seen["local"]:
+        values = {env: s[what] for env, s in seen.items()}
+        assert len(set(values.values())) == len(values), (what, values)
