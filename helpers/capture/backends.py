@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import requests
 
 from helpers.capture.connectors import ConnectorSpec, redacted
+from helpers.capture.owner import claim_bronze
 from helpers.capture.worker import CONFIG_FILE
 from helpers.errors import CaptureError, WaitTimeoutError
 from helpers.jars import connect_transforms_dir
@@ -212,7 +213,13 @@ class EmbeddedBackend:
         return props
 
     def create_or_update(self, spec: ConnectorSpec) -> None:
-        """Write the worker's configuration (mode 0600) and (re)start it if it changed."""
+        """Write the worker's configuration (mode 0600) and (re)start it if it changed.
+
+        Raises:
+            CaptureError: when another state directory's capture wrote the Bronze zone
+                (:func:`helpers.capture.owner.claim_bronze`).
+        """
+        claim_bronze(self.bronze_root, self.state_dir, self.bronze_s3)
         d = self.directory(spec.name)
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o700)

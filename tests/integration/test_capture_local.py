@@ -26,6 +26,7 @@ from support.timer_slack import timer_slack_ns
 from helpers.bronze.events import position_of
 from helpers.capture import read_bronze
 from helpers.capture.backends import wait_until_running
+from helpers.capture.owner import OWNER_FILE, state_id
 from helpers.errors import CaptureError
 from helpers.poll import wait_until
 from helpers.proc import live_pid
@@ -171,6 +172,26 @@ def test_wrong_password_and_missing_table_fail_fast_with_the_database_message(ca
     finally:
         for spec, _ in bad:
             capture.backend.delete(spec.name)
+
+
+def test_a_second_state_directory_is_refused_the_pipeline_s_bronze(capture: Capture, tmp_path: Path) -> None:
+    """Registration claimed the Bronze zone for the pipeline's state directory (its owner file names
+    it). The same connector from a state directory of its own, as after ``.state`` was deleted
+    with the lake kept, is refused before any worker starts, naming both directories: no
+    configuration, status or offsets of it appear. The pipeline's own backend goes on."""
+    state = capture.stack.params.state_path
+    owner = json.loads((capture.bronze / OWNER_FILE).read_text())
+    assert owner == {"state_id": state_id(state), "state_dir": str(state.resolve())}
+    new_state = tmp_path / "new-state"
+    other = dataclasses.replace(capture.backend, state_dir=new_state)
+    ems = capture.specs["ems"]
+    with pytest.raises(CaptureError) as refused:
+        other.create_or_update(ems)
+    assert f"({state.resolve()}) wrote it, not this one ({new_state.resolve()})" in str(refused.value)
+    assert not other.directory(ems.name).exists()
+    assert json.loads((capture.bronze / OWNER_FILE).read_text()) == owner
+    capture.backend.create_or_update(ems)  # its own state: the same configuration, still running
+    assert wait_until_running(capture.backend, ems.name, timeout_s=30).state == "RUNNING"
 
 
 def test_worker_logs_and_status_never_hold_the_password(capture: Capture) -> None:

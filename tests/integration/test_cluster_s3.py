@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from support.silver_tables import STREAMER_TABLES
 
+from helpers.capture.owner import OWNER_FILE
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 FLOW = Path(__file__).resolve().parents[1] / "support" / "embedded_s3_cluster_flow.py"
@@ -34,6 +36,7 @@ def test_embedded_capture_to_s3_and_silver_on_the_cluster_equal_the_sources(tmp_
     avro = [o for o in seen["bronze_objects"] if o.endswith(".avro")]
     assert avro and all(o.startswith("s3://wb-embedded-lake/bronze/") and "/year=" in o for o in avro)
     assert seen["local_leftovers"] == []  # nothing written to a local folder named "s3:"
+    assert f"s3://wb-embedded-lake/bronze/{OWNER_FILE}" in seen["bronze_objects"]  # claimed, on S3 too
     for row in seen["ingested"]:  # each table's round took every Bronze file of its topic
         topic = f"s3://wb-embedded-lake/bronze/{seen['topics'][row['table']]}/"
         assert row["files"] == len([o for o in avro if o.startswith(topic)]) > 0, row

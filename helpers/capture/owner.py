@@ -1,0 +1,91 @@
+"""Which state directory's capture writes a Bronze zone: a local state directory holds the source
+servers whose log positions order Bronze's events, so two of them must never write one zone.
+
+A state directory deleted while its lake is kept (a reset that forgot the lake), or a second
+overlay pointed at another's zones, would otherwise add a new server's snapshot to the old server's
+events. Their log positions start again from the new server's, so replay and Silver order the two
+histories as one: old events can win over new ones, and the first sign is notebook 02 or 03
+finding a table that differs, without the reason.
+
+So the first embedded worker that a state directory starts on a Bronze zone writes the zone's
+owner file (:data:`OWNER_FILE`, at the zone's root, beside the topic folders: no reader lists
+it), naming the state directory's own random id (:data:`STATE_ID_FILE`, made once). Every later
+start on that zone, from any state directory, compares: the same id goes on; another one stops
+with :class:`~helpers.errors.CaptureError` naming both state directories and the ways out. A zone
+that holds no owner file (made before this check) is claimed by the first state directory that
+starts capture on it. ``docs/operations.md``, "A state directory and its lake".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from helpers.errors import CaptureError
+from helpers.lake_store import is_s3, join, open_store
+from helpers.local.s3 import S3Connection, boto3_s3_client
+
+__all__ = ["OWNER_FILE", "STATE_ID_FILE", "claim_bronze", "state_id"]
+
+#: The owner file at the root of a Bronze zone.
+OWNER_FILE = "_capture_owner.json"
+#: A state directory's own id, under its ``capture/`` folder.
+STATE_ID_FILE = "state-id"
+
+
+def state_id(state_dir: Path) -> str:
+    """The state directory's random id, made (atomically) on first use."""
+    path = Path(state_dir) / "capture" / STATE_ID_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(uuid.uuid4().hex, encoding="utf-8")
+        try:
+            os.link(tmp, path)  # only the first of two racing callers creates it
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return path.read_text(encoding="utf-8").strip()
+
+
+def claim_bronze(bronze_root: Path | str, state_dir: Path, s3: S3Connection | None = None) -> None:
+    """Claim the Bronze zone ``bronze_root`` (a folder or an ``s3://`` URI, on the local S3 server
+    ``s3`` or, None, AWS) for ``state_dir``'s capture, or check that it already is its own (module
+    docstring).
+
+    Raises:
+        CaptureError: when another state directory's capture wrote the zone, naming both and the
+            ways out; or when the owner file cannot be read.
+    """
+    root = str(bronze_root)
+    store = open_store(root, boto3_s3_client(s3) if is_s3(root) else None)
+    me = state_id(state_dir)
+    found = [e for e in store.list("") if e.name == OWNER_FILE]
+    if not found:
+        owner = {"state_id": me, "state_dir": str(Path(state_dir).resolve())}
+        store.write(OWNER_FILE, json.dumps(owner, indent=1).encode())
+        return
+    location = found[0].location
+    try:
+        owner = json.loads(store.read(location))
+        theirs, their_dir = str(owner["state_id"]), str(owner.get("state_dir", "unknown"))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CaptureError(f"Failed to read the owner of Bronze zone {root} from {location}: {exc}") from None
+    if theirs == me:
+        return
+    mine = str(Path(state_dir).resolve())
+    whose = (
+        f"an earlier state directory at this same path ({mine}), deleted or made again since, wrote it"
+        if their_dir == mine
+        else f"the capture of another state directory ({their_dir}) wrote it, not this one ({mine})"
+    )
+    raise CaptureError(
+        f"Failed to start capture into Bronze zone {root}: {whose}. Its events come from other "
+        "source servers, whose log positions would be ordered with this state's as one history. "
+        "Give this state lake zones of its own (--set lake.bronze=... --set lake.silver=...), or "
+        "start over by deleting this Bronze zone and its Silver zone (lake.silver), or go back to "
+        f"the state directory that {join(root, OWNER_FILE)} names"
+    )
