@@ -43,9 +43,10 @@ from helpers.bronze.events import BronzeEvent, event_from_json, position_of
 from helpers.bronze.writer import BronzeWriter
 from helpers.capture.avro_events import AvroEventDecoder
 from helpers.capture.ccompat import SchemaRegistryClient
+from helpers.capture.owner import claim_bronze
 from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
-from helpers.lake_store import lake_uri
+from helpers.lake_store import is_s3, lake_uri, use_lake_s3
 from helpers.local.kafka import bootstrap_servers
 from helpers.local.registry import CONVERTER_CLASS, LocalRegistry
 from helpers.params import WorkbookParams
@@ -105,7 +106,14 @@ class BronzeSink(ModuleJob):
 
     def start(self) -> int:
         """Start the sink unless it runs; returns its pid (the query starts a few seconds later:
-        ``status()["state"]`` turns ``RUNNING``). The counters go on from the last run's."""
+        ``status()["state"]`` turns ``RUNNING``). The counters go on from the last run's.
+
+        Raises:
+            CaptureError: when another state directory's capture wrote the Bronze zone
+                (:func:`helpers.capture.owner.claim_bronze`: this state's broker holds other topics).
+        """
+        bronze = lake_uri(self.params, self.params.lake.bronze)
+        claim_bronze(bronze, self.params.state_path, use_lake_s3(self.params) if is_s3(bronze) else None)
         previous = read_status(self.directory)
         return self.launch(
             self.params.model_dump(mode="json", by_alias=True),

@@ -7,13 +7,14 @@ events. Their log positions start again from the new server's, so replay and Sil
 histories as one: old events can win over new ones, and the first sign is notebook 02 or 03
 finding a table that differs, without the reason.
 
-So the first embedded worker that a state directory starts on a Bronze zone writes the zone's
-owner file (:data:`OWNER_FILE`, at the zone's root, beside the topic folders: no reader lists
-it), naming the state directory's own random id (:data:`STATE_ID_FILE`, made once). Every later
-start on that zone, from any state directory, compares: the same id goes on; another one stops
-with :class:`~helpers.errors.CaptureError` naming both state directories and the ways out. A zone
-that holds no owner file (made before this check) is claimed by the first state directory that
-starts capture on it. ``docs/operations.md``, "A state directory and its lake".
+So the first capture that a state directory starts on a Bronze zone (an embedded worker, or the
+local-kafka profile's Bronze sink) writes the zone's owner file (:data:`OWNER_FILE`, at the zone's
+root, beside the topic folders: no reader lists it), naming the state directory's own random id
+(:data:`STATE_ID_FILE`, made once). Every later start on that zone, from any state directory,
+compares: the same id goes on; another one stops with :class:`~helpers.errors.CaptureError` naming
+both state directories and the ways out. A zone that holds no owner file (made before this check)
+is claimed by the first state directory that starts capture on it. ``docs/operations.md``, "A
+state directory and its lake".
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ may (Debezium's at-least-once), and Silver absorbs them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -33,6 +34,7 @@ from helpers.bronze.read import read_bronze
 from helpers.capture.backends import ConnectorBackend
 from helpers.capture.connectors import ConnectorSpec
 from helpers.capture.kafka_sink import HOLD_ENV, BronzeSink
+from helpers.capture.owner import OWNER_FILE, state_id
 from helpers.capture.raw_topics import RAW_ENGINES, raw_specs, retire_raw_capture
 from helpers.capture.register import (
     connector_specs,
@@ -45,6 +47,7 @@ from helpers.capture.resnapshot import resnapshot
 from helpers.checks.divergence import DIFFERS, EQUAL, check_divergence
 from helpers.checks.parity import bronze_status, bronze_vs_source, silver_vs_source
 from helpers.engines import engine_kind
+from helpers.errors import CaptureError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import list_instants
 from helpers.local.kafka import LocalKafka
@@ -159,6 +162,14 @@ def test_the_snapshot_lands_in_bronze_equal_to_the_sources_by_day(world: World) 
     assert sink["state"] == "RUNNING" and sink["events"] >= int(check["source_rows"].sum())
     servers = status["servers"].set_index("server")["state"]
     assert servers["kafka"] == servers["kafka-connect"] == "running"
+    # the sink claimed the zone for this state directory (docs/operations.md, "A state directory
+    # and its lake"): a sink of another state is refused before it starts
+    owner = json.loads((params.path(params.lake.bronze) / OWNER_FILE).read_text())
+    assert owner == {"state_id": state_id(params.state_path), "state_dir": str(params.state_path.resolve())}
+    other = params.model_copy(update={"state_dir": str(params.state_path) + "-other"})
+    with pytest.raises(CaptureError, match="the capture of another state directory"):
+        BronzeSink(other).start()
+    assert not BronzeSink(other).directory.exists()
 
 
 def _streamer_from_topics(world: World, folder: Path) -> WorkbookParams:
