@@ -94,18 +94,19 @@ BRONZE_CHANGES: dict[str, tuple[str, str, Callable[[int], Any]]] = {
 
 
 def source_to_bronze(
-    params: WorkbookParams, source: str, changes: int, *, timeout_s: float = 30.0
+    params: WorkbookParams, source: str, changes: int, *, first: int = 0, timeout_s: float = 30.0
 ) -> list[float]:
-    """``changes`` commits of ``BRONZE_CHANGES[source]``, one at a time, each timed from its return
-    until a new Bronze file of the table's topic is visible (polled every 2 ms); checks that Bronze
-    then holds at least ``changes`` updates of the topic."""
+    """``changes`` commits of ``BRONZE_CHANGES[source]`` (its values from number ``first`` on: a
+    second round goes on from the first's, so that no update writes the value already there), one
+    at a time, each timed from its return until a new Bronze file of the table's topic is visible
+    (polled every 2 ms); checks that Bronze then holds at least ``changes`` updates of the topic."""
     table, sql, value_of = BRONZE_CHANGES[source]
     bronze = params.path(params.lake.bronze)
     topic = table_topic(params, source, table)
     known = {p.name for p in _visible(bronze / topic, set())}
     latencies = []
     with single_row_updates(params, source, sql) as update:
-        for i in range(changes):
+        for i in range(first, first + changes):
             update(value_of(i), 1)
             committed = time.monotonic()
             while not (new := _visible(bronze / topic, known)):
