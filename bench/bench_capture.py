@@ -35,8 +35,6 @@ from _common import quantiles, source_to_bronze, temporary_params  # noqa: E402
 
 from helpers.capture import connector_specs, open_backend  # noqa: E402
 from helpers.capture.backends import wait_until_running  # noqa: E402
-from helpers.capture.register import embedded_backend  # noqa: E402
-from helpers.lake_store import lake_uri  # noqa: E402
 from helpers.sources.api import LocalSources  # noqa: E402
 
 
@@ -97,9 +95,7 @@ def main() -> int:
             print(f"| all four, concurrently | {total:,} | {slowest:.1f} | {total / slowest:,.0f} |")
         poll = params.capture.flush_interval_ms
         short_capture = params.capture.model_copy(update={"flush_interval_ms": args.short_poll_ms})
-        short = embedded_backend(
-            params.model_copy(update={"capture": short_capture}), lake_uri(params, params.lake.bronze)
-        )
+        short = open_backend(params.model_copy(update={"capture": short_capture}))
         print(f"\n## commit -> Bronze visible, {args.changes} single-row commits per source, one at a time")
         print(
             f"| source | p50 s | p95 s | max s | target p50 <= 0.5, p95 <= 2 "

@@ -46,9 +46,10 @@ from helpers.capture.ccompat import SchemaRegistryClient
 from helpers.capture.owner import claim_bronze
 from helpers.capture.topics import end_offsets
 from helpers.errors import CaptureError
-from helpers.lake_store import is_s3, lake_uri, use_lake_s3
+from helpers.lake_store import is_s3, lake_uri
 from helpers.local.kafka import bootstrap_servers
 from helpers.local.registry import CONVERTER_CLASS, LocalRegistry
+from helpers.local.s3 import local_s3_connection
 from helpers.params import WorkbookParams
 from helpers.proc import ModuleJob, read_status, stop_on_signal, write_status
 from helpers.spark import build_spark_session
@@ -113,7 +114,9 @@ class BronzeSink(ModuleJob):
                 (:func:`helpers.capture.owner.claim_bronze`: this state's broker holds other topics).
         """
         bronze = lake_uri(self.params, self.params.lake.bronze)
-        claim_bronze(bronze, self.params.state_path, use_lake_s3(self.params) if is_s3(bronze) else None)
+        claim_bronze(
+            bronze, self.params.state_path, local_s3_connection(self.params) if is_s3(bronze) else None
+        )
         previous = read_status(self.directory)
         return self.launch(
             self.params.model_dump(mode="json", by_alias=True),

@@ -20,12 +20,12 @@ state directory and its lake".
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
 from helpers.errors import CaptureError
 from helpers.lake_store import is_s3, join, open_store
+from helpers.local.credentials import write_private
 from helpers.local.s3 import S3Connection, boto3_s3_client
 
 __all__ = ["OWNER_FILE", "STATE_ID_FILE", "claim_bronze", "state_id"]
@@ -37,18 +37,12 @@ STATE_ID_FILE = "state-id"
 
 
 def state_id(state_dir: Path) -> str:
-    """The state directory's random id, made (atomically) on first use."""
+    """The state directory's random id, made on first use (:func:`write_private`: of two racing
+    callers, the first one's stays)."""
     path = Path(state_dir) / "capture" / STATE_ID_FILE
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(uuid.uuid4().hex, encoding="utf-8")
-        try:
-            os.link(tmp, path)  # only the first of two racing callers creates it
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
+        write_private(path, uuid.uuid4().hex)
     return path.read_text(encoding="utf-8").strip()
 
 
@@ -63,10 +57,10 @@ def claim_bronze(bronze_root: Path | str, state_dir: Path, s3: S3Connection | No
     """
     root = str(bronze_root)
     store = open_store(root, boto3_s3_client(s3) if is_s3(root) else None)
-    me = state_id(state_dir)
+    me, mine = state_id(state_dir), str(Path(state_dir).resolve())
     found = [e for e in store.list("") if e.name == OWNER_FILE]
     if not found:
-        owner = {"state_id": me, "state_dir": str(Path(state_dir).resolve())}
+        owner = {"state_id": me, "state_dir": mine}
         store.write(OWNER_FILE, json.dumps(owner, indent=1).encode())
         return
     location = found[0].location
@@ -77,7 +71,6 @@ def claim_bronze(bronze_root: Path | str, state_dir: Path, s3: S3Connection | No
         raise CaptureError(f"Failed to read the owner of Bronze zone {root} from {location}: {exc}") from None
     if theirs == me:
         return
-    mine = str(Path(state_dir).resolve())
     whose = (
         f"an earlier state directory at this same path ({mine}), deleted or made again since, wrote it"
         if their_dir == mine
