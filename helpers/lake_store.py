@@ -235,7 +235,8 @@ class S3Store:
         Raises:
             WorkbookError: when S3 cannot be listed.
         """
-        prefix = self._key(folder) + "/"
+        key = self._key(folder)
+        prefix = key + "/" if key else ""  # the bucket's root: every key (none starts with "/")
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if not recursive:
             args["Delimiter"] = "/"

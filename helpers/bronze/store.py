@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,13 @@ from typing import Any
 from helpers.errors import BronzeError, WorkbookError
 from helpers.lake_store import LakeStore, is_s3, open_store
 
-__all__ = ["BRONZE_SUFFIXES", "BronzeObject", "BronzeStore", "is_bronze_name"]
+__all__ = ["BRONZE_SUFFIXES", "OWNER_FILE", "BronzeObject", "BronzeOwner", "BronzeStore", "is_bronze_name"]
 
 #: The file types Bronze holds: Avro object container files and JSON lines (Connect envelopes).
 BRONZE_SUFFIXES = (".avro", ".jsonl")
+#: The zone's owner record, at its root beside the topic folders (no topic listing meets it):
+#: which state directory's capture writes the zone (:mod:`helpers.capture.owner` claims it).
+OWNER_FILE = "_capture_owner.json"
 
 
 def is_bronze_name(name: str) -> bool:
@@ -46,6 +50,15 @@ class BronzeObject:
     def is_jsonl(self) -> bool:
         """Whether the file holds JSON lines (else Avro)."""
         return self.name.endswith(".jsonl")
+
+
+@dataclass(frozen=True)
+class BronzeOwner:
+    """Whose capture writes a Bronze zone: the state directory's random id (the zone's history: a
+    new one means new source servers, whose log positions start again) and its path."""
+
+    state_id: str
+    state_dir: str
 
 
 class BronzeStore:
@@ -79,6 +92,25 @@ class BronzeStore:
         return [
             BronzeObject(e.name, e.location, e.modified, e.size) for e in entries if is_bronze_name(e.name)
         ]
+
+    def owner(self) -> BronzeOwner | None:
+        """The zone's owner record (:data:`OWNER_FILE`); None when the zone has none: made before
+        owner records existed, or by a writer other than the workbook's capture (a Kafka Connect
+        S3 sink on AWS).
+
+        Raises:
+            BronzeError: when the record is there but cannot be read or parsed.
+        """
+        location = "/".join((self.root, OWNER_FILE))
+        try:
+            if not any(e.name == OWNER_FILE for e in self.lake.list("")):
+                return None
+            record = json.loads(self.lake.read(location))
+            return BronzeOwner(str(record["state_id"]), str(record.get("state_dir", "unknown")))
+        except (OSError, WorkbookError, ValueError, KeyError, TypeError) as exc:
+            raise BronzeError(
+                f"Failed to read the owner of Bronze zone {self.root} from {location}: {exc}"
+            ) from None
 
     def copy(self, obj: BronzeObject, destination: LakeStore, relative: str) -> str:
         """Copy one file byte for byte into ``destination`` (a store of the same kind: its bytes

@@ -8,13 +8,15 @@ histories as one: old events can win over new ones, and the first sign is notebo
 finding a table that differs, without the reason.
 
 So the first capture that a state directory starts on a Bronze zone (an embedded worker, or the
-local-kafka profile's Bronze sink) writes the zone's owner file (:data:`OWNER_FILE`, at the zone's
-root, beside the topic folders: no reader lists it), naming the state directory's own random id
+local-kafka profile's Bronze sink) writes the zone's owner file (:data:`~helpers.bronze.store.OWNER_FILE`,
+at the zone's root, beside the topic folders: no reader lists it; :meth:`BronzeStore.owner
+<helpers.bronze.store.BronzeStore.owner>` reads it), naming the state directory's own random id
 (:data:`STATE_ID_FILE`, made once). Every later start on that zone, from any state directory,
 compares: the same id goes on; another one stops with :class:`~helpers.errors.CaptureError` naming
 both state directories and the ways out. A zone that holds no owner file (made before this check)
 is claimed by the first state directory that starts capture on it. ``docs/operations.md``, "A
-state directory and its lake".
+state directory and its lake". A Silver table records the owner of the zone it was built from
+with each commit and refuses a zone of another history (:func:`helpers.silver.tables.bronze_lineage`).
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ import json
 import uuid
 from pathlib import Path
 
-from helpers.errors import CaptureError
-from helpers.lake_store import is_s3, join, open_store
+from helpers.bronze.store import OWNER_FILE, BronzeStore
+from helpers.errors import BronzeError, CaptureError
+from helpers.lake_store import is_s3, join
 from helpers.local.credentials import write_private
 from helpers.local.s3 import S3Connection, boto3_s3_client
 
 __all__ = ["OWNER_FILE", "STATE_ID_FILE", "claim_bronze", "state_id"]
 
-#: The owner file at the root of a Bronze zone.
-OWNER_FILE = "_capture_owner.json"
 #: A state directory's own id, under its ``capture/`` folder.
 STATE_ID_FILE = "state-id"
 
@@ -56,21 +57,18 @@ def claim_bronze(bronze_root: Path | str, state_dir: Path, s3: S3Connection | No
             ways out; or when the owner file cannot be read.
     """
     root = str(bronze_root)
-    store = open_store(root, boto3_s3_client(s3) if is_s3(root) else None)
+    store = BronzeStore(root, boto3_s3_client(s3) if is_s3(root) else None)
     me, mine = state_id(state_dir), str(Path(state_dir).resolve())
-    found = [e for e in store.list("") if e.name == OWNER_FILE]
-    if not found:
-        owner = {"state_id": me, "state_dir": mine}
-        store.write(OWNER_FILE, json.dumps(owner, indent=1).encode())
-        return
-    location = found[0].location
     try:
-        owner = json.loads(store.read(location))
-        theirs, their_dir = str(owner["state_id"]), str(owner.get("state_dir", "unknown"))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CaptureError(f"Failed to read the owner of Bronze zone {root} from {location}: {exc}") from None
-    if theirs == me:
+        owner = store.owner()
+    except BronzeError as exc:
+        raise CaptureError(str(exc)) from None
+    if owner is None:
+        store.lake.write(OWNER_FILE, json.dumps({"state_id": me, "state_dir": mine}, indent=1).encode())
         return
+    if owner.state_id == me:
+        return
+    their_dir = owner.state_dir
     whose = (
         f"an earlier state directory at this same path ({mine}), deleted or made again since, wrote it"
         if their_dir == mine

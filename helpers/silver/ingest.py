@@ -7,7 +7,8 @@ read, checked, prepared and written by the executors:
 
 1. read the table's state once (:func:`helpers.silver.state.read_table_state`) and plan the round
    (:func:`helpers.silver.tables.pending_bronze`), under the table's lock once a first look
-   without it found new files (an idle round takes no lock);
+   without it found new files (an idle round takes no lock); check that the Bronze zone is the
+   history the table was built from (:func:`helpers.silver.tables.bronze_lineage`);
 2. inspect the new files on the executors (:func:`helpers.bronze.frames.inspect_files`) and judge
    their writer schemas (:func:`helpers.silver.checked.schema_verdicts`);
 3. read, check and prepare the events (Spark's Avro source, :mod:`helpers.silver.checked`,
@@ -70,6 +71,7 @@ from helpers.silver.prepare import (
 )
 from helpers.silver.quarantine import BadRecord, quarantine_dir, quarantine_events, write_quarantine
 from helpers.silver.state import (
+    BRONZE_OWNER_KEY,
     POSITION_KEY,
     TOMBSTONES_KEY,
     TOMBSTONES_OLDEST_KEY,
@@ -79,6 +81,7 @@ from helpers.silver.state import (
 from helpers.silver.tables import (
     POSITION_FIELDS,
     QUARANTINE_KEY,
+    bronze_lineage,
     bronze_store,
     pending_bronze,
     position_fields,
@@ -320,6 +323,7 @@ def ingest_table(
         files, checkpoint = pending_bronze(params, table, store, state)
         if not files:
             return IngestResult(table.name, 0, 0, None, seconds=time.monotonic() - started)
+        owner = bronze_lineage(store, state, table.name, config.base_path)
         spark = spark or build_spark_session(params)
         try:
             layouts = inspect_files(spark, files)
@@ -351,6 +355,7 @@ def ingest_table(
                 events,
                 stones,
                 started,
+                owner,
             )
         finally:
             if kept:
@@ -418,6 +423,7 @@ def _ingest_prepared(
     events: DataFrame,
     stones: DataFrame | None,
     started: float,
+    owner: str | None,
 ) -> IngestResult:
     from pyspark.sql import functions as F
 
@@ -464,6 +470,8 @@ def _ingest_prepared(
     newest = max((c.max_position for c in counts.values() if c.max_position), default=None)
     if newest is not None and position_fields(params, table) == POSITION_FIELDS.get(engine):
         metadata[POSITION_KEY] = max(newest, state.position or "")
+    if owner is not None:
+        metadata[BRONZE_OWNER_KEY] = owner
     if per_file:
         metadata[QUARANTINE_KEY] = json.dumps(dict(sorted(per_file.items())))
     if config.delete_mode == "hard":

@@ -23,6 +23,7 @@ from helpers.lake_store import LakeStore, open_store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 
 __all__ = [
+    "BRONZE_OWNER_KEY",
     "POSITION_KEY",
     "STREAMER_CHECKPOINT_KEY",
     "STREAMER_RESET_KEY",
@@ -38,6 +39,10 @@ TOMBSTONES_OLDEST_KEY = "workbook.tombstones.oldest"  # epoch s of the oldest to
 #: The newest source log position among the events taken so far (``_cdc_position``'s text): how far
 #: the table's data goes, for a check at a known position (:mod:`helpers.checks.divergence`).
 POSITION_KEY = "workbook.source.position"
+#: The id of the capture state whose Bronze zone the events taken so far came from (the zone's
+#: owner record, :class:`helpers.bronze.store.BronzeOwner`): a zone of another id holds another
+#: history (:func:`helpers.silver.tables.bronze_lineage`).
+BRONZE_OWNER_KEY = "workbook.bronze.owner"
 #: HoodieStreamer's own checkpoint (``silver.engine: streamer``): for Bronze files, the newest
 #: modification time taken, in epoch milliseconds (Hudi's ``DFSPathSelector``).
 STREAMER_CHECKPOINT_KEY = "deltastreamer.checkpoint.key"
@@ -60,6 +65,8 @@ class TableState:
         streamer_checkpoint: HoodieStreamer's checkpoint of the newest commit that has one (the
             streamer engine's commits; None: no such commit).
         streamer_reset: the ``--checkpoint`` that commit was given (None: none).
+        bronze_owner: the owner id of the Bronze zone the checkpoint's files came from (None: not
+            recorded, as by commits before it was, or a zone with no owner record).
     """
 
     instants: tuple[Instant, ...] = ()
@@ -70,6 +77,7 @@ class TableState:
     position: str | None = None
     streamer_checkpoint: str | None = None
     streamer_reset: str | None = None
+    bronze_owner: str | None = None
 
     @property
     def is_new(self) -> bool:
@@ -102,6 +110,7 @@ def state_from_metadata(
     types: dict[str, pa.DataType] | None = None
     stones: tuple[str, float | None] | None = None
     position: str | None = None
+    owner: str | None = None
     streamer: str | None = None
     reset: str | None = None
     for meta in metadata_newest_first:
@@ -118,6 +127,7 @@ def state_from_metadata(
                 state = BronzeCheckpoint.from_json(extra[CHECKPOINT_KEY])
                 checkpoint = BronzeCheckpoint(state.watermark, state.files | frozenset(legacy))
                 position = extra.get(POSITION_KEY) or None  # written with every checkpoint
+                owner = extra.get(BRONZE_OWNER_KEY) or None  # so is the zone's owner
             elif extra.get(FILES_KEY):
                 legacy.update(json.loads(extra[FILES_KEY]))
         if types is None and extra.get("schema"):
@@ -136,6 +146,7 @@ def state_from_metadata(
         position=position,
         streamer_checkpoint=streamer,
         streamer_reset=reset,
+        bronze_owner=owner,
     )
 
 

@@ -14,7 +14,7 @@ import filelock
 
 from helpers.bronze.store import BronzeObject, BronzeStore
 from helpers.engines import quote_spark
-from helpers.errors import HudiError, HudiLockError
+from helpers.errors import BronzeError, HudiError, HudiLockError
 from helpers.hudi.api import COMMIT_META_PREFIX
 from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import LakeStore, is_s3, join, lake_uri, open_store, s3_client, use_lake_s3
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "POSITION_COLUMN",
     "QUARANTINE_KEY",
+    "bronze_lineage",
     "bronze_store",
     "pending_bronze",
     "position_fields",
@@ -201,6 +202,35 @@ def bronze_store(params: WorkbookParams, s3: Any = None) -> BronzeStore:
         if s3 is None:
             s3 = s3_client(params.aws.region if params.aws else None)
     return BronzeStore(root, s3)
+
+
+def bronze_lineage(store: BronzeStore, state: TableState, table: str, base_path: str) -> str | None:
+    """The owner id of the Bronze zone a round reads, to record with its commit
+    (:data:`helpers.silver.state.BRONZE_OWNER_KEY`), once checked against the one the table was
+    built from; None for a zone with no owner record (nothing to record or check).
+
+    A zone of another owner was written by the capture of another state directory: other source
+    servers, whose log positions start again (a state directory and its Bronze zone deleted and
+    made again while Silver was kept). Its events ordered by position against the stored rows would
+    lose to them, so Silver would keep the old rows without a sign.
+
+    Raises:
+        BronzeError: naming the table, both owners and the ways out, before anything is read; or
+            when the owner record cannot be read.
+    """
+    zone = store.owner()
+    if zone is None:
+        return None
+    if state.bronze_owner and state.bronze_owner != zone.state_id:
+        raise BronzeError(
+            f"Failed to ingest Bronze zone {store.root} into Silver table {table} at {base_path}: the "
+            f"table was built from the Bronze of another capture state (id {state.bronze_owner}), and "
+            f"this zone now holds the events of state {zone.state_id} ({zone.state_dir}), from other "
+            "source servers whose log positions start again; applied to the stored rows they would lose "
+            "to them. Start this Silver zone over from this Bronze (delete lake.silver, or point it at "
+            "a new folder), or go back to the Bronze zone and state directory the table was built from"
+        )
+    return zone.state_id
 
 
 def silver_store(params: WorkbookParams, s3: Any = None) -> LakeStore:

@@ -17,7 +17,9 @@ from support.bronze_events import write_category_changes
 from support.pipeline import Capture
 from support.silver_tables import write_silver
 
+from helpers.capture.owner import claim_bronze, state_id
 from helpers.checks.parity import bronze_vs_source, silver_vs_source
+from helpers.errors import BronzeError
 from helpers.hudi.api import read_hudi_df, write_hudi
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
@@ -26,6 +28,7 @@ from helpers.silver.backend import register_catalog
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 from helpers.silver.ingest import ingest_all
 from helpers.silver.prepare import position_column
+from helpers.silver.state import BRONZE_OWNER_KEY
 from helpers.silver.tables import POSITION_COLUMN, pending_bronze, silver_write_options, table_config
 from helpers.sources.edge_cases.catalogue import apply_edge_case
 
@@ -249,6 +252,43 @@ def test_tombstones_keep_a_late_older_change_from_bringing_a_deleted_row_back(
     bronze(30, "c", "re-inserted")
     ingest_all(params, ["category"], spark=spark)
     assert [r["catname"] for r in read_snapshot(base).to_pylist()] == ["re-inserted"]
+
+
+def test_a_table_refuses_the_bronze_zone_of_another_capture_state(
+    small: WorkbookParams, spark: Any, tmp_path: Path
+) -> None:
+    """Each commit records the owner of the Bronze zone it read. The zone deleted and made again by
+    another state directory's capture (new source servers: log positions start again, so the new
+    update at LSN 10 would lose to the stored row at 500) stops the round before it reads anything,
+    naming the table, both states and the ways out; Silver is left as it was. A new Silver zone
+    (one of the ways out) takes the new history."""
+    params = small  # Bronze and Silver in folders of the test
+    category = next(t for t in params.silver.tables if t.name == "category")
+    bronze, old, new = tmp_path / "bronze", tmp_path / "old-state", tmp_path / "new-state"
+    claim_bronze(bronze, old)
+    write_category_changes(params, [(500, 1, "old server", "c")])
+    ingest_all(params, ["category"], spark=spark)
+    base = table_config(params, category).base_path
+    instants = completed_instants(base)
+    assert read_commit_metadata(base, instants[-1])["extraMetadata"][BRONZE_OWNER_KEY] == state_id(old)
+
+    shutil.rmtree(bronze)
+    claim_bronze(bronze, new)
+    write_category_changes(params, [(10, 1, "new server", "u")])
+    with pytest.raises(BronzeError) as refused:
+        ingest_all(params, ["category"], spark=spark)
+    message = str(refused.value)
+    assert f"Failed to ingest Bronze zone {bronze} into Silver table category at {base}" in message
+    assert f"(id {state_id(old)})" in message and f"state {state_id(new)} ({new.resolve()})" in message
+    assert "delete lake.silver" in message
+    assert completed_instants(base) == instants
+    assert [r["catname"] for r in read_snapshot(base).to_pylist()] == ["old server"]
+
+    fresh = _with(params, silver=str(tmp_path / "silver-again"))
+    ingest_all(fresh, ["category"], spark=spark)
+    assert [r["catname"] for r in read_snapshot(table_config(fresh, category).base_path).to_pylist()] == [
+        "new server"
+    ]
 
 
 def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.bronze.store import BronzeStore
 from helpers.capture.owner import OWNER_FILE, claim_bronze, state_id
-from helpers.errors import CaptureError
+from helpers.errors import BronzeError, CaptureError
 
 
 def test_a_state_claims_a_new_zone_and_keeps_it(tmp_path: Path) -> None:
@@ -64,3 +65,6 @@ def test_an_unreadable_owner_file_names_its_location(tmp_path: Path) -> None:
     unreadable = f"Failed to read the owner of Bronze zone {bronze} from .*{OWNER_FILE}"
     with pytest.raises(CaptureError, match=unreadable):
         claim_bronze(bronze, tmp_path / "st")
+    (bronze / OWNER_FILE).write_text('{"state_dir": "no id"}')
+    with pytest.raises(BronzeError, match=unreadable):  # the one reader, Silver's check reads with it
+        BronzeStore(bronze).owner()

@@ -20,6 +20,7 @@ from helpers.errors import HudiError, WorkbookError
 from helpers.lake_store import LocalStore, S3Store
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint, plan_round
 from helpers.silver.state import (
+    BRONZE_OWNER_KEY,
     POSITION_KEY,
     TOMBSTONES_KEY,
     TableState,
@@ -80,6 +81,7 @@ def test_the_state_is_read_from_the_newest_commits_only_as_far_as_needed() -> No
             "extraMetadata": {
                 CHECKPOINT_KEY: BronzeCheckpoint(5.0, frozenset({"y"})).to_json(),
                 POSITION_KEY: "00000000000035724432",
+                BRONZE_OWNER_KEY: "5f0c",
             }
         }
         yield {"extraMetadata": {"schema": schema}}
@@ -89,6 +91,7 @@ def test_the_state_is_read_from_the_newest_commits_only_as_far_as_needed() -> No
     assert state.checkpoint == BronzeCheckpoint(5.0, frozenset({"y", "z"}))
     assert state.stored_types == {"id": pa.int32()} and state.tombstones == ""
     assert state.position == "00000000000035724432"  # recorded with the checkpoint
+    assert state.bronze_owner == "5f0c"  # so is the Bronze zone's owner
     assert state_from_metadata((), []) == TableState()
     with pytest.raises(HudiError, match="Bronze checkpoint"):
         state_from_metadata((), [{"extraMetadata": {CHECKPOINT_KEY: "{not json"}}])
