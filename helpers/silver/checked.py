@@ -31,7 +31,15 @@ from helpers.silver.truncate import MARKER_SQL, is_marker_schema
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pyspark.sql import DataFrame
 
-__all__ = ["GOOD_SQL", "UNKNOWN_OP_HINT", "check_events", "data_columns", "schema_verdicts"]
+__all__ = [
+    "GOOD_SQL",
+    "UNKNOWN_OP_HINT",
+    "catalog_holds",
+    "check_events",
+    "data_columns",
+    "schema_verdicts",
+    "widened",
+]
 
 #: Whether an event is good input (no bad reason set), as a Spark SQL expression.
 GOOD_SQL = f"{quote_spark(BAD_REASON)} IS NULL"
@@ -62,6 +70,28 @@ def _compatible(incoming: pa.DataType, stored: pa.DataType) -> bool:
         pa.types.is_boolean,
     )
     return any(kind(incoming) and kind(stored) for kind in kinds)
+
+
+def widened(incoming: pa.DataType, stored: pa.DataType) -> bool:
+    """Whether ``incoming`` is a wider type of ``stored``'s kind: an integer or floating column of
+    more bits (``ALTER TABLE ... TYPE bigint`` on an ``integer``), a decimal of more digits. Hudi
+    writes the wider type; the catalog's column must follow it, or Trino and Athena fail on the
+    table (measured: ``GENERIC_INTERNAL_ERROR: integer overflow`` on a value past 2**31)."""
+    both = (pa.types.is_integer, pa.types.is_floating)
+    if any(kind(incoming) and kind(stored) for kind in both):
+        return bool(incoming.bit_width > stored.bit_width)
+    if pa.types.is_decimal(incoming) and pa.types.is_decimal(stored):
+        return bool(incoming.precision > stored.precision)
+    return False
+
+
+def catalog_holds(columns: Mapping[str, pa.DataType | None], stored: Mapping[str, pa.DataType]) -> bool:
+    """Whether a catalog synced with the table's ``stored`` column types already holds a write of
+    ``columns`` (name to Arrow type; None: a type not compared): every column stored, none
+    :func:`widened`. Otherwise the commit syncs the catalog."""
+    return all(
+        name in stored and (kind is None or not widened(kind, stored[name])) for name, kind in columns.items()
+    )
 
 
 def _fields(schema: str) -> dict[str, pa.DataType | None]:

@@ -55,7 +55,7 @@ from helpers.hudi.config import HudiTableConfig
 from helpers.lake_store import lake_uri, open_store
 from helpers.naming import silver_topic
 from helpers.params import SilverTableParams, WorkbookParams
-from helpers.silver.checked import GOOD_SQL, check_events, data_columns, schema_verdicts
+from helpers.silver.checked import GOOD_SQL, catalog_holds, check_events, data_columns, schema_verdicts
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY
 from helpers.silver.counts import FileCounts, count_files
 from helpers.silver.prepare import (
@@ -482,7 +482,7 @@ def _ingest_prepared(
             log.info("%s: dropped %d change(s) older than their key's delete", table.name, late)
     frame = _write_frame(applied)
     options = {**silver_write_options(params, table), **metadata}
-    if state.stored_types and set(frame.columns) <= set(state.stored_types):
+    if state.stored_types and catalog_holds(_arrow_types(frame), state.stored_types):
         options["hoodie.datasource.hive_sync.enable"] = "false"  # the catalog holds this schema
     if state.is_new:
         # a new table: what the upsert would leave, written by Hudi's bulk insert (row writer) into
@@ -511,6 +511,20 @@ def _ingest_prepared(
         seconds=time.monotonic() - started,
         write_seconds=write_seconds,
     )
+
+
+def _arrow_types(frame: DataFrame) -> dict[str, Any]:
+    """The frame's columns as Arrow types (pyspark's own mapping, no call into the JVM beyond the
+    schema); None for a type it does not map."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    out: dict[str, Any] = {}
+    for field in frame.schema.fields:
+        try:
+            out[field.name] = to_arrow_type(field.dataType)
+        except TypeError:  # pyspark's PySparkTypeError: a type Arrow does not take
+            out[field.name] = None
+    return out
 
 
 def _write(

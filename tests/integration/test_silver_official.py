@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from support.bronze_events import write_category_changes
+from support.bronze_events import write_category_changes, write_changes
 from support.pipeline import Capture
 from support.silver_tables import write_silver
 
@@ -24,6 +24,7 @@ from helpers.hudi.api import read_hudi_df, write_hudi
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import SilverTableParams, WorkbookParams, load_params
+from helpers.query.engines import open_engine
 from helpers.silver.backend import register_catalog
 from helpers.silver.checkpoint import CHECKPOINT_KEY, FILES_KEY, BronzeCheckpoint
 from helpers.silver.ingest import ingest_all
@@ -145,9 +146,9 @@ def test_write_options_carry_the_workbook_state_and_hudis_settings(capture: Capt
         assert silver_write_options(params, table)["hoodie.index.type"] == want, table.name
 
 
-@pytest.fixture
-def small(tmp_path: Path, spark_params: WorkbookParams) -> WorkbookParams:
-    """CI parameters with Silver in a folder of the test, catalog sync off."""
+def _in_folders(spark_params: WorkbookParams, tmp_path: Path, **overrides: Any) -> WorkbookParams:
+    """CI parameters with Bronze and Silver in folders of the test, the catalog in the test
+    session's metastore; ``overrides`` by dotted key."""
     return load_params(
         "ci",
         overrides={
@@ -155,10 +156,15 @@ def small(tmp_path: Path, spark_params: WorkbookParams) -> WorkbookParams:
             "local.metastore.port": spark_params.local.metastore.port,
             "lake.silver": str(tmp_path / "silver"),
             "lake.bronze": str(tmp_path / "bronze"),
-            "silver.sync": False,
-            "silver.compaction_delta_commits": 2,
+            **overrides,
         },
     )
+
+
+@pytest.fixture
+def small(tmp_path: Path, spark_params: WorkbookParams) -> WorkbookParams:
+    """CI parameters with Silver in a folder of the test, catalog sync off."""
+    return _in_folders(spark_params, tmp_path, **{"silver.sync": False, "silver.compaction_delta_commits": 2})
 
 
 def _table(params: WorkbookParams, name: str, table_type: str = "COPY_ON_WRITE") -> SilverTableParams:
@@ -289,6 +295,58 @@ def test_a_table_refuses_the_bronze_zone_of_another_capture_state(
     assert [r["catname"] for r in read_snapshot(table_config(fresh, category).base_path).to_pylist()] == [
         "new server"
     ]
+
+
+def _catalog(spark: Any, database: str, table: str) -> tuple[dict[str, str], str | None]:
+    """The catalog's column types of a table, and the instant Hudi's Hive sync last synced."""
+    columns = {r["col_name"]: r["data_type"] for r in spark.sql(f"DESCRIBE {database}.{table}").collect()}
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {database}.{table}").collect()}
+    return columns, props.get("last_commit_time_sync")
+
+
+def test_a_widened_source_column_reaches_the_catalog_and_trino_reads_it(
+    spark_params: WorkbookParams, spark: Any, tmp_path: Path
+) -> None:
+    """A source column widened (``ALTER TABLE ... TYPE bigint``) sends int64 values: the commit that
+    first writes them syncs the catalog, whose column becomes ``bigint``, and Trino (Athena's
+    engine) reads a value past 2**31 (with the column left ``int``: ``integer overflow``). A round
+    of the schema the catalog holds does not sync (the synced instant stays). A column dropped at
+    the source stays in Silver and in the catalog, null for the rows changed after the drop."""
+    params = _in_folders(spark_params, tmp_path, **{"silver.sync": True, "silver.database": "widening"})
+    category = next(t for t in params.silver.tables if t.name == "category")
+    key = {"type": "int32", "optional": False, "field": "catid"}
+    name = {"type": "string", "optional": True, "field": "catname"}
+    narrow = [key, {"type": "int32", "optional": True, "field": "catgroup"}, name]
+    wide = [key, {"type": "int64", "optional": True, "field": "catgroup"}, name]
+
+    def round_(fields: list[dict[str, Any]], changes: list[tuple[int, str, dict[str, Any]]]) -> str:
+        write_changes(params, fields, changes)
+        return str(ingest_all(params, ["category"], spark=spark).iloc[0]["instant"])
+
+    first = round_(narrow, [(10, "c", {"catid": 1, "catgroup": 5, "catname": "a"})])
+    columns, synced = _catalog(spark, "widening", "category")
+    assert (columns["catgroup"], synced) == ("int", first)
+    round_(narrow, [(12, "c", {"catid": 2, "catgroup": 7, "catname": "b"})])
+    assert _catalog(spark, "widening", "category")[1] == first  # the catalog held that schema: no sync
+    widened = round_(wide, [(20, "u", {"catid": 1, "catgroup": 5_000_000_000, "catname": "a"})])
+    columns, synced = _catalog(spark, "widening", "category")
+    assert (columns["catgroup"], synced) == ("bigint", widened)
+    served = {
+        "query_engine": "trino",
+        "trino": spark_params.local.trino,
+        "metastore": spark_params.local.metastore,
+    }
+    on_trino = params.model_copy(update={"local": params.local.model_copy(update=served)})
+    with open_engine(on_trino, progress=False) as engine:
+        read = engine.query("SELECT catid, catgroup FROM widening.category ORDER BY catid")
+    assert [tuple(r) for r in read.itertuples(index=False)] == [(1, 5_000_000_000), (2, 7)]
+
+    round_(wide[:2], [(30, "u", {"catid": 2, "catgroup": 8})])
+    base = table_config(params, category).base_path
+    rows = {r["catid"]: (r["catgroup"], r["catname"]) for r in read_snapshot(base).to_pylist()}
+    assert rows == {1: (5_000_000_000, "a"), 2: (8, None)}
+    columns, synced = _catalog(spark, "widening", "category")
+    assert (columns["catname"], synced) == ("string", widened)
 
 
 def test_soft_deletes_keep_the_row_flagged(small: WorkbookParams, spark: Any) -> None:

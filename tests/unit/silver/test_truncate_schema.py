@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+
 from helpers.bronze.layout import FileLayout, SchemaPart
 from helpers.bronze.store import BronzeObject
 from helpers.params import load_params
-from helpers.silver.checked import schema_verdicts
+from helpers.silver.checked import catalog_holds, schema_verdicts, widened
 from helpers.silver.tables import position_fields, table_config
 from helpers.silver.truncate import is_marker_schema
 
@@ -51,3 +53,17 @@ def test_schema_verdicts_accept_a_marker_and_still_reject_a_row_schema_without_i
         "truncate marker lacks log position"
         in schema_verdicts([_layout("d.avro", no_position)], config, positions, {})[no_position]
     )
+
+
+def test_a_widened_column_makes_the_commit_sync_the_catalog_and_nothing_else_does() -> None:
+    """Wider integers, floats and decimals (more digits, the same scale) need the catalog's column
+    to follow; a narrower or equal type, or a type not compared (None), does not; a new column does."""
+    stored = {"id": pa.int32(), "qty": pa.int16(), "price": pa.decimal128(8, 2), "ratio": pa.float32()}
+    assert catalog_holds({"id": pa.int32(), "qty": pa.int16()}, stored)
+    assert catalog_holds({"qty": pa.int8(), "price": pa.decimal128(6, 2), "ratio": None}, stored)
+    assert catalog_holds({"id": pa.string()}, stored)  # another kind: the schema checks set it aside
+    for wider in ({"id": pa.int64()}, {"price": pa.decimal128(12, 2)}, {"ratio": pa.float64()}):
+        assert not catalog_holds(wider, stored), wider
+    assert not catalog_holds({"note": pa.string()}, stored)  # a new column
+    assert widened(pa.int64(), pa.int32()) and not widened(pa.int32(), pa.int64())
+    assert not widened(pa.timestamp("us", "UTC"), pa.timestamp("ms", "UTC"))
