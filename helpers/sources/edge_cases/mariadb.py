@@ -137,7 +137,8 @@ def partition_move(s: EditSession) -> None:
 
 
 def add_column(s: EditSession) -> None:
-    """Item 6: a nullable column added to ``date`` while capture runs, then set on one row."""
+    """Item 6: a nullable column added to ``date`` and another widened (``week`` from ``SMALLINT``
+    to ``BIGINT``) while capture runs, then both set on one row (a week past ``SMALLINT``'s range)."""
     with s.mariadb() as cur:
         cur.execute(
             "SELECT count(*) FROM information_schema.columns WHERE table_schema = DATABASE()"
@@ -146,10 +147,12 @@ def add_column(s: EditSession) -> None:
         row = cur.fetchone()
         if not row or not row[0]:
             cur.execute("ALTER TABLE `date` ADD COLUMN note varchar(50) NULL")
+        cur.execute("ALTER TABLE `date` MODIFY week BIGINT NOT NULL")
         cur.execute("SELECT max(dateid) FROM `date`")
         top = cur.fetchone()
         k = int(top[0]) if top and top[0] is not None else 1
-        cur.execute("UPDATE `date` SET note = %s WHERE dateid = %s", (f"scripted {time.time():.0f}", k))
+        note = f"scripted {time.time():.0f}"
+        cur.execute("UPDATE `date` SET note = %s, week = 70000 WHERE dateid = %s", (note, k))
     s.touch(DATE, (k,))
     s.sync()
 

@@ -112,13 +112,16 @@ def partition_move(s: EditSession) -> None:
 
 
 def add_column(s: EditSession) -> None:
-    """Item 6: a column added to ``venue`` while capture runs; older rows have null in it."""
+    """Item 6: a column added to ``venue`` and another widened (``venueseats`` from ``integer`` to
+    ``bigint``) while capture runs; older rows have null in the new one, the new row a seat count
+    past 2**31."""
     k = s.next_key(VENUE, "venueid")
     with s.postgres("ems") as c:
         c.execute("ALTER TABLE ems.venue ADD COLUMN IF NOT EXISTS venueurl varchar(200)")
+        c.execute("ALTER TABLE ems.venue ALTER COLUMN venueseats TYPE bigint")
         c.execute(
             "INSERT INTO ems.venue (venueid, venuename, venuecity, venuestate, venueseats, venueurl)"
-            " VALUES (%s, 'Scripted Hall', 'Nowhere', 'NA', 100, 'https://example.com')",
+            " VALUES (%s, 'Scripted Hall', 'Nowhere', 'NA', 5000000000, 'https://example.com')",
             (k,),
         )
     s.touch(VENUE, (k,))
