@@ -19,6 +19,7 @@ from helpers.checks.conformance import (
     run_scenarios,
     short_set,
 )
+from helpers.sources.connect import connect
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +83,28 @@ def test_full_set(capture: Capture, tmp_path: Path) -> None:
     ].to_string()
     assert set(frame["scenario"]) == set(SCENARIOS)
     assert set(frame.loc[frame["status"] == "n/a", "scenario"]) == {"toast_mariadb"}
+
+
+def test_a_column_added_and_one_widened_reach_every_variant(capture: Capture, tmp_path: Path) -> None:
+    """Item 6 on both engines: a column added and another widened in place while capture runs
+    (PostgreSQL ``integer`` to ``bigint``, MariaDB ``SMALLINT`` to ``BIGINT``), a row given a value
+    past the old range: every variant equals the source row by row, the wide values included."""
+    names = ["add_column_postgres", "add_column_mariadb"]
+    frame = run_scenarios(capture.stack.params, names, silver_root=tmp_path / "conformance")
+    assert failed_scenarios(frame) == [], frame[frame["status"] == "FAILED"][
+        ["scenario", "silver_table", "detail"]
+    ].to_string()
+    assert set(frame["source"]) == {"postgres ems.venue", "mariadb ecomm.date"} and len(frame) == 8
+    assert (frame["status"] == "passed").all() and (frame["negative_check"] == "detected").all()
+    params = capture.stack.params
+    with connect(params, "ems") as c:
+        row = c.execute("SELECT max(venueseats), pg_typeof(max(venueseats))::text FROM ems.venue").fetchone()
+    assert row is not None and row[0] >= 5_000_000_000 and row[1] == "bigint"
+    with connect(params, "ecomm") as c:
+        cur = c.cursor()
+        cur.execute(
+            "SELECT max(week), (SELECT data_type FROM information_schema.columns WHERE"
+            " table_schema = DATABASE() AND table_name = 'date' AND column_name = 'week') FROM `date`"
+        )
+        week = cur.fetchone()
+    assert week is not None and week[0] == 70_000 and week[1] == "bigint"
