@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "GOOD_SQL",
+    "MISMATCH_REASON",
     "UNKNOWN_OP_HINT",
     "catalog_holds",
     "check_events",
@@ -43,6 +44,10 @@ __all__ = [
 
 #: Whether an event is good input (no bad reason set), as a Spark SQL expression.
 GOOD_SQL = f"{quote_spark(BAD_REASON)} IS NULL"
+
+#: The reason of the events whose column types no longer match the table (a source column changed to
+#: another kind of type); :mod:`helpers.silver.counts` finds the newest such event's position.
+MISMATCH_REASON = "schema no longer matches the table"
 
 #: What an unknown ``__op`` reason says about Debezium's other op codes.
 UNKNOWN_OP_HINT = (
@@ -157,7 +162,7 @@ def schema_verdicts(
                 and not _compatible(kind, reference[name])
             ]
             if mismatched:
-                rejected[part.schema] = "schema no longer matches the table: " + "; ".join(mismatched)
+                rejected[part.schema] = f"{MISMATCH_REASON}: " + "; ".join(mismatched)
                 continue
             for name, kind in fields.items():
                 if kind is not None and not pa.types.is_null(kind):

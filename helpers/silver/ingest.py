@@ -48,7 +48,7 @@ from helpers.bronze.layout import (
     record_numbers,
 )
 from helpers.bronze.store import BronzeObject, BronzeStore
-from helpers.engines import quote_spark
+from helpers.engines import quote_spark, spark_string
 from helpers.errors import BronzeError, HudiError
 from helpers.hudi.api import HudiCommit, write_hudi
 from helpers.hudi.config import HudiTableConfig
@@ -69,7 +69,14 @@ from helpers.silver.prepare import (
     slice_column,
     toast_columns,
 )
-from helpers.silver.quarantine import BadRecord, quarantine_dir, quarantine_events, write_quarantine
+from helpers.silver.quarantine import (
+    BadRecord,
+    newest_type_mismatch,
+    note_type_mismatch,
+    quarantine_dir,
+    quarantine_events,
+    write_quarantine,
+)
 from helpers.silver.state import (
     BRONZE_OWNER_KEY,
     POSITION_KEY,
@@ -85,6 +92,7 @@ from helpers.silver.tables import (
     bronze_store,
     pending_bronze,
     position_fields,
+    position_sql,
     silver_write_options,
     table_config,
     table_lock,
@@ -430,7 +438,10 @@ def _ingest_prepared(
     topic = silver_topic(params, table)
     engine = params.source(table.source).engine
     toast = toast_columns(events)
-    counts, keys = count_files(events, toast, new_table=state.is_new)
+    set_aside = position_sql(engine, position_fields(params, table), _in_bad_event)
+    counts, keys = count_files(events, toast, new_table=state.is_new, set_aside_position=set_aside)
+    truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
+    _guard_marker(params, table, config, counts, truncate_at if not state.is_new else None)
     quarantined, per_file = _quarantine(params, table, store, layouts, events, counts)
     good_events = sum(c.events - c.bad for c in counts.values())
     late = sum(c.late for c in counts.values())
@@ -439,7 +450,6 @@ def _ingest_prepared(
             table.name, len(files), 0, None, quarantined=quarantined, seconds=time.monotonic() - started
         )
     applied = events.where(F.col(BAD_REASON).isNull() & ~F.col(LATE) & ~F.col(OUTSIDE))
-    truncate_at = max((c.truncate_at for c in counts.values() if c.truncate_at), default=None)
     if truncate_at is not None and not state.is_new:
         position = position_column(engine, position_fields(params, table))
         deletes = truncated_rows(spark, applied, config, truncate_at, position)
@@ -525,6 +535,47 @@ def _arrow_types(frame: DataFrame) -> dict[str, Any]:
         except TypeError:  # pyspark's PySparkTypeError: a type Arrow does not take
             out[field.name] = None
     return out
+
+
+def _in_bad_event(name: str) -> str:
+    """A field of an event set aside whole, as SQL: read from its JSON (``_bad_event``)."""
+    return f"get_json_object({quote_spark(BAD_EVENT)}, {spark_string('$.' + name)})"
+
+
+def _guard_marker(
+    params: WorkbookParams,
+    table: SilverTableParams,
+    config: HudiTableConfig,
+    counts: dict[str, FileCounts],
+    truncate_at: str | None,
+) -> None:
+    """Remember the round's events set aside for column types that no longer match the table
+    (:func:`helpers.silver.quarantine.note_type_mismatch`, before their records settle their
+    files), and stop a round that would apply a marker (a TRUNCATE or a finished re-snapshot;
+    ``truncate_at``, None: none to apply) older than any such event of this round or an earlier
+    one. The marker deletes every stored row that no event after it applies, so Silver would lose
+    rows the source still has: measured, a re-snapshot after a source column was made text emptied
+    the table. Nothing is committed and no record is written; the round's files stay pending.
+
+    Raises:
+        HudiError: naming the table, the marker, the set-aside events and the way out.
+    """
+    errors = quarantine_dir(params, table.name)
+    here = max((c.mismatched_at for c in counts.values() if c.mismatched_at), default=None)
+    newest = note_type_mismatch(errors, table.name, here) if here else None
+    if truncate_at is None:
+        return
+    newest = newest or newest_type_mismatch(errors)
+    if newest is None or newest <= truncate_at:
+        return
+    raise HudiError(
+        f"Failed to apply the TRUNCATE / re-snapshot marker at {truncate_at} to Silver table "
+        f"{table.name} at {config.base_path}: events after it (the newest at {newest}) were set aside "
+        f"because their column types no longer match the table ({errors}), so applying the marker "
+        "would delete rows the source still has. Nothing was committed. A source column was changed "
+        "to another kind of type: change it back at the source, then re-snapshot the table "
+        f"(./workbook resnapshot {table.name}); docs/operations.md, 'A column changed at the source'"
+    )
 
 
 def _write(

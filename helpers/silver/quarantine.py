@@ -30,12 +30,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = [
     "ERRORS_DIR",
+    "MISMATCH_FILE",
     "RECORD_SUFFIX",
     "VALID_OPS",
     "BadRecord",
     "quarantine_dir",
     "quarantine_events",
     "quarantine_frame",
+    "newest_type_mismatch",
+    "note_type_mismatch",
     "settled_files",
     "write_quarantine",
 ]
@@ -43,6 +46,10 @@ __all__ = [
 ERRORS_DIR = "_errors"
 RECORD_SUFFIX = ".quarantine.json"
 VALID_OPS = frozenset({"c", "u", "d", "r"})
+#: Beside a table's records: the newest log position among its events set aside because their
+#: column types no longer match the table (a TRUNCATE or re-snapshot marker before it would delete
+#: rows the source still has; :mod:`helpers.silver.ingest` refuses to apply one).
+MISMATCH_FILE = "_type_mismatch.json"
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,26 @@ def quarantine_events(
         .collect()
     )
     return {r["file"]: int(r["records"]) for r in rows}
+
+
+def newest_type_mismatch(directory: str) -> str | None:
+    """The newest log position (``_cdc_position``'s text) among the events of the table whose
+    quarantine directory is ``directory`` set aside for column types that no longer match the table;
+    None when there were none."""
+    store = open_store(directory)
+    found = [e for e in store.list("") if e.name == MISMATCH_FILE]
+    if not found:
+        return None
+    return str(json.loads(store.read(found[0].location))["newest_position"])
+
+
+def note_type_mismatch(directory: str, table: str, position: str) -> str:
+    """Remember ``position`` (a set-aside event's, see :func:`newest_type_mismatch`), keeping the
+    newest; durable on return, before the round's records settle the event's file. The newest."""
+    newest = max(position, newest_type_mismatch(directory) or "")
+    doc = {"table": table, "newest_position": newest, "noted_at": time.time()}
+    open_store(directory).write(MISMATCH_FILE, json.dumps(doc, indent=1).encode("utf-8"))
+    return newest
 
 
 def _records(directory: str) -> list[tuple[str, dict[str, Any]]]:

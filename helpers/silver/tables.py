@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,31 +60,38 @@ POSITION_FIELDS = {
 }
 
 
-def position_sql(engine: str, fields: tuple[str, ...]) -> str:
+def position_sql(engine: str, fields: tuple[str, ...], field: Callable[[str], str] = quote_spark) -> str:
     """``_cdc_position`` as a Spark SQL expression: the source's log position as one sortable
     string (``docs/architecture.md``, "Ordering"), or a configured single ``ordering`` field as it
     is. The PySpark engine (:func:`helpers.silver.prepare.position_column`) and the streamer
     engine's SQL transform (:mod:`helpers.silver.streamer`) both use it.
 
+    Args:
+        engine: the source engine.
+        fields: the position fields (or the configured ordering field).
+        field: a field's value as SQL (default: its column; the set-aside events' positions are
+            read from their JSON, :func:`helpers.silver.counts.count_files`).
+
     Raises:
         HudiError: for an unknown engine.
     """
 
+    def text(name: str) -> str:
+        return f"CAST({field(name)} AS STRING)"
+
     def padded(name: str, width: int) -> str:
-        return f"lpad(CAST({quote_spark(name)} AS STRING), {width}, '0')"
+        return f"lpad({text(name)}, {width}, '0')"
 
     if fields != POSITION_FIELDS.get(engine):
-        return quote_spark(fields[0])
+        return field(fields[0])
     if engine == "postgres":
         return padded("__lsn", 20)
     if engine in ("mysql", "mariadb"):
-        number = "lpad(substring_index(CAST(`__file` AS STRING), '.', -1), 10, '0')"
+        number = f"lpad(substring_index({text('__file')}, '.', -1), 10, '0')"
         return f"concat_ws('.', {number}, {padded('__pos', 20)}, {padded('__row', 10)})"
     if engine == "sqlserver":
-        return (
-            "concat_ws('.', CAST(`__commit_lsn` AS STRING), CAST(`__change_lsn` AS STRING), "
-            f"{padded('__event_serial_no', 10)})"
-        )
+        serial = padded("__event_serial_no", 10)
+        return f"concat_ws('.', {text('__commit_lsn')}, {text('__change_lsn')}, {serial})"
     raise HudiError(f"Failed to order change events: unknown source engine {engine!r}")
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bronze_events import write_changes
 from support.silver_tables import offline_params
 
 from helpers.bronze.events import event_from_json
 from helpers.bronze.writer import BronzeWriter
-from helpers.errors import BronzeError
+from helpers.errors import BronzeError, HudiError
 from helpers.hudi.read import read_snapshot
 from helpers.hudi.timeline import completed_instants, read_commit_metadata
 from helpers.params import WorkbookParams
@@ -256,3 +257,46 @@ def test_a_null_key_or_log_position_is_set_aside_with_the_field_named(params: Wo
     }
     assert kept.name not in {name for name, _ in reasons}
     assert _silver(params) == {6: ("n", decimal.Decimal("1.25"))}
+
+
+def test_a_marker_older_than_events_set_aside_for_their_types_is_not_applied(params: WorkbookParams) -> None:
+    """A source column made text: the re-snapshot's reads are set aside (the table holds an
+    integer), in a round of their own as a running job takes them. Applying the re-snapshot's
+    marker would delete every stored row no later event applies, that is all of them, so the marker's
+    round is refused, again on the next try, with Silver and its timeline unchanged. With the
+    column changed back and the table re-snapshotted, the newer marker applies."""
+    table = _category(params)
+    base = table_config(params, table).base_path
+    key = {"type": "int32", "optional": False, "field": "catid"}
+    number = [key, {"type": "int32", "optional": True, "field": "catgroup"}]
+    text = [key, {"type": "string", "optional": True, "field": "catgroup"}]
+
+    def rows() -> dict[int, Any]:
+        return {r["catid"]: r["catgroup"] for r in read_snapshot(base).to_pylist()}
+
+    write_changes(
+        params, number, [(10, "c", {"catid": 1, "catgroup": 5}), (11, "c", {"catid": 2, "catgroup": 6})]
+    )
+    ingest_table(params, table)
+    write_changes(
+        params,
+        text,
+        [(31, "r", {"catid": 1, "catgroup": "five"}), (32, "r", {"catid": 2, "catgroup": "six"})],
+    )
+    assert ingest_table(params, table).quarantined == 2
+    write_changes(params, [], [(30, "resnapshot", {})])
+    instants = completed_instants(base)
+    for _ in range(2):
+        with pytest.raises(HudiError) as refused:
+            ingest_table(params, table)
+        message = str(refused.value)
+        assert "marker at 00000000000000000030 to Silver table category" in message
+        assert "the newest at 00000000000000000032" in message and "./workbook resnapshot category" in message
+        assert rows() == {1: 5, 2: 6} and completed_instants(base) == instants
+
+    write_changes(params, [], [(40, "resnapshot", {})])
+    write_changes(
+        params, number, [(41, "r", {"catid": 1, "catgroup": 50}), (42, "r", {"catid": 2, "catgroup": 60})]
+    )
+    assert ingest_table(params, table).truncated_at == "00000000000000000040"
+    assert rows() == {1: 50, 2: 60}
