@@ -31,6 +31,7 @@ from helpers.spark import build_spark_session
 __all__ = [
     "REQUEST_CHECK_S",
     "REQUEST_NAME",
+    "RETRY_MAX_S",
     "SilverJob",
     "main",
     "pause_between_rounds",
@@ -108,21 +109,39 @@ REQUEST_NAME = "round.request"
 REQUEST_CHECK_S = 0.5
 
 
-def pause_between_rounds(watch: BronzeWatch, seconds: float, stopping: Any, request: Path) -> None:
-    """Sleep up to ``seconds``; less when a Bronze file lands, a round is requested or the job is
-    asked to stop."""
+def pause_between_rounds(
+    watch: BronzeWatch, seconds: float, stopping: Any, request: Path, *, on_landing: bool = True
+) -> None:
+    """Sleep up to ``seconds``; less when a round is requested, the job is asked to stop or (with
+    ``on_landing``) a Bronze file lands."""
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0 and not stopping.is_set():
-        if request.exists() or watch.wait(min(left, REQUEST_CHECK_S), stop=stopping):
+        if request.exists():
             return
+        if on_landing:
+            if watch.wait(min(left, REQUEST_CHECK_S), stop=stopping):
+                return
+        else:
+            stopping.wait(min(left, REQUEST_CHECK_S))
 
 
-def round_interval(silver: SilverParams, quiet_s: float, watching: bool = False) -> float:
+#: The longest pause after failed rounds (:func:`round_interval`).
+RETRY_MAX_S = 30.0
+
+
+def round_interval(silver: SilverParams, quiet_s: float, watching: bool = False, failures: int = 0) -> float:
     """Seconds from one round's start to the next: ``silver.min_interval_s``, or once no round
     took a file for ``silver.idle_after_s`` ``silver.idle_interval_s`` (never less), or
     ``silver.idle_interval_watched_s`` while Bronze's file notices wake the job (``watching``): a
     landing ends the pause at once, so an idle round then only looks for a file whose notice never
-    came."""
+    came.
+
+    After ``failures`` failed rounds in a row, ``silver.min_interval_s`` doubled that many times, up
+    to :data:`RETRY_MAX_S`: an error that stays (a refused Bronze zone, a marker over set-aside
+    events, a full disk) is tried again less and less often instead of a Spark job every
+    ``silver.min_interval_s``, and a landing file does not cut that pause short (the job's loop)."""
+    if failures:
+        return float(min(RETRY_MAX_S, silver.min_interval_s * 2**failures))
     if quiet_s >= silver.idle_after_s:
         idle = silver.idle_interval_watched_s if watching else silver.idle_interval_s
         return max(silver.min_interval_s, idle)
@@ -172,7 +191,8 @@ def _loop(
     a requested round (:meth:`SilverJob.request_round`).
     While another process holds the job (:mod:`helpers.silver.hold`) it skips its rounds and looks
     again every ``silver.min_interval_s``; the status names the holder."""
-    last_taken = time.monotonic()  # the last round that took a file or failed (then: try again soon)
+    last_taken = time.monotonic()  # the last round that took a file or failed
+    failures = 0  # failed rounds in a row (the pause grows with them)
     while not stopping.is_set():
         watch.start()  # a no-op once watching; the folder may appear after the job starts
         started = time.monotonic()
@@ -198,18 +218,25 @@ def _loop(
                         "write_seconds": round(float(row.write_seconds), 3),
                     }
             status["error"] = None
+            failures = 0
         except WorkbookError as exc:
             status["error"] = str(exc)
+            failures += 1
         status["loops"] += 1
         status["lag"] = _lag_after(params, store, result)  # result: None when the round failed
         if _took_files_or_failed(result):
             last_taken = time.monotonic()
-        interval = round_interval(params.silver, time.monotonic() - last_taken, watching=watch.active)
+        quiet = time.monotonic() - last_taken
+        interval = round_interval(params.silver, quiet, watching=watch.active, failures=failures)
         status["interval_s"] = interval
         status["watching"] = watch.active
         write_status(directory, status)
         pause_between_rounds(
-            watch, interval - (time.monotonic() - started), stopping, directory / REQUEST_NAME
+            watch,
+            interval - (time.monotonic() - started),
+            stopping,
+            directory / REQUEST_NAME,
+            on_landing=not failures,
         )
 
 

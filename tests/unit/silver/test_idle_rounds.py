@@ -10,11 +10,20 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from helpers.bronze.events import marker_event
 from helpers.bronze.watch import BronzeWatch
+from helpers.bronze.writer import BronzeWriter
 from helpers.params import load_params
 from helpers.silver import job as job_module
 from helpers.silver.ingest import ingest_table
-from helpers.silver.job import REQUEST_CHECK_S, REQUEST_NAME, SilverJob, pause_between_rounds, round_interval
+from helpers.silver.job import (
+    REQUEST_CHECK_S,
+    REQUEST_NAME,
+    RETRY_MAX_S,
+    SilverJob,
+    pause_between_rounds,
+    round_interval,
+)
 from helpers.silver.tables import table_lock
 
 
@@ -110,3 +119,31 @@ def test_a_round_with_nothing_new_returns_while_another_writer_holds_the_lock(pa
         worker.join(60)  # the lock is held for good here: a round that waited for it never returns
         assert not worker.is_alive(), "an idle round waited for the table lock"
     assert [(r.table, r.files, r.events, r.instant) for r in results] == [("category", 0, 0, None)]
+
+
+def test_after_failed_rounds_the_pause_doubles_up_to_retry_max_s(params: Any) -> None:
+    """An error that stays (a refused Bronze zone, a marker over set-aside events) is tried again
+    less and less often; a round that works brings the usual pacing back (failures 0)."""
+    silver = params.silver.model_copy(update={"min_interval_s": 0.5, "idle_after_s": 60.0})
+    assert [round_interval(silver, 0.0, failures=n) for n in (0, 1, 2, 3)] == [0.5, 1.0, 2.0, 4.0]
+    assert round_interval(silver, 3600.0, watching=True, failures=20) == RETRY_MAX_S
+
+
+def test_a_pause_after_a_failed_round_is_not_cut_short_by_a_landing_file(tmp_path: Any) -> None:
+    """A landing would only repeat the failing round; a requested round or a stop still ends it."""
+    writer = BronzeWriter(tmp_path / "bronze", "avro")
+    (tmp_path / "bronze").mkdir()
+    stopping = threading.Event()
+    request = tmp_path / REQUEST_NAME
+    event = [marker_event("tickit.ems.t", "resnapshot", "t", {"__lsn": 1}, 1_767_225_600_000)]
+    with BronzeWatch(tmp_path / "bronze") as watch:
+        assert watch.active
+        threading.Timer(0.2, lambda: writer.write_batch(event)).start()
+        started = time.monotonic()
+        pause_between_rounds(watch, 1.5, stopping, request, on_landing=False)
+        assert time.monotonic() - started >= 1.4  # the landing did not end it
+        assert watch.wait(5.0)  # the landing was noticed, for the round after the pause
+        threading.Timer(0.2, request.touch).start()
+        started = time.monotonic()
+        pause_between_rounds(watch, 30.0, stopping, request, on_landing=False)
+        assert time.monotonic() - started < 0.2 + 20 * REQUEST_CHECK_S  # loose: a busy machine
