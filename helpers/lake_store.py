@@ -33,6 +33,7 @@ __all__ = [
     "lake_s3",
     "lake_uri",
     "open_store",
+    "read_if_present",
     "s3_client",
     "set_lake_s3",
     "split_s3",
@@ -299,3 +300,15 @@ def open_store(root: str | Path, s3: Any = None) -> LakeStore:
     """A :class:`LocalStore` for a path, an :class:`S3Store` for an ``s3://`` URI."""
     text = str(root)
     return S3Store(text, s3) if is_s3(text) else LocalStore(text)
+
+
+def read_if_present(store: LakeStore, name: str) -> bytes | None:
+    """The bytes of the file ``name`` at the store's root, or None when there is none. One listing
+    of the root tells a missing file apart: on S3, reading a missing object fails as any other
+    failure does.
+
+    Raises:
+        WorkbookError, OSError: when the root cannot be listed or the file cannot be read.
+    """
+    found = [e for e in store.list("") if e.name == name]
+    return store.read(found[0].location) if found else None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.errors import BronzeError, WorkbookError
-from helpers.lake_store import LakeStore, is_s3, open_store
+from helpers.lake_store import LakeStore, is_s3, open_store, read_if_present
 
 __all__ = ["BRONZE_SUFFIXES", "OWNER_FILE", "BronzeObject", "BronzeOwner", "BronzeStore", "is_bronze_name"]
 
@@ -103,9 +103,10 @@ class BronzeStore:
         """
         location = "/".join((self.root, OWNER_FILE))
         try:
-            if not any(e.name == OWNER_FILE for e in self.lake.list("")):
+            data = read_if_present(self.lake, OWNER_FILE)
+            if data is None:
                 return None
-            record = json.loads(self.lake.read(location))
+            record = json.loads(data)
             return BronzeOwner(str(record["state_id"]), str(record.get("state_dir", "unknown")))
         except (OSError, WorkbookError, ValueError, KeyError, TypeError) as exc:
             raise BronzeError(

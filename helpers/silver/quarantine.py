@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from helpers.bronze.layout import BAD_EVENT, BAD_REASON, FILE_COLUMN, ROW_COLUMN
-from helpers.lake_store import join, lake_uri, open_store, use_lake_s3
+from helpers.lake_store import join, lake_uri, open_store, read_if_present, use_lake_s3
 from helpers.params import WorkbookParams
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -115,10 +115,10 @@ def write_quarantine(
     store = open_store(directory)
     name = f"{bronze_file.rsplit('/', 1)[-1]}{RECORD_SUFFIX}"
     quarantined_at = time.time()
-    existing = [e for e in store.list("") if e.name == name]
-    if existing:  # written by a run that did not commit: same content, first time kept
+    existing = read_if_present(store, name)
+    if existing is not None:  # written by a run that did not commit: same content, first time kept
         try:
-            quarantined_at = float(json.loads(store.read(existing[0].location))["quarantined_at"])
+            quarantined_at = float(json.loads(existing)["quarantined_at"])
         except (ValueError, KeyError, TypeError):
             pass
     doc = {
@@ -210,11 +210,8 @@ def newest_type_mismatch(directory: str) -> str | None:
     """The newest log position (``_cdc_position``'s text) among the events of the table whose
     quarantine directory is ``directory`` set aside for column types that no longer match the table;
     None when there were none."""
-    store = open_store(directory)
-    found = [e for e in store.list("") if e.name == MISMATCH_FILE]
-    if not found:
-        return None
-    return str(json.loads(store.read(found[0].location))["newest_position"])
+    data = read_if_present(open_store(directory), MISMATCH_FILE)
+    return None if data is None else str(json.loads(data)["newest_position"])
 
 
 def note_type_mismatch(directory: str, table: str, position: str) -> str:
