@@ -258,7 +258,12 @@ READ_RETRY_PAUSE_S = 0.05
 #: Failures a concurrent writer causes for a moment, by the text each reader gives:
 #:
 #: * the official writer creates a completed instant's file and then writes its JSON, so a reader
-#:   listing the timeline at that moment can meet an empty commit file (hudi-rs);
+#:   listing the timeline at that moment can meet an empty commit file. hudi-rs gives ``EOF while
+#:   parsing``. Hudi 1.0's Spark reader (the newest commit's schema, read at ``load``) takes a
+#:   file it finds empty on a second look as a commit without metadata, but one filled between its
+#:   read and that look fails with Jackson's ``No content to map due to end-of-input``. Hudi
+#:   0.14's writer on a local disk leaves that moment on every commit (``createImmutableFileInPath``
+#:   writes through a temporary file on HDFS only); an S3 object appears whole;
 #: * Hudi 0.14's writer (the streamer, EMR 6.15's pair) with ``hoodie.metadata.enable=false``
 #:   clears the table's metadata partitions in ``hoodie.properties`` on every commit, even when
 #:   there are none (``HoodieTable.maybeDeleteMetadataTable``): it copies the file to
@@ -270,6 +275,7 @@ READ_RETRY_PAUSE_S = 0.05
 #:   hudi-rs reads no backup and fails on both.
 _TRANSIENT_TEXTS = (
     "EOF while parsing",
+    "No content to map due to end-of-input",
     "Failed to parse JSON commit metadata",
     "Hoodie table not found in path Table does not exist",
     "Config 'hoodie.table.name' not found",

@@ -216,6 +216,14 @@ def test_only_a_writers_half_written_file_is_tried_again(tmp_path: Path) -> None
     assert transient_read_error(trino_empty, "")
     assert transient_read_error(RuntimeError("Config error: Config 'hoodie.table.name' not found"), "x")
     assert transient_read_error(RuntimeError("EOF while parsing a value at line 1 column 0"), "x")
+    spark_commit_being_written = RuntimeError(  # as CI met it while the 0.14 streamer wrote
+        "An error occurred while calling o2716.load.\n: org.apache.hudi.exception.HoodieIOException: "
+        "Failed to fetch HoodieCommitMetadata for instant ([20261205030051178__20261205030055386__commit__"
+        "COMPLETED])\nCaused by: java.io.IOException: Unable to read commit metadata for instant [...]\n"
+        "Caused by: com.fasterxml.jackson.databind.exc.MismatchedInputException: No content to map "
+        "due to end-of-input"
+    )
+    assert transient_read_error(spark_commit_being_written, "x")
     assert not transient_read_error(absent, str(tmp_path))
     (tmp_path / ".hoodie").mkdir()
     assert transient_read_error(absent, str(tmp_path))
