@@ -64,8 +64,12 @@ TARGET_GIB = 6.0
 CELL_SHOWN_S = 2.0
 
 
-def _cells(notebook: Path) -> list[tuple[int, str, float]]:
-    """An executed notebook's code cells: (index, first source line, papermill's duration in s)."""
+#: An executed notebook's code cells: (index, first source line, papermill's duration in s).
+Cells = list[tuple[int, str, float]]
+
+
+def _cells(notebook: Path) -> Cells:
+    """The code cells of an executed notebook (:data:`Cells`), read from papermill's metadata."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     out = []
     for index, cell in enumerate(cells):
@@ -76,7 +80,7 @@ def _cells(notebook: Path) -> list[tuple[int, str, float]]:
     return out
 
 
-def _where_it_went(run: RunResult, label: str) -> list[tuple[str, float]]:
+def _where_it_went(run: RunResult, by_notebook: dict[str, Cells], label: str) -> list[tuple[str, float]]:
     """Print each notebook's cells of at least :data:`CELL_SHOWN_S`, the rest summed, and the time
     outside every cell (its kernel's start and papermill's own work). Returns the named cells,
     longest first, as ``("NN cell I", seconds)``.
@@ -87,18 +91,18 @@ def _where_it_went(run: RunResult, label: str) -> list[tuple[str, float]]:
     print("|---|---|---|")
     named: list[tuple[str, float]] = []
     for nb in run.notebooks:
-        cells = _CELLS.get(run.run_dir, {}).get(nb.name)
+        cells = by_notebook.get(nb.name)
         if cells is None:
             continue
-        short = 0.0
+        short, shorter = 0.0, 0
         for index, first, seconds in cells:
             if seconds >= CELL_SHOWN_S:
                 print(f"| {nb.name} | {index}: `{first[:70]}` | {seconds:.1f} |")
                 named.append((f"{nb.name[:2]} cell {index}", seconds))
             else:
-                short += seconds
+                short, shorter = short + seconds, shorter + 1
         outside = nb.seconds - sum(seconds for _, _, seconds in cells)
-        print(f"| {nb.name} | {sum(1 for c in cells if c[2] < CELL_SHOWN_S)} shorter cells | {short:.1f} |")
+        print(f"| {nb.name} | {shorter} shorter cells | {short:.1f} |")
         print(f"| {nb.name} | outside the cells (kernel start, papermill) | {outside:.1f} |")
     return sorted(named, key=lambda item: -item[1])
 
@@ -107,23 +111,18 @@ def _row(label: str, first: float, second: float, unit: str, target: str) -> str
     return f"| {label} | {first:,.1f} {unit} | {second:,.1f} {unit} | {target} |"
 
 
-#: Each run's executed notebooks' code cells (:func:`_cells`), read before its work folder goes.
-_CELLS: dict[Path, dict[str, list[tuple[int, str, float]]]] = {}
-
-
-def _runs(overrides: dict[str, Any], count: int, keep: bool) -> list[RunResult]:
-    """``count`` runs of the whole workbook in one state directory of their own, from empty."""
+def _runs(overrides: dict[str, Any], count: int, keep: bool) -> list[tuple[RunResult, dict[str, Cells]]]:
+    """``count`` runs of the whole workbook in one state directory of their own, from empty; each
+    with its executed notebooks' cells by notebook (:func:`_cells`), read before the folder goes."""
     work = isolated_folder("wb-bench-run-")
     overrides = {**isolated_overrides(work), **overrides}
-    runs: list[RunResult] = []
+    runs: list[tuple[RunResult, dict[str, Cells]]] = []
     try:
         for _ in range(count):
             result = run_workbook("local", overrides, progress=False)
             print(result.summary(), flush=True)
-            runs.append(result)
-            _CELLS[result.run_dir] = {
-                nb.name: _cells(nb.output_path) for nb in result.notebooks if nb.output_path.is_file()
-            }
+            cells = {nb.name: _cells(nb.output_path) for nb in result.notebooks if nb.output_path.is_file()}
+            runs.append((result, cells))
             if not result.ok:
                 raise SystemExit("a notebook failed: no figures")
     finally:
@@ -198,9 +197,9 @@ def main() -> None:
     overrides = {"tickit.scale": args.scale, **parse_overrides(args.set)}
     settings = f"tickit.scale={args.scale}{' with ' + ', '.join(args.set) if args.set else ''}"
     if args.busy_cores > 0:
-        [quiet] = _runs(overrides, 1, args.keep)
+        [(quiet, _)] = _runs(overrides, 1, args.keep)
         with _busy(args.busy_cores):
-            [loaded] = _runs(overrides, 1, args.keep)
+            [(loaded, _)] = _runs(overrides, 1, args.keep)
         print(
             f"\nWhole workbook at {settings}: first runs from an empty state, quiet (the baseline) and "
             f"beside {args.busy_cores} busy process(es); both finished with every notebook's checks passed\n"
@@ -218,8 +217,8 @@ def main() -> None:
         _makeups(quiet, loaded, ("quiet", "under load"))
         return
     if args.against:
-        [baseline] = _runs(overrides, 1, args.keep)
-        [variant] = _runs({**overrides, **parse_overrides(args.against)}, 1, args.keep)
+        [(baseline, _)] = _runs(overrides, 1, args.keep)
+        [(variant, _)] = _runs({**overrides, **parse_overrides(args.against)}, 1, args.keep)
         changed = ", ".join(args.against)
         print(
             f"\nWhole workbook at {settings}: first runs from an empty state each, as set (the baseline) "
@@ -228,7 +227,7 @@ def main() -> None:
         _table(baseline, variant, ("as set", changed), f"first <= {TARGET_S:.0f} s")
         _makeups(baseline, variant, ("as set", changed))
         return
-    first, second = _runs(overrides, 2, args.keep)
+    (first, first_cells), (second, second_cells) = _runs(overrides, 2, args.keep)
     print(f"\nWhole workbook at {settings} (first run from an empty state; re-run: nothing new)\n")
     _table(
         first,
@@ -252,8 +251,8 @@ def main() -> None:
         f"{'within' if resident <= TARGET_GIB * GIB else 'over'} the target)"
     )
     _makeups(first, second, ("first run", "re-run"))
-    _where_it_went(first, "The first run")
-    largest = _where_it_went(second, "The re-run")
+    _where_it_went(first, first_cells, "The first run")
+    largest = _where_it_went(second, second_cells, "The re-run")
     _record(first, second, largest)
 
 
@@ -274,7 +273,7 @@ def _record(first: RunResult, second: RunResult, largest: list[tuple[str, float]
         f"{first.seconds:.1f} s, peak {gib[0]:.2f} GiB",
         f"re-run {second.seconds:.1f} s",
         first.seconds <= TARGET_FIRST_S and gib[0] <= TARGET_GIB,
-        limit='"The re-run taken apart" (its first-run table), "Snapshot: PostgreSQL slots created first?"',
+        limit='"The re-run taken apart" (its first-run column), "Snapshot: PostgreSQL slots created first?"',
     )
     seventh = [n.seconds for n in second.notebooks if n.name.startswith("07")]
     top = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in largest[:4])
