@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _targets import record  # noqa: E402
 
+from helpers.capture.backends import worker_pids  # noqa: E402
 from helpers.isolation import isolated_folder, isolated_overrides  # noqa: E402
 from helpers.local.class_data import driver_java  # noqa: E402
 from helpers.memory import descendants, process_parents, process_rss  # noqa: E402
@@ -182,11 +183,7 @@ def _process_name(pid: int) -> str:
 
 def _roots(params: WorkbookParams) -> dict[str, int]:
     """The job's and each capture worker's pid, by name."""
-    roots = {}
-    for folder in sorted((params.state_path / "capture").iterdir()):
-        pid = live_pid(folder / "worker.pid")
-        if pid is not None:
-            roots[f"capture {folder.name}"] = pid
+    roots = {f"capture {name}": pid for name, pid in worker_pids(params.state_path).items()}
     job = live_pid(params.state_path / "silver" / "job.pid")
     if job is None:
         raise SystemExit("the continuous Silver job is not running: no figures")

@@ -43,6 +43,7 @@ __all__ = [
     "stop_all_workers",
     "trace_summary",
     "wait_until_running",
+    "worker_pids",
 ]
 
 
@@ -328,21 +329,34 @@ class EmbeddedBackend:
             (d / child).unlink(missing_ok=True)
 
 
+def worker_pids(state_dir: Path) -> dict[str, int]:
+    """The running embedded capture workers of a state directory: connector name to pid.
+
+    Only the connectors' own directories are read; the files beside them in ``capture/`` (the
+    state's id, :data:`helpers.capture.owner.STATE_ID_FILE`) are not connectors.
+    """
+    root = Path(state_dir) / "capture"
+    if not root.exists():
+        return {}
+    backend = EmbeddedBackend(state_dir=Path(state_dir), bronze_root=Path(state_dir))
+    pids = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir()):
+        pid = backend._pid(d.name)  # noqa: SLF001 - same module family
+        if pid is not None:
+            pids[d.name] = pid
+    return pids
+
+
 def stop_all_workers(state_dir: Path) -> list[str]:
     """Stop every embedded capture worker of a state directory (before its servers stop).
 
     Returns:
         Names of the connectors whose worker was running.
     """
-    root = Path(state_dir) / "capture"
-    if not root.exists():
-        return []
     backend = EmbeddedBackend(state_dir=Path(state_dir), bronze_root=Path(state_dir))
-    stopped = []
-    for d in sorted(p for p in root.iterdir() if p.is_dir()):
-        if backend._pid(d.name) is not None:  # noqa: SLF001 - same module family
-            backend.stop(d.name)
-            stopped.append(d.name)
+    stopped = list(worker_pids(state_dir))
+    for name in stopped:
+        backend.stop(name)
     return stopped
 
 

@@ -8,6 +8,10 @@ Kafka Connect REST client is tested against a real Connect worker in
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,7 +19,7 @@ import pytest
 from botocore.stub import Stubber
 from support.imports import modules_imported_by
 
-from helpers.capture.backends import MskConnectBackend, wait_until_running
+from helpers.capture.backends import MskConnectBackend, wait_until_running, worker_pids
 from helpers.capture.connectors import (
     bronze_s3_sink_config,
     mysql_source_config,
@@ -23,6 +27,7 @@ from helpers.capture.connectors import (
     redacted,
     sqlserver_source_config,
 )
+from helpers.capture.owner import STATE_ID_FILE
 from helpers.errors import CaptureError
 
 PG = dict(
@@ -249,3 +254,20 @@ def test_a_capture_worker_process_loads_neither_pandas_nor_pyarrow() -> None:
 
     assert capture.register_connectors.__module__ == "helpers.capture.register"
     assert "BronzeWriter" in dir(capture)
+
+
+def test_worker_pids_names_the_running_workers_and_skips_the_files_beside_them(
+    tmp_path: Path,
+) -> None:
+    """The state's id file sits in ``capture/`` beside the connectors' directories; reading it
+    as a connector stopped ``bench_idle.py`` (``NotADirectoryError``) on a fresh clone."""
+    capture = tmp_path / "capture"
+    for name in ("tickit-ecomm", "tickit-ems", "tickit-orders"):
+        (capture / name).mkdir(parents=True)
+    (capture / STATE_ID_FILE).write_text("a1b2c3")
+    (capture / "tickit-ecomm" / "worker.pid").write_text(str(os.getpid()))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])  # noqa: S603
+    gone.wait()
+    (capture / "tickit-ems" / "worker.pid").write_text(str(gone.pid))
+    assert worker_pids(tmp_path) == {"tickit-ecomm": os.getpid()}
+    assert worker_pids(tmp_path / "no-state") == {}
